@@ -1,0 +1,102 @@
+/// The body of `POST /v1/events`: one event, or `{"events": [...]}` appended all or nothing.
+public struct AppendRequest: Sendable {
+    public static let maxBatchSize = 1000
+
+    public var events: [NewEvent]
+    public var isBatch: Bool
+
+    /// Why a body could not be read as an append request.
+    public enum DecodeError: Error, Sendable, Equatable {
+        /// Not JSON at all (400 `invalid_request`).
+        case malformed(JSONParseError)
+        /// JSON, but not a valid event (422 `invalid_event`).
+        case invalid(EventValidationError)
+    }
+
+    public static func decode(_ body: some Collection<UInt8>) throws(DecodeError) -> AppendRequest {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(body)
+        } catch {
+            throw .malformed(error)
+        }
+        do {
+            return try decode(value)
+        } catch {
+            throw .invalid(error)
+        }
+    }
+
+    public static func decode(_ value: JSONValue) throws(EventValidationError) -> AppendRequest {
+        guard case .object(let top) = value else {
+            throw EventValidationError(field: "$", reason: "must be an event object or {\"events\": [...]}, not \(value.typeName)")
+        }
+        guard let batch = top["events"] else {
+            return AppendRequest(events: [try EventDecoder.decode(top, path: "")], isBatch: false)
+        }
+        guard top.count == 1 else {
+            let other = top.keys.filter { $0 != "events" }.sorted()[0]
+            throw EventValidationError(field: other, reason: "is not allowed beside \"events\" in a batch")
+        }
+        guard case .array(let items) = batch else {
+            throw EventValidationError(field: "events", reason: "must be an array, not \(batch.typeName)")
+        }
+        guard !items.isEmpty, items.count <= maxBatchSize else {
+            throw EventValidationError(field: "events", reason: "must hold 1 to \(maxBatchSize) events, not \(items.count)")
+        }
+        var events: [NewEvent] = []
+        events.reserveCapacity(items.count)
+        var keys: [String: Int] = [:]
+        for (i, item) in items.enumerated() {
+            let path = "events[\(i)]"
+            guard case .object(let members) = item else {
+                throw EventValidationError(field: path, reason: "must be an event object, not \(item.typeName)")
+            }
+            let event = try EventDecoder.decode(members, path: path)
+            let key = "\(event.source)\u{0}\(event.idempotencyKey)"
+            if let first = keys[key] {
+                throw EventValidationError(
+                    field: "\(path).idempotency_key",
+                    reason: "repeats the idempotency key of events[\(first)] for source \"\(event.source)\"")
+            }
+            keys[key] = i
+            events.append(event)
+        }
+        return AppendRequest(events: events, isBatch: true)
+    }
+}
+
+/// Turns one JSON event object into a validated `NewEvent`.
+public enum EventDecoder {
+    public static func decode(_ members: [String: JSONValue], path: String) throws(EventValidationError) -> NewEvent {
+        var r = FieldReader(path: path, members: members)
+        let subscriberID = try r.requiredString("subscriber_id")
+        guard Identifiers.isValidSubscriberID(subscriberID) else {
+            throw r.fail("subscriber_id", "must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -")
+        }
+        guard let type = try r.oneOf("type", EventType.self) else { throw r.fail("type", "is required") }
+        let occurredAt = try r.requiredTimestamp("occurred_at")
+        let source = try r.requiredString("source")
+        guard Identifiers.isValidSource(source) else {
+            throw r.fail("source", "must be 1–64 characters of a–z, 0–9 and _ . - (e.g. \"apple\", \"web\")")
+        }
+        guard let environment = try r.oneOf("environment", LedgerEnvironment.self) else {
+            throw r.fail("environment", "is required (\"production\" or \"sandbox\")")
+        }
+        let key = try r.requiredString("idempotency_key")
+        guard Identifiers.isValidIdempotencyKey(key) else {
+            throw r.fail("idempotency_key", "must be 1–255 bytes without control characters")
+        }
+        guard let data = try r.object("data") else { throw r.fail("data", "is required (an object)") }
+        let metadata = try r.object("metadata") ?? [:]
+        let expected = try r.integer("expected_version", minimum: 0)
+        for name in ["event_id", "version", "position", "recorded_at", "hash", "prev_hash"] where r.has(name) {
+            throw r.fail(name, "is assigned by the ledger and cannot be sent")
+        }
+        try r.rejectUnknown()
+        try EventDataValidator.validate(type: type, data: data, occurredAt: occurredAt, path: r.field("data"))
+        return NewEvent(
+            subscriberID: subscriberID, type: type, occurredAt: occurredAt, source: source, environment: environment,
+            idempotencyKey: key, data: data, metadata: metadata, expectedVersion: expected)
+    }
+}

@@ -1,0 +1,151 @@
+/// Checks an event's `data` against its type's payload (ledger-semantics section 2).
+///
+/// Events are self-describing: everything the fold and the reports need must be in `data` when it is
+/// stored. Unknown members are refused (raw store payloads belong in `metadata`).
+public enum EventDataValidator {
+    public enum Kind: String, CaseIterable { case autoRenewable = "auto_renewable", nonRenewing = "non_renewing", free, lifetime }
+    public enum Offer: String, CaseIterable { case none, trial, intro, promo }
+    public enum CancellationReason: String, CaseIterable {
+        case familyRevoked = "family_revoked", chargeback, developer, other
+    }
+    public enum ExpirationReason: String, CaseIterable {
+        case voluntary, billing, priceIncrease = "price_increase", productUnavailable = "product_unavailable", other
+    }
+
+    public static func validate(
+        type: EventType, data: [String: JSONValue], occurredAt: Timestamp, path: String
+    ) throws(EventValidationError) {
+        var r = FieldReader(path: path, members: data)
+        switch type {
+        case .purchase, .renewal:
+            try transaction(&r, type: type)
+        case .refund:
+            _ = try r.requiredString("transaction_id")
+            guard try r.integer("amount_minor") != nil else { throw r.fail("amount_minor", "is required") }
+            try currency(&r)
+            _ = try r.string("reason")
+        case .refundReversal:
+            _ = try r.requiredString("transaction_id")
+        case .cancellation:
+            _ = try r.stringArray("entitlements")
+            guard try r.oneOf("reason", CancellationReason.self) != nil else { throw r.fail("reason", "is required") }
+        case .credit:
+            _ = try r.requiredString("entitlement")
+            let duration = try isoDuration(&r, "duration")
+            let start = try r.timestamp("window_start")
+            let end = try r.timestamp("window_end")
+            switch (duration, start, end) {
+            case (.some, nil, nil): break
+            case (nil, .some(let s), .some(let e)):
+                guard e > s else { throw r.fail("window_end", "must be after window_start") }
+            case (.some, _, _): throw r.fail("duration", "give either duration or window_start and window_end, not both")
+            default: throw r.fail(start == nil ? "window_start" : "window_end", "is required (or give duration)")
+            }
+            _ = try r.requiredString("reason")
+            _ = try r.requiredString("granted_by")
+        case .creditReversal:
+            let id = try r.requiredString("credit_event_id")
+            guard isUUID(id) else { throw r.fail("credit_event_id", "must be an event_id (UUID)") }
+        case .autoRenewChanged:
+            guard try r.bool("enabled") != nil else { throw r.fail("enabled", "is required") }
+            _ = try r.requiredString("product_id")
+            try entitlements(&r)
+        case .billingIssue:
+            _ = try r.requiredString("product_id")
+            try entitlements(&r)
+            if let grace = try r.timestamp("grace_until"), grace <= occurredAt {
+                throw r.fail("grace_until", "must be after occurred_at")
+            }
+        case .expiration:
+            _ = try r.requiredString("product_id")
+            try entitlements(&r)
+            guard try r.oneOf("reason", ExpirationReason.self) != nil else { throw r.fail("reason", "is required") }
+        }
+        try r.rejectUnknown()
+    }
+
+    private static func transaction(_ r: inout FieldReader, type: EventType) throws(EventValidationError) {
+        _ = try r.requiredString("product_id")
+        try entitlements(&r)
+        _ = try r.requiredString("transaction_id")
+        _ = try r.string("original_transaction_id")
+        let kind = try r.oneOf("kind", Kind.self)
+        guard let kind else { throw r.fail("kind", "is required") }
+        if type == .renewal, kind != .autoRenewable {
+            throw r.fail("kind", "must be \"auto_renewable\" for a renewal")
+        }
+        _ = try r.oneOf("offer", Offer.self)
+        let start = try r.timestamp("period_start")
+        let end = try r.timestamp("period_end")
+        let period = try isoDuration(&r, "period")
+        let duration = try isoDuration(&r, "duration")
+        switch kind {
+        case .autoRenewable:
+            guard let start else { throw r.fail("period_start", "is required for an auto-renewable subscription") }
+            guard let end else { throw r.fail("period_end", "is required for an auto-renewable subscription") }
+            guard end > start else { throw r.fail("period_end", "must be after period_start") }
+            guard period != nil else { throw r.fail("period", "is required for an auto-renewable subscription (e.g. \"P1M\")") }
+            guard duration == nil else { throw r.fail("duration", "is for non-renewing purchases; use period") }
+        case .nonRenewing:
+            if duration == nil {
+                guard let start, let end else {
+                    throw r.fail("duration", "is required for a non-renewing purchase (e.g. \"P3M\")")
+                }
+                guard end > start else { throw r.fail("period_end", "must be after period_start") }
+            } else if start != nil || end != nil {
+                throw r.fail("duration", "give either duration or period_start and period_end, not both")
+            }
+        case .free, .lifetime:
+            break
+        }
+        let price = try r.integer("price_minor")
+        let hasCurrency = r.has("currency")
+        if hasCurrency { try currency(&r) }
+        if kind != .free {
+            guard price != nil else { throw r.fail("price_minor", "is required (integer minor units, e.g. 999)") }
+            guard hasCurrency else { throw r.fail("currency", "is required (ISO 4217, e.g. \"USD\")") }
+        } else if (price ?? 0) > 0 {
+            throw r.fail("price_minor", "must be 0 for a free product")
+        }
+        if let rate = r.value("commission_rate") {
+            let text: String
+            switch rate {
+            case .string(let s): text = s
+            case .number(let n): text = n.canonical
+            default: throw r.fail("commission_rate", "must be a decimal between 0 and 1, such as \"0.30\"")
+            }
+            guard let n = JSONNumber(jsonText: Substring(text)), !n.canonical.hasPrefix("-"),
+                n.canonical == "0" || n.canonical == "1" || n.canonical.hasPrefix("0.")
+            else { throw r.fail("commission_rate", "must be a decimal between 0 and 1, such as \"0.30\"") }
+        }
+    }
+
+    private static func entitlements(_ r: inout FieldReader) throws(EventValidationError) {
+        guard let list = try r.stringArray("entitlements") else { throw r.fail("entitlements", "is required") }
+        guard !list.isEmpty else { throw r.fail("entitlements", "must name at least one entitlement") }
+    }
+
+    private static func currency(_ r: inout FieldReader) throws(EventValidationError) {
+        guard let c = try r.string("currency") else { throw r.fail("currency", "is required") }
+        guard Identifiers.isValidCurrency(c) else { throw r.fail("currency", "must be an ISO 4217 code such as \"USD\"") }
+    }
+
+    private static func isoDuration(_ r: inout FieldReader, _ name: String) throws(EventValidationError) -> ISODuration? {
+        guard let s = try r.string(name) else { return nil }
+        guard let d = ISODuration(s) else { throw r.fail(name, "must be an ISO 8601 duration such as \"P1M\", not \"\(s)\"") }
+        return d
+    }
+
+    static func isUUID(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        guard u.count == 36 else { return false }
+        for (i, c) in u.enumerated() {
+            if [8, 13, 18, 23].contains(i) {
+                guard c == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (0x30...0x39).contains(c) || (0x61...0x66).contains(c) || (0x41...0x46).contains(c) else { return false }
+            }
+        }
+        return true
+    }
+}

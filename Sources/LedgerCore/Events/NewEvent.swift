@@ -1,0 +1,50 @@
+import Crypto
+
+/// An event as a client asks to append it: validated, not yet stored.
+public struct NewEvent: Sendable, Hashable {
+    public var subscriberID: String
+    public var type: EventType
+    public var occurredAt: Timestamp
+    public var source: String
+    public var environment: LedgerEnvironment
+    public var idempotencyKey: String
+    public var data: [String: JSONValue]
+    public var metadata: [String: JSONValue]
+    /// The stream's version the client saw; the append fails with a version conflict otherwise.
+    public var expectedVersion: Int64?
+    /// SHA-256 of the event's canonical content as the client sent it (without `expected_version`):
+    /// a retry with the same idempotency key must carry the same fingerprint.
+    public var fingerprint: [UInt8]
+
+    public init(
+        subscriberID: String, type: EventType, occurredAt: Timestamp, source: String,
+        environment: LedgerEnvironment, idempotencyKey: String, data: [String: JSONValue],
+        metadata: [String: JSONValue] = [:], expectedVersion: Int64? = nil, fingerprint: [UInt8]? = nil
+    ) {
+        self.subscriberID = subscriberID
+        self.type = type
+        self.occurredAt = occurredAt
+        self.source = source
+        self.environment = environment
+        self.idempotencyKey = idempotencyKey
+        self.data = data
+        self.metadata = metadata
+        self.expectedVersion = expectedVersion
+        self.fingerprint = []
+        self.fingerprint = fingerprint ?? Array(SHA256.hash(data: self.clientContent.canonicalBytes()))
+    }
+
+    /// What the client asserted about the event, the basis of its fingerprint.
+    public var clientContent: JSONValue {
+        .object([
+            "subscriber_id": .string(subscriberID),
+            "type": .string(type.rawValue),
+            "occurred_at": .string(occurredAt.rfc3339),
+            "source": .string(source),
+            "environment": .string(environment.rawValue),
+            "idempotency_key": .string(idempotencyKey),
+            "data": .object(data),
+            "metadata": .object(metadata),
+        ])
+    }
+}

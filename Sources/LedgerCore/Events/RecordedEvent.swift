@@ -1,0 +1,114 @@
+import Crypto
+import Foundation
+
+/// An event as the ledger stored it, with its envelope and its link in the subscriber's hash chain.
+public struct RecordedEvent: Sendable, Hashable {
+    public var eventID: UUID
+    public var subscriberID: String
+    public var version: Int64
+    public var position: Int64
+    public var type: EventType
+    public var occurredAt: Timestamp
+    public var recordedAt: Timestamp
+    public var source: String
+    public var environment: LedgerEnvironment
+    public var idempotencyKey: String
+    public var data: [String: JSONValue]
+    public var metadata: [String: JSONValue]
+    /// The previous event's hash in this subscriber's stream (32 zero bytes for version 1).
+    public var prevHash: [UInt8]
+    public var hash: [UInt8]
+
+    public static let genesisHash = [UInt8](repeating: 0, count: 32)
+
+    public init(
+        eventID: UUID, subscriberID: String, version: Int64, position: Int64, type: EventType, occurredAt: Timestamp,
+        recordedAt: Timestamp, source: String, environment: LedgerEnvironment, idempotencyKey: String,
+        data: [String: JSONValue], metadata: [String: JSONValue], prevHash: [UInt8], hash: [UInt8]? = nil
+    ) {
+        self.eventID = eventID
+        self.subscriberID = subscriberID
+        self.version = version
+        self.position = position
+        self.type = type
+        self.occurredAt = occurredAt
+        self.recordedAt = recordedAt
+        self.source = source
+        self.environment = environment
+        self.idempotencyKey = idempotencyKey
+        self.data = data
+        self.metadata = metadata
+        self.prevHash = prevHash
+        self.hash = []
+        self.hash = hash ?? self.computedHash()
+    }
+
+    /// The bytes the chain hashes: every envelope field the ledger keeps, in canonical JSON.
+    public var canonicalContent: JSONValue {
+        .object([
+            "event_id": .string(eventID.uuidString.lowercased()),
+            "subscriber_id": .string(subscriberID),
+            "version": .number(JSONNumber(version)),
+            "position": .number(JSONNumber(position)),
+            "type": .string(type.rawValue),
+            "occurred_at": .string(occurredAt.rfc3339),
+            "recorded_at": .string(recordedAt.rfc3339),
+            "source": .string(source),
+            "environment": .string(environment.rawValue),
+            "idempotency_key": .string(idempotencyKey),
+            "data": .object(data),
+            "metadata": .object(metadata),
+        ])
+    }
+
+    /// `SHA-256(prev_hash ‖ canonical bytes of the event)` (ledger-semantics section 4).
+    public func computedHash() -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: prevHash)
+        hasher.update(data: canonicalContent.canonicalBytes())
+        return Array(hasher.finalize())
+    }
+
+    /// The event as the API shows it: the whole envelope plus `hash` and `prev_hash` in hex.
+    public var json: JSONValue {
+        guard case .object(var members) = canonicalContent else { return canonicalContent }
+        members["hash"] = .string(Hex.encode(hash))
+        members["prev_hash"] = .string(Hex.encode(prevHash))
+        return .object(members)
+    }
+}
+
+/// Lower-case hexadecimal, as hashes are shown to auditors.
+public enum Hex {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
+        let u = Array(text.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count / 2)
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: c - 0x30
+            case 0x61...0x66: c - 0x61 + 10
+            case 0x41...0x46: c - 0x41 + 10
+            default: nil
+            }
+        }
+        var i = 0
+        while i < u.count {
+            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}

@@ -1,0 +1,69 @@
+/// An ISO 8601 duration (`P1M`, `P1Y`, `P7D`, `P1W`, `PT36H`), added with UTC calendar arithmetic.
+public struct ISODuration: Sendable, Hashable, CustomStringConvertible {
+    public var months: Int
+    public var days: Int
+    public var seconds: Int
+    public let text: String
+
+    /// Parses `PnYnMnWnDTnHnMnS` (integers only, at least one part, not all zero).
+    public init?(_ text: String) {
+        var rest = Substring(text)
+        guard rest.first == "P" else { return nil }
+        rest = rest.dropFirst()
+        var months = 0, days = 0, seconds = 0
+        var inTime = false
+        var sawPart = false
+        var lastDateUnit = 0, lastTimeUnit = 0
+        while let c = rest.first {
+            if c == "T" {
+                guard !inTime else { return nil }
+                inTime = true
+                rest = rest.dropFirst()
+                continue
+            }
+            let digits = rest.prefix(while: { $0.isASCII && $0.isNumber })
+            guard !digits.isEmpty, digits.count <= 6, let n = Int(digits) else { return nil }
+            rest = rest.dropFirst(digits.count)
+            guard let unit = rest.first else { return nil }
+            rest = rest.dropFirst()
+            sawPart = true
+            if inTime {
+                let order: [Character: Int] = ["H": 1, "M": 2, "S": 3]
+                guard let o = order[unit], o > lastTimeUnit else { return nil }
+                lastTimeUnit = o
+                seconds += n * (unit == "H" ? 3600 : unit == "M" ? 60 : 1)
+            } else {
+                let order: [Character: Int] = ["Y": 1, "M": 2, "W": 3, "D": 4]
+                guard let o = order[unit], o > lastDateUnit else { return nil }
+                lastDateUnit = o
+                switch unit {
+                case "Y": months += 12 * n
+                case "M": months += n
+                case "W": days += 7 * n
+                default: days += n
+                }
+            }
+        }
+        guard sawPart, !(inTime && lastTimeUnit == 0), months + days + seconds > 0 else { return nil }
+        self.months = months
+        self.days = days
+        self.seconds = seconds
+        self.text = text
+    }
+
+    public var description: String { text }
+
+    /// `t + self`: months first (the day clamped to the month's length, so `P1M` from 31 Jan is 28/29 Feb),
+    /// then days, then seconds.
+    public func added(to t: Timestamp) -> Timestamp {
+        var c = t.civil
+        if months != 0 {
+            let total = c.year * 12 + (c.month - 1) + months
+            c.year = total / 12
+            c.month = total % 12 + 1
+            c.day = min(c.day, CivilDateTime.daysInMonth(year: c.year, month: c.month))
+        }
+        let base = Timestamp(civil: c)
+        return Timestamp(microseconds: base.microseconds + (Int64(days) * 86_400 + Int64(seconds)) * 1_000_000)
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// `POST /v1/events` and the two audit feeds.
+struct EventRoutes {
+    let store: EventStore
+    let maxBodyBytes: Int
+
+    func register(on group: RouterGroup<LedgerRequestContext>) {
+        group.post("events", use: append)
+        group.get("events", use: feed)
+        group.get("subscribers/:subscriber_id/events", use: stream)
+    }
+
+    @Sendable func append(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.append)
+        let body = try await RequestBody.collect(request, limit: maxBodyBytes)
+        let appendRequest: AppendRequest
+        do {
+            appendRequest = try AppendRequest.decode(body.readableBytesView)
+        } catch {
+            switch error {
+            case .malformed(let parse): throw APIError.invalidRequest("the body is not valid JSON: \(parse)")
+            case .invalid(let invalid): throw APIError.invalidEvent(invalid)
+            }
+        }
+        let result = try await store.append(appendRequest.events)
+        context.logger.debug(
+            "appended", metadata: ["ledger.events.created": "\(result.createdCount)", "ledger.events.total": "\(result.events.count)"])
+        return .json(
+            .object(["events": .array(result.events.map(\.json))]), status: result.isReplay ? .ok : .created)
+    }
+
+    @Sendable func feed(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        let query = QueryParameters(request: request)
+        let after = try query.int64("after_position", default: 0, range: 0...Int64.max)
+        let limit = try query.int64("limit", default: 100, range: 1...1000)
+        let events = try await store.feed(afterPosition: after, limit: Int(limit))
+        return .json(
+            .object([
+                "events": .array(events.map(\.json)),
+                "next_after_position": .number(JSONNumber(events.last?.position ?? after)),
+            ]))
+    }
+
+    @Sendable func stream(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        let subscriber = try SubscriberPath.id(context)
+        let query = QueryParameters(request: request)
+        let after = try query.int64("after", default: 0, range: 0...Int64.max)
+        let limit = try query.int64("limit", default: 100, range: 1...1000)
+        let events = try await store.stream(subscriberID: subscriber, afterVersion: after, limit: Int(limit))
+        return .json(
+            .object([
+                "subscriber_id": .string(subscriber),
+                "events": .array(events.map(\.json)),
+                "next_after": .number(JSONNumber(events.last?.version ?? after)),
+            ]))
+    }
+}
+
+/// The `{subscriber_id}` path parameter, percent-decoded and checked against the contract's alphabet.
+enum SubscriberPath {
+    static func id(_ context: LedgerRequestContext) throws -> String {
+        let raw = context.parameters.get("subscriber_id") ?? ""
+        let id = raw.removingPercentEncoding ?? raw
+        guard Identifiers.isValidSubscriberID(id) else {
+            throw APIError.invalidRequest("subscriber id must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -")
+        }
+        return id
+    }
+}
+
+/// Reads a request body up to a limit (413 beyond it), refusing early on a declared oversize length.
+enum RequestBody {
+    static func collect(_ request: Request, limit: Int) async throws -> ByteBuffer {
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw APIError(
+                .contentTooLarge, code: "payload_too_large",
+                message: "the request body is \(declared) bytes; the limit is \(limit)")
+        }
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw APIError(.contentTooLarge, code: "payload_too_large", message: "the request body exceeds \(limit) bytes")
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import Hummingbird
+import LedgerCore
+import LedgerStore
+import Prometheus
+
+/// `/health` (process up), `/ready` (database reachable, schema current), `/metrics` (Prometheus).
+struct OperationsRoutes {
+    let migrations: MigrationRunner
+    let registry: PrometheusCollectorRegistry?
+
+    func register(on router: Router<LedgerRequestContext>) {
+        router.get("health") { _, _ in Response.json(["status": "ok"]) }
+        router.get("ready", use: ready)
+        router.get("metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: .init(bytes: registry?.emitToBuffer() ?? [])))
+        }
+    }
+
+    @Sendable func ready(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        do {
+            let status = try await migrations.status()
+            guard status.isCurrent else {
+                let why = status.problems.first.map { "\($0)" } ?? "\(status.pending.count) migration(s) pending: run subledger migrate"
+                return .json(["status": "not_ready", "database": "reachable", "schema": .string(why)], status: .serviceUnavailable)
+            }
+            return .json(["status": "ready", "database": "reachable", "schema": "current"])
+        } catch {
+            let reason: String = switch StoreError.classify(error) {
+            case let e as StoreError: "\(e)"
+            default: "the database did not answer"
+            }
+            return .json(["status": "not_ready", "database": .string(reason)], status: .serviceUnavailable)
+        }
+    }
+}

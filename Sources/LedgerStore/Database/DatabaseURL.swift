@@ -1,0 +1,72 @@
+import Foundation
+import PostgresNIO
+
+/// A `postgres://user:password@host:port/database?sslmode=disable|prefer|require` URL.
+public struct DatabaseURL: Sendable, CustomStringConvertible {
+    public enum ParseError: Error, CustomStringConvertible {
+        case invalid(String)
+        public var description: String {
+            switch self {
+            case .invalid(let why): "invalid database URL: \(why)"
+            }
+        }
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var sslMode: String
+
+    public init(_ text: String) throws(ParseError) {
+        guard let c = URLComponents(string: text), let scheme = c.scheme,
+            scheme == "postgres" || scheme == "postgresql"
+        else { throw .invalid("expected postgres://user:password@host:port/database") }
+        guard let host = c.host, !host.isEmpty else { throw .invalid("no host") }
+        guard let user = c.user, !user.isEmpty else { throw .invalid("no user name") }
+        let database = String(c.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty else { throw .invalid("no database name") }
+        self.host = host
+        self.port = c.port ?? 5432
+        self.username = user.removingPercentEncoding ?? user
+        self.password = c.password.map { $0.removingPercentEncoding ?? $0 }
+        self.database = database.removingPercentEncoding ?? database
+        self.sslMode = c.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
+        guard ["disable", "prefer", "require"].contains(sslMode) else {
+            throw .invalid("sslmode must be disable, prefer or require")
+        }
+    }
+
+    /// The URL with the password hidden, for logs.
+    public var description: String { "postgres://\(username)@\(host):\(port)/\(database)" }
+
+    /// A client configuration; `role`, when given, is the role every connection acts as (`SET ROLE` at
+    /// connection start-up), so a deployment can log in as the schema owner yet serve as the restricted role.
+    public func clientConfiguration(role: String? = nil, maximumConnections: Int = 20) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        switch sslMode {
+        case "disable": tls = .disable
+        case "require": tls = .require(.makeClientConfiguration())
+        default: tls = isLoopback ? .disable : .prefer(.makeClientConfiguration())
+        }
+        var config = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        if let role, !role.isEmpty {
+            config.options.additionalStartupParameters.append(("role", role))
+        }
+        config.options.additionalStartupParameters.append(("application_name", "subledger"))
+        config.options.maximumConnections = maximumConnections
+        config.options.connectTimeout = .seconds(3)
+        return config
+    }
+
+    private var isLoopback: Bool { host == "localhost" || host == "127.0.0.1" || host == "::1" }
+
+    /// The same server and credentials, another database (tests create one per case).
+    public func with(database: String) -> DatabaseURL {
+        var copy = self
+        copy.database = database
+        return copy
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import LedgerCore
+import NIOCore
+import PostgresNIO
+
+/// How events are read back from the `events` table into `RecordedEvent`s.
+enum EventRow {
+    /// The select list every event read uses; timestamps come back as exact integer microseconds.
+    static let columns = """
+        event_id, subscriber_id, version, position, type,
+        (extract(epoch FROM occurred_at) * 1000000)::int8,
+        (extract(epoch FROM recorded_at) * 1000000)::int8,
+        source, environment, idempotency_key, data::text, metadata::text, prev_hash, hash
+        """
+
+    static func decode(_ row: PostgresRow) throws -> RecordedEvent {
+        let (id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash) =
+            try row.decode(
+                (UUID, String, Int64, Int64, String, Int64, Int64, String, String, String, String, String, ByteBuffer, ByteBuffer).self)
+        guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
+            throw CorruptRow(position: position, reason: "unknown type \(type) or environment \(environment)")
+        }
+        return RecordedEvent(
+            eventID: id, subscriberID: subscriber, version: version, position: position, type: eventType,
+            occurredAt: Timestamp(microseconds: occurred), recordedAt: Timestamp(microseconds: recorded),
+            source: source, environment: env, idempotencyKey: key,
+            data: try object(data, position: position), metadata: try object(metadata, position: position),
+            prevHash: Array(buffer: prev), hash: Array(buffer: hash))
+    }
+
+    private static func object(_ text: String, position: Int64) throws -> [String: JSONValue] {
+        guard case .object(let o) = try JSONParser.parse(text, maxDepth: 1000) else {
+            throw CorruptRow(position: position, reason: "data or metadata is not a JSON object")
+        }
+        return o
+    }
+
+    /// A stored row the ledger cannot read back: only possible if someone changed the table behind its back.
+    struct CorruptRow: Error, CustomStringConvertible {
+        var position: Int64
+        var reason: String
+        var description: String { "event at position \(position) is unreadable: \(reason)" }
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import LedgerCore
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// What an append did: the events in request order, and how many of them are new.
+public struct AppendResult: Sendable {
+    public var events: [RecordedEvent]
+    public var createdCount: Int
+
+    /// Every event was already stored under its idempotency key: an idempotent replay.
+    public var isReplay: Bool { createdCount == 0 }
+}
+
+/// The append-only event store on PostgreSQL.
+///
+/// Appends are serialized by one transaction-scoped advisory lock taken before positions are assigned, so
+/// positions are gapless and commit in order: a reader that has seen position `p` has seen everything
+/// below it. The lock is released only after the commit is visible (PostgreSQL ends the transaction in the
+/// proc array before releasing its locks), which is what makes the feed gap-safe.
+/// See docs/event-store.md for the choice and its cost.
+public struct EventStore: Sendable {
+    /// The key of the advisory lock every append (API, import) holds while it assigns positions.
+    public static let appendLockKey: Int64 = 0x5355_424C_4150_5044
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Appends all events or none. Events whose (`source`, `idempotency_key`) is already stored with the
+    /// same fingerprint are returned as stored; a different fingerprint is a conflict.
+    public func append(_ events: [NewEvent]) async throws -> AppendResult {
+        precondition(!events.isEmpty, "append needs at least one event")
+        return try await StoreError.mapping {
+            do {
+                return try await client.transaction(logger: logger) { connection in
+                    try await append(events, on: connection)
+                }
+            } catch let error as PSQLError where error.sqlState == "23505" {
+                // A unique index caught what the lock should have prevented (e.g. a writer not taking it).
+                let constraint = error.serverInfo?[.constraintName] ?? ""
+                if constraint == "events_idempotency_key" {
+                    throw StoreError.idempotencyConflict(source: events[0].source, key: events[0].idempotencyKey, index: nil)
+                }
+                throw StoreError.versionConflict(subscriberID: events[0].subscriberID, expected: -1, actual: -1, index: nil)
+            }
+        }
+    }
+
+    private func append(_ events: [NewEvent], on connection: PostgresConnection) async throws -> AppendResult {
+        try await connection.query("SELECT pg_advisory_xact_lock(\(Self.appendLockKey))", logger: logger)
+
+        let existing = try await storedByIdempotencyKey(events, on: connection)
+        var results: [RecordedEvent?] = Array(repeating: nil, count: events.count)
+        var fresh: [Int] = []
+        for (i, event) in events.enumerated() {
+            if let (stored, fingerprint) = existing[IdempotencyKey(event)] {
+                guard fingerprint == event.fingerprint else {
+                    throw StoreError.idempotencyConflict(
+                        source: event.source, key: event.idempotencyKey, index: events.count > 1 ? i : nil)
+                }
+                results[i] = stored
+            } else {
+                fresh.append(i)
+            }
+        }
+        guard !fresh.isEmpty else { return AppendResult(events: results.map { $0! }, createdCount: 0) }
+
+        var heads = try await streamHeads(Set(fresh.map { events[$0].subscriberID }), on: connection)
+        let (lastPosition, recordedMicros) = try await connection.query(
+            """
+            SELECT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1), 0),
+                   (extract(epoch FROM greatest(clock_timestamp(),
+                        (SELECT recorded_at FROM events ORDER BY position DESC LIMIT 1))) * 1000000)::int8
+            """, logger: logger
+        ).collect()[0].decode((Int64, Int64).self)
+        let recordedAt = Timestamp(microseconds: recordedMicros)
+
+        var position = lastPosition
+        var rows: [RecordedEvent] = []
+        rows.reserveCapacity(fresh.count)
+        for i in fresh {
+            let event = events[i]
+            let head = heads[event.subscriberID] ?? StreamHead(version: 0, hash: RecordedEvent.genesisHash)
+            if let expected = event.expectedVersion, expected != head.version {
+                throw StoreError.versionConflict(
+                    subscriberID: event.subscriberID, expected: expected, actual: head.version,
+                    index: events.count > 1 ? i : nil)
+            }
+            position += 1
+            let recorded = RecordedEvent(
+                eventID: UUID(), subscriberID: event.subscriberID, version: head.version + 1, position: position,
+                type: event.type, occurredAt: event.occurredAt, recordedAt: recordedAt, source: event.source,
+                environment: event.environment, idempotencyKey: event.idempotencyKey, data: event.data,
+                metadata: event.metadata, prevHash: head.hash)
+            heads[event.subscriberID] = StreamHead(version: recorded.version, hash: recorded.hash)
+            results[i] = recorded
+            rows.append(recorded)
+        }
+        try await insert(rows, fingerprints: fresh.map { events[$0].fingerprint }, on: connection)
+        return AppendResult(events: results.map { $0! }, createdCount: rows.count)
+    }
+
+    private func insert(_ rows: [RecordedEvent], fingerprints: [[UInt8]], on connection: PostgresConnection) async throws {
+        let recordedAt = rows[0].recordedAt.rfc3339
+        try await connection.query(
+            """
+            INSERT INTO events (subscriber_id, version, position, event_id, type, occurred_at, recorded_at, source,
+                                environment, idempotency_key, data, metadata, fingerprint, prev_hash, hash)
+            SELECT s, v, p, id, t, o::timestamptz, \(recordedAt)::timestamptz, src, env, k, d::jsonb, m::jsonb, f, ph, h
+            FROM unnest(\(rows.map(\.subscriberID))::text[], \(rows.map(\.version))::int8[], \(rows.map(\.position))::int8[],
+                        \(rows.map(\.eventID))::uuid[], \(rows.map(\.type.rawValue))::text[],
+                        \(rows.map(\.occurredAt.rfc3339))::text[], \(rows.map(\.source))::text[],
+                        \(rows.map(\.environment.rawValue))::text[], \(rows.map(\.idempotencyKey))::text[],
+                        \(rows.map { JSONValue.object($0.data).canonicalString() })::text[],
+                        \(rows.map { JSONValue.object($0.metadata).canonicalString() })::text[],
+                        \(fingerprints.map { ByteBuffer(bytes: $0) })::bytea[],
+                        \(rows.map { ByteBuffer(bytes: $0.prevHash) })::bytea[],
+                        \(rows.map { ByteBuffer(bytes: $0.hash) })::bytea[])
+                 AS u(s, v, p, id, t, o, src, env, k, d, m, f, ph, h)
+            """, logger: logger)
+    }
+
+    struct StreamHead {
+        var version: Int64
+        var hash: [UInt8]
+    }
+
+    struct IdempotencyKey: Hashable {
+        var source: String
+        var key: String
+        init(_ e: NewEvent) { (source, key) = (e.source, e.idempotencyKey) }
+        init(source: String, key: String) { (self.source, self.key) = (source, key) }
+    }
+
+    private func streamHeads(_ subscribers: Set<String>, on connection: PostgresConnection) async throws -> [String: StreamHead] {
+        var heads: [String: StreamHead] = [:]
+        let rows = try await connection.query(
+            """
+            SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
+            WHERE subscriber_id = ANY(\(Array(subscribers))::text[]) ORDER BY subscriber_id, version DESC
+            """, logger: logger)
+        for try await (subscriber, version, hash) in rows.decode((String, Int64, ByteBuffer).self) {
+            heads[subscriber] = StreamHead(version: version, hash: Array(buffer: hash))
+        }
+        return heads
+    }
+
+    private func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws
+        -> [IdempotencyKey: (RecordedEvent, [UInt8])]
+    {
+        var found: [IdempotencyKey: (RecordedEvent, [UInt8])] = [:]
+        let rows = try await connection.query(
+            """
+            SELECT \(unescaped: EventRow.columns), fingerprint FROM events e
+            JOIN unnest(\(events.map(\.source))::text[], \(events.map(\.idempotencyKey))::text[]) AS k(k_source, k_key)
+              ON e.source = k.k_source AND e.idempotency_key = k.k_key
+            """, logger: logger)
+        for try await row in rows {
+            let event = try EventRow.decode(row)
+            found[IdempotencyKey(source: event.source, key: event.idempotencyKey)] = (event, try Self.lastColumn(row))
+        }
+        return found
+    }
+
+    private static func lastColumn(_ row: PostgresRow) throws -> [UInt8] {
+        var last: PostgresCell?
+        for cell in row { last = cell }
+        guard let cell = last, let bytes = try cell.decode(ByteBuffer?.self) else { return [] }
+        return Array(buffer: bytes)
+    }
+
+    /// One subscriber's stream, oldest first, after `version` (paged by version).
+    public func stream(subscriberID: String, afterVersion: Int64, limit: Int) async throws -> [RecordedEvent] {
+        try await StoreError.mapping {
+            try await collect(
+                """
+                SELECT \(unescaped: EventRow.columns) FROM events
+                WHERE subscriber_id = \(subscriberID) AND version > \(afterVersion) ORDER BY version LIMIT \(Int64(limit))
+                """)
+        }
+    }
+
+    /// The global feed in position order. Gap-safe: positions are assigned and committed in order (see the type's doc).
+    public func feed(afterPosition: Int64, limit: Int) async throws -> [RecordedEvent] {
+        try await StoreError.mapping {
+            try await collect(
+                """
+                SELECT \(unescaped: EventRow.columns) FROM events
+                WHERE position > \(afterPosition) ORDER BY position LIMIT \(Int64(limit))
+                """)
+        }
+    }
+
+    private func collect(_ query: PostgresQuery) async throws -> [RecordedEvent] {
+        var out: [RecordedEvent] = []
+        for try await row in try await client.query(query, logger: logger) {
+            out.append(try EventRow.decode(row))
+        }
+        return out
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import LedgerStore
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply pending schema migrations in one transaction (refuses if an applied one was edited).")
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Flag(help: "Only report which migrations are applied and pending.")
+    var status = false
+
+    func run() async throws {
+        let logger = database.makeLogger("subledger.migrate")
+        let url = try database.url()
+        let migrations = try Migration.bundled()
+        let status = self.status
+        try await withPostgresClient(url.clientConfiguration(), logger: logger) { client in
+            let runner = MigrationRunner(client: client, migrations: migrations, logger: logger)
+            if status {
+                let s = try await runner.status()
+                print("applied: \(s.applied.map { String(format: "%04d", $0) }.joined(separator: ", "))")
+                print("pending: \(s.pending.map { String(format: "%04d_%@", $0.version, $0.name) }.joined(separator: ", "))")
+                for problem in s.problems { print("problem: \(problem)") }
+                if !s.problems.isEmpty { throw ExitCode(1) }
+                return
+            }
+            do {
+                let applied = try await runner.migrate()
+                if applied.isEmpty {
+                    print("schema is current (\(migrations.count) migrations)")
+                } else {
+                    for m in applied { print("applied \(String(format: "%04d", m.version))_\(m.name)") }
+                }
+            } catch let error as MigrationError {
+                throw CommandFailure("\(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import ArgumentParser
+import Hummingbird
+import LedgerServer
+import LedgerStore
+import Logging
+import Metrics
+import PostgresNIO
+import Prometheus
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the HTTP API.")
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on.")
+    var port = 8080
+
+    @Option(
+        name: .customLong("db-role"),
+        help: "PostgreSQL role the service acts as (SET ROLE at connection start); empty to use the login role as is.")
+    var dbRole = "subledger_app"
+
+    @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted (413 beyond).")
+    var maxBodyBytes = 8 * 1024 * 1024
+
+    @Option(name: .customLong("db-connections"), help: "Maximum PostgreSQL connections in the pool.")
+    var dbConnections = 20
+
+    func run() async throws {
+        let logger = database.makeLogger("subledger")
+        let url = try database.url()
+        let migrations = try Migration.bundled()
+        let clientConfiguration = url.clientConfiguration(role: dbRole, maximumConnections: dbConnections)
+        try await checkSchema(clientConfiguration, migrations: migrations, logger: logger)
+
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let app = buildApplication(
+            configuration: ServerConfiguration(host: host, port: port, maxBodyBytes: maxBodyBytes),
+            client: client, migrations: migrations, metrics: registry, logger: logger)
+        logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
+        try await app.runService()
+    }
+
+    /// Refuses to start on an edited or missing migration; a database that is down only delays readiness.
+    private func checkSchema(_ configuration: PostgresClient.Configuration, migrations: [Migration], logger: Logger) async throws {
+        let status: MigrationStatus?
+        do {
+            status = try await withPostgresClient(configuration, logger: logger) { client in
+                try await withTimeout(seconds: 10) {
+                    try await MigrationRunner(client: client, migrations: migrations, logger: logger).status()
+                }
+            }
+        } catch {
+            logger.warning(
+                "could not check the schema at start-up; /ready stays 503 until the database answers",
+                metadata: ["error.detail": "\(StoreError.classify(error))"])
+            status = nil
+        }
+        guard let status else { return }
+        if let problem = status.problems.first { throw CommandFailure("refusing to start: \(problem)") }
+        if !status.pending.isEmpty {
+            throw CommandFailure(
+                "refusing to start: \(status.pending.count) migration(s) pending; run 'subledger migrate' first")
+        }
+    }
+}
+
+struct TimeoutError: Error, CustomStringConvertible {
+    var description: String { "timed out" }
+}
+
+func withTimeout<T: Sendable>(seconds: Int, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimeoutError()
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}

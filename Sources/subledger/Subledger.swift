@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The ledger's command line: each subcommand is a thin shell over LedgerStore and LedgerServer.
+@main
+struct Subledger: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "subledger",
+        abstract: "An event-sourced subscription ledger on PostgreSQL.",
+        subcommands: [Serve.self, Migrate.self, Keys.self, Verify.self]
+    )
+}
