@@ -64,16 +64,29 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        .target(
+            name: "LedgerTestSupport",
+            dependencies: [
+                "LedgerCore", "LedgerStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/LedgerTestSupport"
+        ),
         .testTarget(name: "LedgerCoreTests", dependencies: ["LedgerCore"]),
         .testTarget(
             name: "LedgerStoreTests",
-            dependencies: ["LedgerCore", "LedgerStore", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "LedgerCore", "LedgerStore", "LedgerTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "LedgerCore", "LedgerStore", "LedgerServer",
+                "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
     ]

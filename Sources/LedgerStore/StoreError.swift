@@ -55,3 +55,9 @@ extension StoreError {
         }
     }
 }
+
+extension PSQLError {
+    func isUniqueViolation(of constraint: String) -> Bool {
+        sqlState == "23505" && serverInfo?[.constraintName] == constraint
+    }
+}

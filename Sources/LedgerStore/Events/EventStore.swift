@@ -34,28 +34,35 @@ public struct EventStore: Sendable {
 
     /// Appends all events or none. Events whose (`source`, `idempotency_key`) is already stored with the
     /// same fingerprint are returned as stored; a different fingerprint is a conflict.
+    ///
+    /// The common case (all keys new) takes five round trips: BEGIN, lock, one read of stream heads and
+    /// the last position, one INSERT, COMMIT. Only when the unique index reports a reused key is the
+    /// append redone with a lookup of the stored events.
     public func append(_ events: [NewEvent]) async throws -> AppendResult {
         precondition(!events.isEmpty, "append needs at least one event")
         return try await StoreError.mapping {
             do {
                 return try await client.transaction(logger: logger) { connection in
-                    try await append(events, on: connection)
+                    try await append(events, lookUpKeys: false, on: connection)
                 }
-            } catch let error as PSQLError where error.sqlState == "23505" {
-                // A unique index caught what the lock should have prevented (e.g. a writer not taking it).
-                let constraint = error.serverInfo?[.constraintName] ?? ""
-                if constraint == "events_idempotency_key" {
-                    throw StoreError.idempotencyConflict(source: events[0].source, key: events[0].idempotencyKey, index: nil)
+            } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
+                // A key was used before: redo comparing with what is stored (replay or conflict).
+                return try await client.transaction(logger: logger) { connection in
+                    try await append(events, lookUpKeys: true, on: connection)
                 }
-                throw StoreError.versionConflict(subscriberID: events[0].subscriberID, expected: -1, actual: -1, index: nil)
+            } catch is NeedsKeyLookup {
+                // A version conflict may be the retry of an append that already succeeded: look first.
+                return try await client.transaction(logger: logger) { connection in
+                    try await append(events, lookUpKeys: true, on: connection)
+                }
             }
         }
     }
 
-    private func append(_ events: [NewEvent], on connection: PostgresConnection) async throws -> AppendResult {
+    private func append(_ events: [NewEvent], lookUpKeys: Bool, on connection: PostgresConnection) async throws -> AppendResult {
         try await connection.query("SELECT pg_advisory_xact_lock(\(Self.appendLockKey))", logger: logger)
 
-        let existing = try await storedByIdempotencyKey(events, on: connection)
+        let existing = lookUpKeys ? try await storedByIdempotencyKey(events, on: connection) : [:]
         var results: [RecordedEvent?] = Array(repeating: nil, count: events.count)
         var fresh: [Int] = []
         for (i, event) in events.enumerated() {
@@ -71,16 +78,7 @@ public struct EventStore: Sendable {
         }
         guard !fresh.isEmpty else { return AppendResult(events: results.map { $0! }, createdCount: 0) }
 
-        var heads = try await streamHeads(Set(fresh.map { events[$0].subscriberID }), on: connection)
-        let (lastPosition, recordedMicros) = try await connection.query(
-            """
-            SELECT coalesce((SELECT position FROM events ORDER BY position DESC LIMIT 1), 0),
-                   (extract(epoch FROM greatest(clock_timestamp(),
-                        (SELECT recorded_at FROM events ORDER BY position DESC LIMIT 1))) * 1000000)::int8
-            """, logger: logger
-        ).collect()[0].decode((Int64, Int64).self)
-        let recordedAt = Timestamp(microseconds: recordedMicros)
-
+        var (heads, lastPosition, recordedAt) = try await tail(Set(fresh.map { events[$0].subscriberID }), on: connection)
         var position = lastPosition
         var rows: [RecordedEvent] = []
         rows.reserveCapacity(fresh.count)
@@ -88,6 +86,7 @@ public struct EventStore: Sendable {
             let event = events[i]
             let head = heads[event.subscriberID] ?? StreamHead(version: 0, hash: RecordedEvent.genesisHash)
             if let expected = event.expectedVersion, expected != head.version {
+                if !lookUpKeys { throw NeedsKeyLookup() }
                 throw StoreError.versionConflict(
                     subscriberID: event.subscriberID, expected: expected, actual: head.version,
                     index: events.count > 1 ? i : nil)
@@ -126,6 +125,8 @@ public struct EventStore: Sendable {
             """, logger: logger)
     }
 
+    private struct NeedsKeyLookup: Error {}
+
     struct StreamHead {
         var version: Int64
         var hash: [UInt8]
@@ -138,17 +139,35 @@ public struct EventStore: Sendable {
         init(source: String, key: String) { (self.source, self.key) = (source, key) }
     }
 
-    private func streamHeads(_ subscribers: Set<String>, on connection: PostgresConnection) async throws -> [String: StreamHead] {
+    /// The heads of the given streams, the last position and the recorded time for this append, in one query.
+    private func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
+        -> ([String: StreamHead], Int64, Timestamp)
+    {
         var heads: [String: StreamHead] = [:]
+        var lastPosition: Int64 = 0
+        var recordedAt = Timestamp(microseconds: 0)
         let rows = try await connection.query(
             """
-            SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
-            WHERE subscriber_id = ANY(\(Array(subscribers))::text[]) ORDER BY subscriber_id, version DESC
+            SELECT h.subscriber_id, h.version, h.hash, NULL::int8, NULL::int8
+            FROM (SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
+                  WHERE subscriber_id = ANY(\(Array(subscribers))::text[]) ORDER BY subscriber_id, version DESC) h
+            UNION ALL
+            SELECT NULL, NULL, NULL, coalesce(last.position, 0),
+                   (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8
+            FROM (SELECT 1) one LEFT JOIN LATERAL
+                 (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true
             """, logger: logger)
-        for try await (subscriber, version, hash) in rows.decode((String, Int64, ByteBuffer).self) {
-            heads[subscriber] = StreamHead(version: version, hash: Array(buffer: hash))
+        for try await (subscriber, version, hash, position, recorded) in rows.decode(
+            (String?, Int64?, ByteBuffer?, Int64?, Int64?).self)
+        {
+            if let subscriber, let version, let hash {
+                heads[subscriber] = StreamHead(version: version, hash: Array(buffer: hash))
+            } else if let position, let recorded {
+                lastPosition = position
+                recordedAt = Timestamp(microseconds: recorded)
+            }
         }
-        return heads
+        return (heads, lastPosition, recordedAt)
     }
 
     private func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws

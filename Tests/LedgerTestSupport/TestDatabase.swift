@@ -1,0 +1,148 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+import PostgresNIO
+
+/// A fresh, migrated PostgreSQL database per test, cloned from a template migrated once per run.
+///
+/// Integration tests run against the real PostgreSQL named by `DATABASE_URL` (tools/test starts the
+/// project's private cluster and exports it); without it they fail, they are not skipped.
+public enum TestDatabase {
+    public static let logger: Logger = {
+        var logger = Logger(label: "subledger.tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    public static func baseURL() throws -> DatabaseURL {
+        guard let text = ProcessInfo.processInfo.environment["DATABASE_URL"], !text.isEmpty else {
+            throw SetupError("DATABASE_URL is not set: run the tests with tools/test, which starts PostgreSQL")
+        }
+        return try DatabaseURL(text)
+    }
+
+    /// A superuser on the same cluster (`SUBLEDGER_SUPERUSER_URL`, exported by tools/pg env), for tests that
+    /// must act behind the ledger's back.
+    public static func superuserURL() throws -> DatabaseURL {
+        guard let text = ProcessInfo.processInfo.environment["SUBLEDGER_SUPERUSER_URL"], !text.isEmpty else {
+            throw SetupError("SUBLEDGER_SUPERUSER_URL is not set: run the tests with tools/test")
+        }
+        return try DatabaseURL(text)
+    }
+
+    /// The repository's `schema/` folder, found from this source file (tests never depend on the cwd).
+    public static func migrations() throws -> [Migration] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return try Migration.load(directory: root.appendingPathComponent("schema"))
+    }
+
+    /// Runs `body` with a started client on a new database (as the owner role of `DATABASE_URL`), dropped afterwards.
+    public static func with<T: Sendable>(
+        role: String? = nil, _ body: @escaping @Sendable (PostgresClient, DatabaseURL) async throws -> T
+    ) async throws -> T {
+        let base = try baseURL()
+        let template = try await Templates.shared.template(base: base)
+        let name = "sl_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
+        try await Templates.shared.clone(template, to: name, base: base)
+        let url = base.with(database: name)
+        do {
+            let result = try await run(url.clientConfiguration(role: role, maximumConnections: 40)) { client in
+                try await body(client, url)
+            }
+            try? await admin(base) { c in try await c.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)") }
+            return result
+        } catch {
+            try? await admin(base) { c in try await c.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)") }
+            throw error
+        }
+    }
+
+    /// Runs `body` with a started client, shutting it down afterwards.
+    public static func run<T: Sendable>(
+        _ configuration: PostgresClient.Configuration, _ body: @escaping @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            group.addTask { try await body(client) }
+            while let next = try await group.next() {
+                if let result = next {
+                    group.cancelAll()
+                    return result
+                }
+            }
+            throw CancellationError()
+        }
+    }
+
+    static func admin(_ base: DatabaseURL, _ body: @escaping @Sendable (PostgresClient) async throws -> Void) async throws {
+        try await run(base.clientConfiguration(maximumConnections: 2)) { client in
+            try await body(client)
+            return true
+        }
+    }
+
+    public struct SetupError: Error, CustomStringConvertible {
+        public var description: String
+        init(_ d: String) { description = d }
+    }
+}
+
+/// Creates the migrated template database once per test process (named by the migrations' checksums).
+actor Templates {
+    static let shared = Templates()
+    private var name: String?
+
+    func template(base: DatabaseURL) async throws -> String {
+        if let name { return name }
+        let migrations = try TestDatabase.migrations()
+        let fingerprint = String(UInt64(truncatingIfNeeded: migrations.map(\.checksum).joined().hashValueStable), radix: 16)
+        let name = "sl_template_\(fingerprint)"
+        let exists = try await TestDatabase.run(base.clientConfiguration(maximumConnections: 1)) { c in
+            try await c.query("SELECT 1 FROM pg_database WHERE datname = \(name)").collect().count == 1
+        }
+        if !exists {
+            let building = name + "_building_\(ProcessInfo.processInfo.processIdentifier)"
+            try await TestDatabase.admin(base) { c in
+                try await c.query("DROP DATABASE IF EXISTS \(unescaped: building) WITH (FORCE)")
+                try await c.query("CREATE DATABASE \(unescaped: building)")
+            }
+            _ = try await TestDatabase.run(base.with(database: building).clientConfiguration(maximumConnections: 2)) { c in
+                try await MigrationRunner(client: c, migrations: migrations, logger: TestDatabase.logger).migrate()
+            }
+            try await TestDatabase.admin(base) { c in
+                try await c.query("ALTER DATABASE \(unescaped: building) RENAME TO \(unescaped: name)")
+            }
+        }
+        self.name = name
+        return name
+    }
+
+    /// Clones serially: PostgreSQL refuses to copy a template that another CREATE DATABASE is reading.
+    func clone(_ template: String, to name: String, base: DatabaseURL) async throws {
+        do {
+            try await TestDatabase.admin(base) { c in
+                try await c.query("CREATE DATABASE \(unescaped: name) TEMPLATE \(unescaped: template)")
+            }
+        } catch let error as PSQLError {
+            throw TestDatabase.SetupError("cannot create test database \(name): \(error.serverMessage)")
+        }
+    }
+}
+
+extension String {
+    /// FNV-1a: stable across processes (Swift's `hashValue` is seeded per process).
+    var hashValueStable: UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in utf8 {
+            h ^= UInt64(b)
+            h = h &* 0x0000_0100_0000_01B3
+        }
+        return h
+    }
+}
