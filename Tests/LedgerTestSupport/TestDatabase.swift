@@ -42,15 +42,22 @@ public enum TestDatabase {
     public static func with<T: Sendable>(
         role: String? = nil, _ body: @escaping @Sendable (PostgresClient, DatabaseURL) async throws -> T
     ) async throws -> T {
+        try await withDatabase { url in
+            try await run(url.clientConfiguration(role: role, maximumConnections: 40)) { client in
+                try await body(client, url)
+            }
+        }
+    }
+
+    /// Runs `body` with the URL of a new, migrated database, dropped afterwards.
+    public static func withDatabase<T: Sendable>(_ body: @escaping @Sendable (DatabaseURL) async throws -> T) async throws -> T {
         let base = try baseURL()
         let template = try await Templates.shared.template(base: base)
         let name = "sl_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
         try await Templates.shared.clone(template, to: name, base: base)
         let url = base.with(database: name)
         do {
-            let result = try await run(url.clientConfiguration(role: role, maximumConnections: 40)) { client in
-                try await body(client, url)
-            }
+            let result = try await body(url)
             try? await admin(base) { c in try await c.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)") }
             return result
         } catch {

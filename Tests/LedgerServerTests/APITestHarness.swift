@@ -1,0 +1,83 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import LedgerCore
+import LedgerServer
+import LedgerStore
+import LedgerTestSupport
+import NIOCore
+import PostgresNIO
+import Testing
+
+/// The real application on a fresh database, served as the service role (`subledger_app`) as in production,
+/// with one key per role.
+struct APIHarness {
+    var keys: [APIRole: String]
+
+    static func run(
+        maxBodyBytes: Int = 1024 * 1024,
+        _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
+    ) async throws {
+        try await TestDatabase.withDatabase { url in
+            let keys = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
+                var keys: [APIRole: String] = [:]
+                let store = APIKeyStore(client: owner, logger: TestDatabase.logger)
+                for role in APIRole.allCases { keys[role] = try await store.create(role: role, name: "test \(role)").secret }
+                return keys
+            }
+            let client = PostgresClient(
+                configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 20),
+                backgroundLogger: TestDatabase.logger)
+            let app = buildApplication(
+                configuration: ServerConfiguration(maxBodyBytes: maxBodyBytes), client: client,
+                migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
+            try await app.test(.router) { http in
+                try await body(http, APIHarness(keys: keys))
+            }
+            return true
+        }
+    }
+
+    func headers(_ role: APIRole?) -> HTTPFields {
+        var h: HTTPFields = [.contentType: "application/json"]
+        if let role { h[.authorization] = "Bearer \(keys[role]!)" }
+        return h
+    }
+}
+
+extension TestResponse {
+    var json: JSONValue {
+        get throws { try JSONParser.parse(Array(buffer: body)) }
+    }
+
+    /// The contract's error code, if the body is an error.
+    var errorCode: String? {
+        (try? json.objectValue?["error"]?.objectValue?["code"]?.stringValue) ?? nil
+    }
+
+    var errorField: String? {
+        (try? json.objectValue?["error"]?.objectValue?["field"]?.stringValue) ?? nil
+    }
+
+    var events: [[String: JSONValue]] {
+        get throws { try json.objectValue?["events"]?.arrayValue?.compactMap(\.objectValue) ?? [] }
+    }
+}
+
+/// JSON text of a valid event (a purchase), with overrides applied to the top level.
+func eventJSON(subscriber: String = "sub-1", key: String = "k1", overrides: [String: JSONValue] = [:]) -> [String: JSONValue] {
+    var event: [String: JSONValue] = [
+        "subscriber_id": .string(subscriber), "type": "purchase", "occurred_at": "2026-03-01T10:00:00Z",
+        "source": "web", "environment": "production", "idempotency_key": .string(key),
+        "data": [
+            "product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": .string("t-\(key)"),
+            "kind": "auto_renewable", "period_start": "2026-03-01T10:00:00Z", "period_end": "2026-04-01T10:00:00Z",
+            "period": "P1M", "price_minor": 999, "currency": "USD", "commission_rate": "0.30",
+        ],
+    ]
+    for (k, v) in overrides { event[k] = v }
+    return event
+}
+
+func body(_ value: JSONValue) -> ByteBuffer { ByteBuffer(bytes: value.canonicalBytes()) }
+func body(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }

@@ -1,0 +1,79 @@
+import Foundation
+import LedgerCore
+@testable import LedgerStore
+import LedgerTestSupport
+import PostgresNIO
+import Testing
+
+@Suite("Migrations")
+struct MigrationTests {
+    @Test("schema files are numbered and split into statements")
+    func filesLoad() throws {
+        let migrations = try TestDatabase.migrations()
+        #expect(migrations.first?.version == 1)
+        #expect(migrations.map(\.version) == Array(1...migrations.count))
+        #expect(migrations.allSatisfy { $0.checksum.count == 64 })
+    }
+
+    @Test("migrate applies pending files once, records checksums, and refuses an edited applied file")
+    func migrateAndRefuseEdits() async throws {
+        try await TestDatabase.with { client, url in
+            let migrations = try TestDatabase.migrations()
+            // The template is already migrated: nothing pending, status current.
+            let runner = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)
+            #expect(try await runner.status().isCurrent)
+            #expect(try await runner.migrate().isEmpty)
+            let recorded = try await client.query("SELECT version, checksum FROM schema_migrations ORDER BY version")
+                .collect().map { try $0.decode((Int, String).self) }
+            #expect(recorded.map(\.0) == migrations.map(\.version))
+            #expect(recorded.map(\.1) == migrations.map(\.checksum))
+
+            var edited = migrations
+            edited[0] = Migration(version: 1, name: edited[0].name, sql: edited[0].sql + "\n-- an innocent comment\n")
+            let refusing = MigrationRunner(client: client, migrations: edited, logger: TestDatabase.logger)
+            let status = try await refusing.status()
+            #expect(!status.isCurrent)
+            #expect(status.problems.count == 1)
+            await #expect(throws: MigrationError.self) { try await refusing.migrate() }
+        }
+    }
+
+    @Test("a failing migration applies nothing, not even the pending files before it")
+    func failingMigrationIsAtomic() async throws {
+        try await TestDatabase.with { client, _ in
+            var migrations = try TestDatabase.migrations()
+            let next = migrations.count + 1
+            migrations.append(Migration(version: next, name: "good", sql: "CREATE TABLE probe_good (x int);"))
+            migrations.append(Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int); SELECT no_such_function();"))
+            let runner = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)
+            let error = await #expect(throws: MigrationError.self) { try await runner.migrate() }
+            #expect("\(error!)".contains("no_such_function"))
+            let tables = try await client.query(
+                "SELECT count(*) FROM pg_tables WHERE tablename IN ('probe_good', 'probe_bad')"
+            ).collect()[0].decode(Int64.self)
+            #expect(tables == 0)
+            #expect(try await runner.status().pending.map(\.version) == [next, next + 1])
+
+            // Fixed, it applies both in one go.
+            migrations[migrations.count - 1] = Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int);")
+            let fixed = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)
+            #expect(try await fixed.migrate().map(\.version) == [next, next + 1])
+            #expect(try await fixed.status().isCurrent)
+        }
+    }
+
+    @Test("the SQL splitter keeps dollar-quoted bodies, strings and comments intact")
+    func splitter() throws {
+        let sql = """
+            -- comment; with semicolon
+            CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;
+            INSERT INTO t VALUES ('a;b', 'it''s'); /* block; comment */
+            SELECT $tag$ ; $$ ; $tag$;
+            """
+        let statements = SQLScript.statements(sql)
+        #expect(statements.count == 3)
+        #expect(statements[0].hasSuffix("END $$"))
+        #expect(statements[1] == "INSERT INTO t VALUES ('a;b', 'it''s')")
+        #expect(statements[2] == "SELECT $tag$ ; $$ ; $tag$")
+    }
+}
