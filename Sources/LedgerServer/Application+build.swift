@@ -11,11 +11,17 @@ public struct ServerConfiguration: Sendable {
     public var port: Int
     /// Request bodies above this are refused with 413 before they are read.
     public var maxBodyBytes: Int
+    /// How long a request waits for a database connection before answering 503 `unavailable`.
+    public var databaseLeaseTimeout: Duration
 
-    public init(host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
+        databaseLeaseTimeout: Duration = .seconds(3)
+    ) {
         self.host = host
         self.port = port
         self.maxBodyBytes = maxBodyBytes
+        self.databaseLeaseTimeout = databaseLeaseTimeout
     }
 }
 
@@ -48,16 +54,17 @@ public func buildRouter(
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) -> Router<LedgerRequestContext> {
+    let database = Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)
     let router = Router(context: LedgerRequestContext.self)
     router.add(middleware: ErrorMiddleware())
     if registry != nil { router.add(middleware: MetricsMiddleware()) }
 
     OperationsRoutes(
-        migrations: MigrationRunner(client: client, migrations: migrations, logger: logger), registry: registry
+        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry
     ).register(on: router)
 
-    let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(client: client, logger: logger)))
-    EventRoutes(store: EventStore(client: client, logger: logger), maxBodyBytes: configuration.maxBodyBytes)
+    let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database)))
+    EventRoutes(store: EventStore(database: database), maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
     return router
 }

@@ -29,6 +29,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("db-connections"), help: "Maximum PostgreSQL connections in the pool.")
     var dbConnections = 20
 
+    @Option(
+        name: .customLong("db-timeout"),
+        help: "Seconds a request waits for a database connection before answering 503 unavailable.")
+    var dbTimeout = 3.0
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
@@ -40,7 +45,9 @@ struct Serve: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
         let app = buildApplication(
-            configuration: ServerConfiguration(host: host, port: port, maxBodyBytes: maxBodyBytes),
+            configuration: ServerConfiguration(
+                host: host, port: port, maxBodyBytes: maxBodyBytes,
+                databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000))),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         try await app.runService()

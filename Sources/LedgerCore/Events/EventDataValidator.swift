@@ -99,7 +99,7 @@ public enum EventDataValidator {
             break
         }
         let price = try r.integer("price_minor")
-        let hasCurrency = r.has("currency")
+        let hasCurrency = r.value("currency") != nil  // consumes it: `"currency": null` is absent, not unknown
         if hasCurrency { try currency(&r) }
         if kind != .free {
             guard price != nil else { throw r.fail("price_minor", "is required (integer minor units, e.g. 999)") }

@@ -54,16 +54,20 @@ public struct ISODuration: Sendable, Hashable, CustomStringConvertible {
     public var description: String { text }
 
     /// `t + self`: months first (the day clamped to the month's length, so `P1M` from 31 Jan is 28/29 Feb),
-    /// then days, then seconds.
+    /// then days, then seconds. A result past `Timestamp.maximum` saturates there (`P999999Y` would otherwise
+    /// overflow the microsecond count and trap).
     public func added(to t: Timestamp) -> Timestamp {
         var c = t.civil
         if months != 0 {
             let total = c.year * 12 + (c.month - 1) + months
             c.year = total / 12
             c.month = total % 12 + 1
+            guard c.year <= 9999 else { return .maximum }
             c.day = min(c.day, CivilDateTime.daysInMonth(year: c.year, month: c.month))
         }
         let base = Timestamp(civil: c)
-        return Timestamp(microseconds: base.microseconds + (Int64(days) * 86_400 + Int64(seconds)) * 1_000_000)
+        let (sum, overflow) = base.microseconds.addingReportingOverflow(
+            (Int64(days) * 86_400 + Int64(seconds)) * 1_000_000)
+        return overflow ? .maximum : Timestamp(microseconds: min(sum, Timestamp.maximum.microseconds))
     }
 }

@@ -29,14 +29,17 @@ public struct ChainVerification: Sendable {
 public struct ChainVerifier: Sendable {
     public static let maxReportedBreaks = 100
 
-    let client: PostgresClient
-    let logger: Logger
+    let database: Database
     let pageSize: Int
+    var logger: Logger { database.logger }
+
+    public init(database: Database, pageSize: Int = 5000) {
+        self.database = database
+        self.pageSize = pageSize
+    }
 
     public init(client: PostgresClient, logger: Logger, pageSize: Int = 5000) {
-        self.client = client
-        self.logger = logger
-        self.pageSize = pageSize
+        self.init(database: Database(client: client, logger: logger), pageSize: pageSize)
     }
 
     public func verify(progress: (@Sendable (Int) -> Void)? = nil) async throws -> ChainVerification {
@@ -97,10 +100,13 @@ public struct ChainVerifier: Sendable {
         } else {
             query = "SELECT \(unescaped: EventRow.columns) FROM events ORDER BY subscriber_id, version LIMIT \(Int64(pageSize))"
         }
-        var out: [RecordedEvent] = []
-        for try await row in try await client.query(query, logger: logger) {
-            out.append(try EventRow.decode(row))
+        let logger = self.logger
+        return try await database.withConnection { connection in
+            var out: [RecordedEvent] = []
+            for try await row in try await connection.query(query, logger: logger) {
+                out.append(try EventRow.decode(row))
+            }
+            return out
         }
-        return out
     }
 }

@@ -24,12 +24,15 @@ public struct EventStore: Sendable {
     /// The key of the advisory lock every append (API, import) holds while it assigns positions.
     public static let appendLockKey: Int64 = 0x5355_424C_4150_5044
 
-    let client: PostgresClient
-    let logger: Logger
+    let database: Database
+    var logger: Logger { database.logger }
+
+    public init(database: Database) {
+        self.database = database
+    }
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
+        self.init(database: Database(client: client, logger: logger))
     }
 
     /// Appends all events or none. Events whose (`source`, `idempotency_key`) is already stored with the
@@ -42,17 +45,17 @@ public struct EventStore: Sendable {
         precondition(!events.isEmpty, "append needs at least one event")
         return try await StoreError.mapping {
             do {
-                return try await client.transaction(logger: logger) { connection in
+                return try await database.transaction { connection in
                     try await append(events, lookUpKeys: false, on: connection)
                 }
             } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
                 // A key was used before: redo comparing with what is stored (replay or conflict).
-                return try await client.transaction(logger: logger) { connection in
+                return try await database.transaction { connection in
                     try await append(events, lookUpKeys: true, on: connection)
                 }
             } catch is NeedsKeyLookup {
                 // A version conflict may be the retry of an append that already succeeded: look first.
-                return try await client.transaction(logger: logger) { connection in
+                return try await database.transaction { connection in
                     try await append(events, lookUpKeys: true, on: connection)
                 }
             }
@@ -217,10 +220,13 @@ public struct EventStore: Sendable {
     }
 
     private func collect(_ query: PostgresQuery) async throws -> [RecordedEvent] {
-        var out: [RecordedEvent] = []
-        for try await row in try await client.query(query, logger: logger) {
-            out.append(try EventRow.decode(row))
+        let logger = self.logger
+        return try await database.withConnection { connection in
+            var out: [RecordedEvent] = []
+            for try await row in try await connection.query(query, logger: logger) {
+                out.append(try EventRow.decode(row))
+            }
+            return out
         }
-        return out
     }
 }

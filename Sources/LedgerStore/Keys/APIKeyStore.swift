@@ -20,12 +20,15 @@ public struct APIKey: Sendable, Hashable {
 public struct APIKeyStore: Sendable {
     public static let prefix = "slk_"
 
-    let client: PostgresClient
-    let logger: Logger
+    let database: Database
+    var logger: Logger { database.logger }
+
+    public init(database: Database) {
+        self.database = database
+    }
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
+        self.init(database: Database(client: client, logger: logger))
     }
 
     /// Stores a new key and returns it with its secret, which is shown once and never kept.
@@ -34,8 +37,8 @@ public struct APIKeyStore: Sendable {
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }
         let secret = Self.prefix + Hex.encode(bytes)
         let id = UUID()
-        let created = try await StoreError.mapping {
-            try await client.query(
+        let created = try await database.withConnection { connection in
+            try await connection.query(
                 """
                 INSERT INTO api_keys (key_id, name, role, key_hash) VALUES (\(id), \(name), \(role.rawValue), \(ByteBuffer(bytes: Self.hash(secret))))
                 RETURNING (extract(epoch FROM created_at) * 1000000)::int8
@@ -48,8 +51,8 @@ public struct APIKeyStore: Sendable {
     /// The active key for a presented secret, or nil (unknown, malformed or revoked).
     public func authenticate(_ secret: String) async throws -> APIKey? {
         guard secret.hasPrefix(Self.prefix), secret.utf8.count == Self.prefix.utf8.count + 64 else { return nil }
-        return try await StoreError.mapping {
-            let rows = try await client.query(
+        return try await database.withConnection { connection in
+            let rows = try await connection.query(
                 """
                 SELECT key_id, name, role, (extract(epoch FROM created_at) * 1000000)::int8 FROM api_keys
                 WHERE key_hash = \(ByteBuffer(bytes: Self.hash(secret))) AND revoked_at IS NULL
@@ -63,9 +66,9 @@ public struct APIKeyStore: Sendable {
     }
 
     public func list() async throws -> [APIKey] {
-        try await StoreError.mapping {
+        try await database.withConnection { connection in
             var keys: [APIKey] = []
-            let rows = try await client.query(
+            let rows = try await connection.query(
                 """
                 SELECT key_id, name, role, (extract(epoch FROM created_at) * 1000000)::int8,
                        (extract(epoch FROM revoked_at) * 1000000)::int8
@@ -83,8 +86,8 @@ public struct APIKeyStore: Sendable {
 
     /// Revokes a key by id; returns false if no active key has that id.
     public func revoke(keyID: UUID) async throws -> Bool {
-        try await StoreError.mapping {
-            let rows = try await client.query(
+        try await database.withConnection { connection in
+            let rows = try await connection.query(
                 "UPDATE api_keys SET revoked_at = now() WHERE key_id = \(keyID) AND revoked_at IS NULL RETURNING key_id",
                 logger: logger
             ).collect()

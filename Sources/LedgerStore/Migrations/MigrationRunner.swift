@@ -16,18 +16,21 @@ public struct MigrationRunner: Sendable {
     /// Serializes concurrent `migrate` runs against one database.
     static let lockKey: Int64 = 0x5355_424C_4D49_4752
 
-    let client: PostgresClient
+    let database: Database
     let migrations: [Migration]
-    let logger: Logger
+    var logger: Logger { database.logger }
+
+    public init(database: Database, migrations: [Migration]) {
+        self.database = database
+        self.migrations = migrations
+    }
 
     public init(client: PostgresClient, migrations: [Migration], logger: Logger) {
-        self.client = client
-        self.migrations = migrations
-        self.logger = logger
+        self.init(database: Database(client: client, logger: logger), migrations: migrations)
     }
 
     public func status() async throws -> MigrationStatus {
-        try await client.withConnection { connection in
+        try await database.withConnection { connection in
             let exists = try await connection.query(
                 "SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger
             ).collect().first?.decode(Bool.self) ?? false
@@ -39,7 +42,7 @@ public struct MigrationRunner: Sendable {
     /// Applies what is pending; refuses (and applies nothing) if an applied file was edited.
     @discardableResult
     public func migrate() async throws -> [Migration] {
-        try await client.transaction(logger: logger) { connection in
+        try await database.transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
             try await connection.query(
                 """
