@@ -64,7 +64,10 @@ public func buildRouter(
     ).register(on: router)
 
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database)))
-    EventRoutes(store: EventStore(database: database), maxBodyBytes: configuration.maxBodyBytes)
+    let catalog = CatalogStore(database: database)
+    EventRoutes(store: EventStore(database: database), catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
+    SubscriberRoutes(reader: ProjectionReader(database: database)).register(on: v1)
+    CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     return router
 }

@@ -123,21 +123,37 @@ actor Templates {
                 try await MigrationRunner(client: c, migrations: migrations, logger: TestDatabase.logger).migrate()
             }
             try await TestDatabase.admin(base) { c in
-                try await c.query("ALTER DATABASE \(unescaped: building) RENAME TO \(unescaped: name)")
+                try await c.query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(building) AND pid <> pg_backend_pid()",
+                    logger: TestDatabase.logger)
+                try await Task.sleep(for: .milliseconds(200))
+                try await c.query("ALTER DATABASE \(unescaped: building) RENAME TO \(unescaped: name)", logger: TestDatabase.logger)
             }
         }
         self.name = name
         return name
     }
 
-    /// Clones serially: PostgreSQL refuses to copy a template that another CREATE DATABASE is reading.
+    /// Clones serially: PostgreSQL refuses to copy a template that another session is connected to, and a
+    /// client that just migrated it may still be closing its connections.
     func clone(_ template: String, to name: String, base: DatabaseURL) async throws {
-        do {
-            try await TestDatabase.admin(base) { c in
-                try await c.query("CREATE DATABASE \(unescaped: name) TEMPLATE \(unescaped: template)")
+        var attempt = 0
+        while true {
+            do {
+                try await TestDatabase.admin(base) { c in
+                    try await c.query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(template) AND pid <> pg_backend_pid()",
+                        logger: TestDatabase.logger)
+                    try await c.query("CREATE DATABASE \(unescaped: name) TEMPLATE \(unescaped: template)", logger: TestDatabase.logger)
+                }
+                return
+            } catch let error as PSQLError {
+                attempt += 1
+                guard attempt < 20, error.sqlState == "55006" else {
+                    throw TestDatabase.SetupError("cannot create test database \(name): \(error.serverMessage)")
+                }
+                try await Task.sleep(for: .milliseconds(100))
             }
-        } catch let error as PSQLError {
-            throw TestDatabase.SetupError("cannot create test database \(name): \(error.serverMessage)")
         }
     }
 }

@@ -13,7 +13,9 @@ public struct AppendRequest: Sendable {
         case invalid(EventValidationError)
     }
 
-    public static func decode(_ body: some Collection<UInt8>) throws(DecodeError) -> AppendRequest {
+    /// Decodes a body. With `validateData: false` only the envelopes are checked, so that the catalog can
+    /// fill in what events leave out before `validateData()` checks every payload.
+    public static func decode(_ body: some Collection<UInt8>, validateData: Bool = true) throws(DecodeError) -> AppendRequest {
         let value: JSONValue
         do {
             value = try JSONParser.parse(body)
@@ -21,18 +23,29 @@ public struct AppendRequest: Sendable {
             throw .malformed(error)
         }
         do {
-            return try decode(value)
+            return try decode(value, validateData: validateData)
         } catch {
             throw .invalid(error)
         }
     }
 
-    public static func decode(_ value: JSONValue) throws(EventValidationError) -> AppendRequest {
+    /// The JSON path of event `i` in this request (`events[i]` in a batch, the root otherwise).
+    public func path(_ i: Int) -> String { isBatch ? "events[\(i)]" : "" }
+
+    /// Checks every event's `data` against its type (after any catalog fill-in).
+    public func validateData() throws(EventValidationError) {
+        for (i, e) in events.enumerated() {
+            let p = path(i)
+            try EventDataValidator.validate(type: e.type, data: e.data, occurredAt: e.occurredAt, path: p.isEmpty ? "data" : "\(p).data")
+        }
+    }
+
+    public static func decode(_ value: JSONValue, validateData: Bool = true) throws(EventValidationError) -> AppendRequest {
         guard case .object(let top) = value else {
             throw EventValidationError(field: "$", reason: "must be an event object or {\"events\": [...]}, not \(value.typeName)")
         }
         guard let batch = top["events"] else {
-            return AppendRequest(events: [try EventDecoder.decode(top, path: "")], isBatch: false)
+            return AppendRequest(events: [try EventDecoder.decode(top, path: "", validateData: validateData)], isBatch: false)
         }
         guard top.count == 1 else {
             let other = top.keys.filter { $0 != "events" }.sorted()[0]
@@ -52,7 +65,7 @@ public struct AppendRequest: Sendable {
             guard case .object(let members) = item else {
                 throw EventValidationError(field: path, reason: "must be an event object, not \(item.typeName)")
             }
-            let event = try EventDecoder.decode(members, path: path)
+            let event = try EventDecoder.decode(members, path: path, validateData: validateData)
             let key = "\(event.source)\u{0}\(event.idempotencyKey)"
             if let first = keys[key] {
                 throw EventValidationError(
@@ -68,7 +81,9 @@ public struct AppendRequest: Sendable {
 
 /// Turns one JSON event object into a validated `NewEvent`.
 public enum EventDecoder {
-    public static func decode(_ members: [String: JSONValue], path: String) throws(EventValidationError) -> NewEvent {
+    public static func decode(
+        _ members: [String: JSONValue], path: String, validateData: Bool = true
+    ) throws(EventValidationError) -> NewEvent {
         var r = FieldReader(path: path, members: members)
         let subscriberID = try r.requiredString("subscriber_id")
         guard Identifiers.isValidSubscriberID(subscriberID) else {
@@ -94,7 +109,9 @@ public enum EventDecoder {
             throw r.fail(name, "is assigned by the ledger and cannot be sent")
         }
         try r.rejectUnknown()
-        try EventDataValidator.validate(type: type, data: data, occurredAt: occurredAt, path: r.field("data"))
+        if validateData {
+            try EventDataValidator.validate(type: type, data: data, occurredAt: occurredAt, path: r.field("data"))
+        }
         return NewEvent(
             subscriberID: subscriberID, type: type, occurredAt: occurredAt, source: source, environment: environment,
             idempotencyKey: key, data: data, metadata: metadata, expectedVersion: expected)

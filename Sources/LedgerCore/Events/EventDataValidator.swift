@@ -3,12 +3,12 @@
 /// Events are self-describing: everything the fold and the reports need must be in `data` when it is
 /// stored. Unknown members are refused (raw store payloads belong in `metadata`).
 public enum EventDataValidator {
-    public enum Kind: String, CaseIterable { case autoRenewable = "auto_renewable", nonRenewing = "non_renewing", free, lifetime }
-    public enum Offer: String, CaseIterable { case none, trial, intro, promo }
-    public enum CancellationReason: String, CaseIterable {
+    public enum Kind: String, Sendable, CaseIterable { case autoRenewable = "auto_renewable", nonRenewing = "non_renewing", free, lifetime }
+    public enum Offer: String, Sendable, CaseIterable { case none, trial, intro, promo }
+    public enum CancellationReason: String, Sendable, CaseIterable {
         case familyRevoked = "family_revoked", chargeback, developer, other
     }
-    public enum ExpirationReason: String, CaseIterable {
+    public enum ExpirationReason: String, Sendable, CaseIterable {
         case voluntary, billing, priceIncrease = "price_increase", productUnavailable = "product_unavailable", other
     }
 
@@ -16,6 +16,9 @@ public enum EventDataValidator {
         type: EventType, data: [String: JSONValue], occurredAt: Timestamp, path: String
     ) throws(EventValidationError) {
         var r = FieldReader(path: path, members: data)
+        if [.purchase, .renewal, .autoRenewChanged, .billingIssue, .expiration].contains(type) {
+            _ = try r.integer("catalog_revision", minimum: 1)
+        }
         switch type {
         case .purchase, .renewal:
             try transaction(&r, type: type)

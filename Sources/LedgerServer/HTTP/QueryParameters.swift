@@ -1,5 +1,6 @@
 import Hummingbird
 import LedgerCore
+import LedgerStore
 
 /// Strict query parameter reading: a malformed value is a 400 naming the parameter, never ignored.
 struct QueryParameters {
@@ -11,5 +12,26 @@ struct QueryParameters {
             throw APIError.invalidRequest("query parameter '\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
         }
         return n
+    }
+
+    func timestamp(_ name: String) throws -> Timestamp? {
+        guard let text = request.uri.queryParameters[name[...]] else { return nil }
+        let value = String(text).removingPercentEncoding ?? String(text)
+        do {
+            return try Timestamp(rfc3339: value.replacingOccurrences(of: " ", with: "+"))
+        } catch {
+            throw APIError.invalidRequest("query parameter '\(name)' \(error), not '\(value)'")
+        }
+    }
+
+    /// `as_of`: a position (digits) or a recorded time (RFC 3339).
+    func asOf() throws -> AsOf? {
+        guard let text = request.uri.queryParameters["as_of"] else { return nil }
+        if let p = Int64(String(text)) {
+            guard p >= 0 else { throw APIError.invalidRequest("query parameter 'as_of' must be a position ≥ 0 or an RFC 3339 time") }
+            return .position(p)
+        }
+        guard let t = try timestamp("as_of") else { return nil }
+        return .recordedAt(t)
     }
 }

@@ -6,6 +6,7 @@ import LedgerStore
 /// `POST /v1/events` and the two audit feeds.
 struct EventRoutes {
     let store: EventStore
+    let catalog: CatalogStore
     let maxBodyBytes: Int
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
@@ -17,14 +18,25 @@ struct EventRoutes {
     @Sendable func append(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.append)
         let body = try await RequestBody.collect(request, limit: maxBodyBytes)
-        let appendRequest: AppendRequest
+        var appendRequest: AppendRequest
         do {
-            appendRequest = try AppendRequest.decode(body.readableBytesView)
+            appendRequest = try AppendRequest.decode(body.readableBytesView, validateData: false)
         } catch {
             switch error {
             case .malformed(let parse): throw APIError.invalidRequest("the body is not valid JSON: \(parse)")
             case .invalid(let invalid): throw APIError.invalidEvent(invalid)
             }
+        }
+        // Events are self-describing: fill what they leave out from the catalog, then check every payload.
+        let needed = CatalogFill.productsNeeded(by: appendRequest.events)
+        let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
+        do {
+            for i in appendRequest.events.indices {
+                try CatalogFill.apply(&appendRequest.events[i], products: products, path: appendRequest.path(i))
+            }
+            try appendRequest.validateData()
+        } catch {
+            throw APIError.invalidEvent(error)
         }
         let result = try await store.append(appendRequest.events)
         context.logger.debug(

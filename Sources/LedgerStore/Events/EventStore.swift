@@ -105,6 +105,7 @@ public struct EventStore: Sendable {
             rows.append(recorded)
         }
         try await insert(rows, fingerprints: fresh.map { events[$0].fingerprint }, on: connection)
+        try await ProjectionWriter(logger: logger).refold(Array(Set(rows.map(\.subscriberID))), on: connection)
         return AppendResult(events: results.map { $0! }, createdCount: rows.count)
     }
 

@@ -1,0 +1,59 @@
+/// Makes events self-describing at append time: whatever a `purchase`/`renewal` (or an
+/// `auto_renew_changed`, `billing_issue`, `expiration`) leaves out is filled in from the catalog.
+///
+/// Only missing fields are filled; what the client sent wins. The revision used is written as
+/// `data.catalog_revision`, so an auditor can tell where the values came from.
+public enum CatalogFill {
+    /// The product ids whose catalog entries `events` need.
+    public static func productsNeeded(by events: [NewEvent]) -> Set<String> {
+        Set(events.compactMap { e in needsFill(e) ? e.data["product_id"]?.stringValue : nil })
+    }
+
+    public static func needsFill(_ event: NewEvent) -> Bool {
+        switch event.type {
+        case .purchase, .renewal:
+            return ["entitlements", "kind", "price_minor", "currency"].contains { event.data[$0] == nil }
+                || (event.data["kind"] == nil && event.data["period"] == nil && event.data["duration"] == nil)
+        case .autoRenewChanged, .billingIssue, .expiration:
+            return event.data["entitlements"] == nil
+        default:
+            return false
+        }
+    }
+
+    /// Fills `event` from `products`; an incomplete event naming an unknown product is refused.
+    public static func apply(
+        _ event: inout NewEvent, products: [String: Product], path: String
+    ) throws(EventValidationError) {
+        guard needsFill(event) else { return }
+        let dataPath = path.isEmpty ? "data" : "\(path).data"
+        guard let id = event.data["product_id"]?.stringValue else { return }  // the validator names the missing field
+        guard let product = products[id] else {
+            throw EventValidationError(
+                field: "\(dataPath).product_id",
+                reason: "\"\(id)\" is not in the catalog: PUT /v1/catalog/products/\(id) first, or send the event complete (entitlements, kind, period or duration, price_minor, currency)")
+        }
+        var d = event.data
+        func fill(_ key: String, _ value: JSONValue?) {
+            if d[key] == nil, let value { d[key] = value }
+        }
+        fill("entitlements", .array(product.entitlements.map(JSONValue.string)))
+        if event.type == .purchase || event.type == .renewal {
+            fill("kind", .string(product.kind.rawValue))
+            fill("price_minor", .number(JSONNumber(product.priceMinor)))
+            fill("currency", .string(product.currency))
+            fill("commission_rate", .string(product.commissionRate.canonical))
+            let kind = d["kind"]?.stringValue
+            if kind == EventDataValidator.Kind.autoRenewable.rawValue, let period = product.period {
+                fill("period", .string(period.text))
+                let start = d["period_start"]?.stringValue.flatMap { try? Timestamp(rfc3339: $0) } ?? event.occurredAt
+                fill("period_start", .string(start.rfc3339))
+                fill("period_end", .string(period.added(to: start).rfc3339))
+            } else if kind == EventDataValidator.Kind.nonRenewing.rawValue, d["period_start"] == nil, let duration = product.duration {
+                fill("duration", .string(duration.text))
+            }
+        }
+        d["catalog_revision"] = .number(JSONNumber(Int64(product.revision)))
+        event.data = d
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// Entitlement and window reads (readers): from the projection now, or as of an earlier point of the log.
+struct SubscriberRoutes {
+    let reader: ProjectionReader
+
+    func register(on group: RouterGroup<LedgerRequestContext>) {
+        group.get("subscribers/:subscriber_id/entitlements", use: entitlements)
+        group.get("subscribers/:subscriber_id/windows", use: windows)
+    }
+
+    @Sendable func entitlements(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.readEntitlements)
+        let subscriber = try SubscriberPath.id(context)
+        let query = QueryParameters(request: request)
+        let at = try query.timestamp("at") ?? Timestamp.now()
+        let asOf = try query.asOf()
+        if asOf != nil { try context.require(.audit) }
+        let ledger = try await reader.ledger(subscriberID: subscriber, asOf: asOf)
+        var body: [String: JSONValue] = [
+            "subscriber_id": .string(subscriber),
+            "at": .string(at.rfc3339),
+            "entitlements": .array(ledger.entitlements(at: at).map(\.json)),
+        ]
+        if let asOf { body["as_of"] = asOf.json }
+        return .json(.object(body))
+    }
+
+    @Sendable func windows(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.readEntitlements)
+        let subscriber = try SubscriberPath.id(context)
+        let asOf = try QueryParameters(request: request).asOf()
+        if asOf != nil { try context.require(.audit) }
+        let ledger = try await reader.ledger(subscriberID: subscriber, asOf: asOf)
+        var body: [String: JSONValue] = [
+            "subscriber_id": .string(subscriber),
+            "windows": .array(ledger.windows.map(\.json)),
+        ]
+        if let asOf { body["as_of"] = asOf.json }
+        return .json(.object(body))
+    }
+}
+
+extension AsOf {
+    var json: JSONValue {
+        switch self {
+        case .position(let p): .number(JSONNumber(p))
+        case .recordedAt(let t): .string(t.rfc3339)
+        }
+    }
+}
+
+extension Timestamp {
+    /// The current time: read at the HTTP edge only (LedgerCore never reads the clock).
+    static func now() -> Timestamp {
+        Timestamp(microseconds: Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)))
+    }
+}
+
+extension EntitlementState {
+    var json: JSONValue {
+        .object([
+            "entitlement": .string(entitlement),
+            "active": .bool(active),
+            "expires_at": expiresAt.map { .string($0.rfc3339) } ?? .null,
+            "in_grace": .bool(inGrace),
+            "in_trial": .bool(inTrial),
+            "will_renew": .bool(willRenew),
+            "product_id": productID.map(JSONValue.string) ?? .null,
+        ])
+    }
+}
+
+extension Window {
+    var json: JSONValue {
+        let cut = effectiveCut
+        return .object([
+            "entitlement": .string(entitlement),
+            "start": .string(start.rfc3339),
+            "end": end.map { .string($0.rfc3339) } ?? .null,
+            "kind": .string(kind.rawValue),
+            "product_id": productID.map(JSONValue.string) ?? .null,
+            "transaction_id": transactionID.map(JSONValue.string) ?? .null,
+            "source_event_id": .string(sourceEventID.uuidString.lowercased()),
+            "environment": .string(environment.rawValue),
+            "cut_at": cut.map { .string($0.at.rfc3339) } ?? .null,
+            "cut_by": cut.map { .string($0.eventID.uuidString.lowercased()) } ?? .null,
+            "cut_cause": cut.map { .string($0.cause.rawValue) } ?? .null,
+        ])
+    }
+}

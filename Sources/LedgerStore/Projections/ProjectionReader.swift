@@ -1,0 +1,83 @@
+import Foundation
+import LedgerCore
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Where an as-of read stops: the events recorded at or before a position or a recorded time.
+public enum AsOf: Sendable, Hashable {
+    case position(Int64)
+    case recordedAt(Timestamp)
+}
+
+/// Reads what the ledger says about one subscriber: from the projection (now), or by folding the log up to
+/// an as-of point (what the ledger said then).
+public struct ProjectionReader: Sendable {
+    let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.init(database: Database(client: client, logger: logger))
+    }
+
+    /// The subscriber's ledger: the kept projection, or, with `asOf`, the fold of the events recorded by then.
+    public func ledger(subscriberID: String, asOf: AsOf? = nil) async throws -> SubscriberLedger {
+        if let asOf { return try await fold(subscriberID: subscriberID, asOf: asOf) }
+        let logger = database.logger
+        return try await database.withConnection { connection in
+            var windows: [Window] = []
+            let rows = try await connection.query(
+                """
+                SELECT entitlement, (extract(epoch FROM start_at) * 1000000)::int8,
+                       (extract(epoch FROM granted_end) * 1000000)::int8, kind, product_id, transaction_id,
+                       source_event_id, source_position, environment,
+                       (extract(epoch FROM cut_at) * 1000000)::int8, cut_by, cut_cause
+                FROM windows WHERE subscriber_id = \(subscriberID) ORDER BY seq
+                """, logger: logger)
+            for try await (e, start, granted, kind, product, txn, source, position, env, cutAt, cutBy, cause) in rows.decode(
+                (String, Int64, Int64?, String, String?, String?, UUID, Int64, String, Int64?, UUID?, String?).self)
+            {
+                var cuts: [Window.Cut] = []
+                if let cutAt, let cutBy, let cause = cause.flatMap(Window.Cut.Cause.init(rawValue:)) {
+                    cuts = [Window.Cut(at: Timestamp(microseconds: cutAt), eventID: cutBy, cause: cause)]
+                }
+                windows.append(
+                    Window(
+                        entitlement: e, start: Timestamp(microseconds: start), grantedEnd: granted.map(Timestamp.init(microseconds:)),
+                        kind: Window.Kind(rawValue: kind) ?? .paid, productID: product, transactionID: txn, sourceEventID: source,
+                        sourcePosition: position, environment: LedgerEnvironment(rawValue: env) ?? .production, cuts: cuts))
+            }
+            var ledger = SubscriberLedger(windows: windows, autoRenew: [:], lapsed: [], unmatchedRefunds: [])
+            let state = try await connection.query(
+                "SELECT auto_renew::text, lapsed::text, unmatched_refunds::text FROM subscriber_state WHERE subscriber_id = \(subscriberID)",
+                logger: logger)
+            for try await (autoRenew, lapsed, unmatched) in state.decode((String, String, String).self) {
+                if case .object(let o) = try JSONParser.parse(autoRenew) { ledger.autoRenew = o.compactMapValues(\.boolValue) }
+                ledger.lapsed = Set(try JSONParser.parse(lapsed).arrayValue?.compactMap(\.stringValue) ?? [])
+                ledger.unmatchedRefunds = try JSONParser.parse(unmatched).arrayValue?.compactMap {
+                    $0.stringValue.flatMap(UUID.init(uuidString:))
+                } ?? []
+            }
+            return ledger
+        }
+    }
+
+    private func fold(subscriberID: String, asOf: AsOf) async throws -> SubscriberLedger {
+        let logger = database.logger
+        let query: PostgresQuery =
+            switch asOf {
+            case .position(let p):
+                "SELECT \(unescaped: EventRow.columns) FROM events WHERE subscriber_id = \(subscriberID) AND position <= \(p) ORDER BY version"
+            case .recordedAt(let t):
+                "SELECT \(unescaped: EventRow.columns) FROM events WHERE subscriber_id = \(subscriberID) AND recorded_at <= \(t.rfc3339)::timestamptz ORDER BY version"
+            }
+        return try await database.withConnection { connection in
+            var events: [RecordedEvent] = []
+            for try await row in try await connection.query(query, logger: logger) { events.append(try EventRow.decode(row)) }
+            return Fold.fold(events)
+        }
+    }
+}
