@@ -12,6 +12,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -29,6 +31,16 @@ let package = Package(
             ]
         ),
         .target(
+            name: "LedgerAppStore",
+            dependencies: [
+                "LedgerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            resources: [.copy("Resources/AppleRootCA-G3.cer")]
+        ),
+        .target(
             name: "LedgerStore",
             dependencies: [
                 "LedgerCore",
@@ -42,6 +54,7 @@ let package = Package(
         .target(
             name: "LedgerServer",
             dependencies: [
+                "LedgerAppStore",
                 "LedgerCore",
                 "LedgerStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -79,6 +92,16 @@ let package = Package(
             dependencies: ["LedgerCore", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
+            name: "LedgerAppStoreTests",
+            dependencies: [
+                "LedgerAppStore", "LedgerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            resources: [.copy("Resources")]
+        ),
+        .testTarget(
             name: "LedgerStoreTests",
             dependencies: [
                 "LedgerCore", "LedgerStore", "LedgerTestSupport",
@@ -88,7 +111,7 @@ let package = Package(
         .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
+                "LedgerAppStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

@@ -25,7 +25,7 @@ def main():
     p.add_argument("--clients", type=int, default=1)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seconds", type=float, default=5)
-    p.add_argument("--subscribers", type=int, default=1000)
+    p.add_argument("--subscribers", type=int, default=100000)
     p.add_argument("--tag", default="")
     a = p.parse_args()
     u = urllib.parse.urlparse(a.url)

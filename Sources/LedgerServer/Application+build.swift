@@ -1,4 +1,5 @@
 import Hummingbird
+import LedgerAppStore
 import LedgerCore
 import LedgerStore
 import Logging
@@ -13,11 +14,17 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes: Int
     /// How long a request waits for a database connection before answering 503 `unavailable`.
     public var databaseLeaseTimeout: Duration
+    /// Trusted roots for App Store JWS, DER-encoded; empty means Apple Root CA - G3.
+    public var appleRootsDER: [[UInt8]]
+    /// When set, App Store payloads for another bundle are refused.
+    public var appleBundleID: String?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
-        databaseLeaseTimeout: Duration = .seconds(3)
+        databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil
     ) {
+        self.appleRootsDER = appleRootsDER
+        self.appleBundleID = appleBundleID
         self.host = host
         self.port = port
         self.maxBodyBytes = maxBodyBytes
@@ -35,8 +42,8 @@ public func buildApplication(
     migrations: [Migration],
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
-) -> some ApplicationProtocol {
-    let router = buildRouter(
+) throws -> some ApplicationProtocol {
+    let router = try buildRouter(
         configuration: configuration, client: client, migrations: migrations, metrics: registry, logger: logger)
     return Application(
         router: router,
@@ -53,7 +60,7 @@ public func buildRouter(
     migrations: [Migration],
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
-) -> Router<LedgerRequestContext> {
+) throws -> Router<LedgerRequestContext> {
     let database = Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)
     let router = Router(context: LedgerRequestContext.self)
     router.add(middleware: ErrorMiddleware())
@@ -69,5 +76,11 @@ public func buildRouter(
         .register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(database: database)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
+    let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
+    AppleStoreRoutes(
+        reader: AppleNotificationReader(verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID),
+        inbox: AppleInbox(database: database), store: EventStore(database: database), catalog: catalog,
+        maxBodyBytes: configuration.maxBodyBytes
+    ).register(on: v1)
     return router
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Hummingbird
 import LedgerServer
 import LedgerStore
@@ -30,6 +31,14 @@ struct Serve: AsyncParsableCommand {
     var dbConnections = 20
 
     @Option(
+        name: .customLong("apple-root-cert"),
+        help: "A trusted root certificate (DER or PEM) for App Store JWS; repeatable (default: $SUBLEDGER_APPLE_ROOT_CERTS, comma-separated, else Apple Root CA - G3).")
+    var appleRootCerts: [String] = []
+
+    @Option(name: .customLong("apple-bundle-id"), help: "Refuse App Store payloads for other bundles (default: $SUBLEDGER_APPLE_BUNDLE_ID).")
+    var appleBundleID: String?
+
+    @Option(
         name: .customLong("db-timeout"),
         help: "Seconds a request waits for a database connection before answering 503 unavailable.")
     var dbTimeout = 3.0
@@ -44,13 +53,33 @@ struct Serve: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-        let app = buildApplication(
+        let app = try buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, maxBodyBytes: maxBodyBytes,
-                databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000))),
+                databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000)), appleRootsDER: try appleRoots(),
+                appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 }),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         try await app.runService()
+    }
+
+    /// The configured App Store roots, read from DER or PEM files.
+    private func appleRoots() throws -> [[UInt8]] {
+        var paths = appleRootCerts
+        if paths.isEmpty, let env = ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_ROOT_CERTS"] {
+            paths = env.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        return try paths.map { path in
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("--apple-root-cert \(path): cannot read the file")
+            }
+            if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+                let body = text.components(separatedBy: "\n").filter { !$0.hasPrefix("-----") }.joined()
+                guard let der = Data(base64Encoded: body) else { throw ValidationError("--apple-root-cert \(path): bad PEM") }
+                return Array(der)
+            }
+            return Array(data)
+        }
     }
 
     /// Refuses to start on an edited or missing migration; a database that is down only delays readiness.

@@ -15,7 +15,7 @@ struct APIHarness {
     var keys: [APIRole: String]
 
     static func run(
-        maxBodyBytes: Int = 1024 * 1024,
+        maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [],
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
@@ -28,8 +28,8 @@ struct APIHarness {
             let client = PostgresClient(
                 configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 20),
                 backgroundLogger: TestDatabase.logger)
-            let app = buildApplication(
-                configuration: ServerConfiguration(maxBodyBytes: maxBodyBytes), client: client,
+            let app = try buildApplication(
+                configuration: ServerConfiguration(maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER), client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 try await body(http, APIHarness(keys: keys))

@@ -103,10 +103,17 @@ public enum TestDatabase {
 /// Creates the migrated template database once per test process (named by the migrations' checksums).
 actor Templates {
     static let shared = Templates()
-    private var name: String?
+    private var building: Task<String, any Error>?
 
+    /// One build per process, however many tests ask at once (actor methods are reentrant at `await`).
     func template(base: DatabaseURL) async throws -> String {
-        if let name { return name }
+        if let building { return try await building.value }
+        let task = Task { try await Self.build(base: base) }
+        building = task
+        return try await task.value
+    }
+
+    private static func build(base: DatabaseURL) async throws -> String {
         let migrations = try TestDatabase.migrations()
         let fingerprint = String(UInt64(truncatingIfNeeded: migrations.map(\.checksum).joined().hashValueStable), radix: 16)
         let name = "sl_template_\(fingerprint)"
@@ -130,7 +137,6 @@ actor Templates {
                 try await c.query("ALTER DATABASE \(unescaped: building) RENAME TO \(unescaped: name)", logger: TestDatabase.logger)
             }
         }
-        self.name = name
         return name
     }
 

@@ -41,7 +41,7 @@ public struct EventStore: Sendable {
     /// The common case (all keys new) takes five round trips: BEGIN, lock, one read of stream heads and
     /// the last position, one INSERT, COMMIT. Only when the unique index reports a reused key is the
     /// append redone with a lookup of the stored events.
-    public func append(_ events: [NewEvent]) async throws -> AppendResult {
+    public func append(_ events: [NewEvent], replays: ReplayPolicy = .strict) async throws -> AppendResult {
         precondition(!events.isEmpty, "append needs at least one event")
         return try await StoreError.mapping {
             do {
@@ -51,18 +51,29 @@ public struct EventStore: Sendable {
             } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
                 // A key was used before: redo comparing with what is stored (replay or conflict).
                 return try await database.transaction { connection in
-                    try await append(events, lookUpKeys: true, on: connection)
+                    try await append(events, lookUpKeys: true, replays: replays, on: connection)
                 }
             } catch is NeedsKeyLookup {
                 // A version conflict may be the retry of an append that already succeeded: look first.
                 return try await database.transaction { connection in
-                    try await append(events, lookUpKeys: true, on: connection)
+                    try await append(events, lookUpKeys: true, replays: replays, on: connection)
                 }
             }
         }
     }
 
-    private func append(_ events: [NewEvent], lookUpKeys: Bool, on connection: PostgresConnection) async throws -> AppendResult {
+    /// What an already-used idempotency key with a different fingerprint means.
+    public enum ReplayPolicy: Sendable {
+        /// A conflict (409): the API's contract for clients that send their own events.
+        case strict
+        /// The stored event stands: store adapters learn the same fact from several payloads (a notification
+        /// and a receipt) that differ in their raw metadata.
+        case keepStored
+    }
+
+    private func append(
+        _ events: [NewEvent], lookUpKeys: Bool, replays: ReplayPolicy = .strict, on connection: PostgresConnection
+    ) async throws -> AppendResult {
         try await connection.query("SELECT pg_advisory_xact_lock(\(Self.appendLockKey))", logger: logger)
 
         let existing = lookUpKeys ? try await storedByIdempotencyKey(events, on: connection) : [:]
@@ -70,7 +81,7 @@ public struct EventStore: Sendable {
         var fresh: [Int] = []
         for (i, event) in events.enumerated() {
             if let (stored, fingerprint) = existing[IdempotencyKey(event)] {
-                guard fingerprint == event.fingerprint else {
+                guard fingerprint == event.fingerprint || replays == .keepStored else {
                     throw StoreError.idempotencyConflict(
                         source: event.source, key: event.idempotencyKey, index: events.count > 1 ? i : nil)
                 }

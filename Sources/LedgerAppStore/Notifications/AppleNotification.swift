@@ -1,0 +1,96 @@
+import Foundation
+import LedgerCore
+
+/// A verified App Store Server Notification V2 with its nested signed payloads decoded.
+public struct AppleNotification: Sendable, Hashable {
+    public var notificationUUID: String
+    public var type: String
+    public var subtype: String?
+    public var signedDate: Timestamp?
+    public var environment: LedgerEnvironment
+    public var bundleID: String?
+    /// The decoded `signedTransactionInfo`, if the notification has one.
+    public var transaction: [String: JSONValue]?
+    /// The decoded `signedRenewalInfo`, if the notification has one.
+    public var renewal: [String: JSONValue]?
+    /// The notification payload as received (nested JWS strings replaced by their decoded payloads).
+    public var payload: [String: JSONValue]
+
+    public var originalTransactionID: String? {
+        transaction?["originalTransactionId"]?.stringValue ?? renewal?["originalTransactionId"]?.stringValue
+    }
+
+    /// The app's own account token, which the ledger takes as the subscriber id when present.
+    public var appAccountToken: String? {
+        (transaction?["appAccountToken"]?.stringValue ?? renewal?["appAccountToken"]?.stringValue).map { $0.lowercased() }
+    }
+}
+
+/// `Sandbox`, `Xcode` and `LocalTesting` are all sandbox: they never count in revenue or churn.
+func appleEnvironment(_ value: String?) -> LedgerEnvironment {
+    value == "Production" ? .production : .sandbox
+}
+
+/// Reads and verifies a `signedPayload` and its nested signed transaction and renewal info.
+public struct AppleNotificationReader: Sendable {
+    let verifier: AppleJWSVerifier
+    /// When set, a payload for another app is refused.
+    let bundleID: String?
+
+    public init(verifier: AppleJWSVerifier, bundleID: String?) {
+        self.verifier = verifier
+        self.bundleID = bundleID
+    }
+
+    public func read(signedPayload: String, now: Timestamp) async throws(AppleSignatureError) -> AppleNotification {
+        var payload = try await verifier.verify(signedPayload, now: now)
+        guard let uuid = payload["notificationUUID"]?.stringValue, !uuid.isEmpty else {
+            throw AppleSignatureError("the notification has no notificationUUID")
+        }
+        guard let type = payload["notificationType"]?.stringValue else {
+            throw AppleSignatureError("the notification has no notificationType")
+        }
+        var data = payload["data"]?.objectValue ?? [:]
+        let bundle = data["bundleId"]?.stringValue ?? payload["summary"]?.objectValue?["bundleId"]?.stringValue
+        if let bundleID, bundle != bundleID {
+            throw AppleSignatureError("the notification is for bundle \(bundle.map { "\"\($0)\"" } ?? "(none)"), not \"\(bundleID)\"")
+        }
+        var transaction: [String: JSONValue]?
+        var renewal: [String: JSONValue]?
+        if let signed = data["signedTransactionInfo"]?.stringValue {
+            transaction = try await verifier.verify(signed, now: now)
+            if let bundleID, let b = transaction?["bundleId"]?.stringValue, b != bundleID {
+                throw AppleSignatureError("the transaction is for bundle \"\(b)\", not \"\(bundleID)\"")
+            }
+            data["signedTransactionInfo"] = .object(transaction!)
+        }
+        if let signed = data["signedRenewalInfo"]?.stringValue {
+            renewal = try await verifier.verify(signed, now: now)
+            data["signedRenewalInfo"] = .object(renewal!)
+        }
+        payload["data"] = .object(data)
+        return AppleNotification(
+            notificationUUID: uuid.lowercased(), type: type, subtype: payload["subtype"]?.stringValue,
+            signedDate: payload["signedDate"]?.numberValue?.int64Value.map { Timestamp(microseconds: $0 * 1000) },
+            environment: appleEnvironment(data["environment"]?.stringValue ?? transaction?["environment"]?.stringValue),
+            bundleID: bundle, transaction: transaction, renewal: renewal, payload: payload)
+    }
+}
+
+extension AppleNotification {
+    /// Rebuilds a notification from the payload kept in the inbox (nested signed infos already decoded and
+    /// verified when it was received).
+    public init?(storedPayload payload: [String: JSONValue]) {
+        guard let uuid = payload["notificationUUID"]?.stringValue, let type = payload["notificationType"]?.stringValue else {
+            return nil
+        }
+        let data = payload["data"]?.objectValue ?? [:]
+        let transaction = data["signedTransactionInfo"]?.objectValue
+        self.init(
+            notificationUUID: uuid.lowercased(), type: type, subtype: payload["subtype"]?.stringValue,
+            signedDate: payload["signedDate"]?.numberValue?.int64Value.map { Timestamp(microseconds: $0 * 1000) },
+            environment: appleEnvironment(data["environment"]?.stringValue ?? transaction?["environment"]?.stringValue),
+            bundleID: data["bundleId"]?.stringValue, transaction: transaction,
+            renewal: data["signedRenewalInfo"]?.objectValue, payload: payload)
+    }
+}

@@ -1,0 +1,209 @@
+import LedgerCore
+
+/// Why a verified notification could not be turned into ledger events.
+public struct AppleMappingError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var field: String
+    public var reason: String
+    public var description: String { "\(field): \(reason)" }
+}
+
+/// Turns App Store Server Notifications V2 into ledger event drafts (ledger-semantics section 7).
+///
+/// Transaction facts get keys derived from Apple's transaction ids (`apple:txn:…`, `apple:refund:…`), the
+/// same keys the receipt mapping uses, so a renewal learnt from both a notification and a receipt upload is
+/// stored once. Facts that only a notification carries are keyed by its `notificationUUID`.
+public enum AppleNotificationMapper {
+    /// Notification types that are kept as store notices only (no ledger event).
+    public static func isNoticeOnly(_ n: AppleNotification) -> Bool {
+        switch n.type {
+        case "SUBSCRIBED", "DID_RENEW", "REFUND", "REFUND_REVERSED", "REVOKE", "DID_CHANGE_RENEWAL_STATUS",
+            "EXPIRED", "GRACE_PERIOD_EXPIRED", "RENEWAL_EXTENDED":
+            return false
+        case "DID_FAIL_TO_RENEW":
+            return false
+        default:
+            return true
+        }
+    }
+
+    public static func drafts(for n: AppleNotification) throws(AppleMappingError) -> [StoreEventDraft] {
+        if isNoticeOnly(n) { return [] }
+        let meta: [String: JSONValue] = [
+            "store": "apple", "origin": "notification", "notification_uuid": .string(n.notificationUUID),
+            "notification_type": .string(n.type), "subtype": n.subtype.map(JSONValue.string) ?? .null,
+            "raw": .object(n.payload),
+        ]
+        let at = n.signedDate
+        func draft(_ type: EventType, _ occurred: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> StoreEventDraft {
+            StoreEventDraft(
+                type: type, occurredAt: occurred, environment: n.environment, idempotencyKey: key, productID: product,
+                originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
+        }
+        switch n.type {
+        case "SUBSCRIBED", "DID_RENEW":
+            let t = try requireTransaction(n)
+            return [try transactionDraft(t, n: n, meta: meta)]
+        case "REFUND":
+            let t = try requireTransaction(n)
+            let txn = try string(t, "transactionId")
+            let revoked = try time(t, "revocationDate")
+            let product = t["productId"]?.stringValue
+            if t["revocationType"]?.stringValue == "FAMILY_REVOKE" {
+                return [draft(.cancellation, revoked, key: "apple:notification:\(n.notificationUUID)", product: product, ["reason": "family_revoked"])]
+            }
+            var data: [String: JSONValue] = [
+                "transaction_id": .string(txn),
+                "reason": .string(t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund"),
+            ]
+            if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
+                var amount = try minorUnits(milli: price, currency: currency)
+                if t["revocationType"]?.stringValue == "REFUND_PRORATED", let pct = t["revocationPercentage"]?.numberValue?.int64Value {
+                    // revocationPercentage is in thousandths of a percent (50000 = 50%); round half up.
+                    amount = (amount * pct + 50_000) / 100_000
+                }
+                data["amount_minor"] = .number(JSONNumber(amount))
+                data["currency"] = .string(currency)
+            }
+            return [draft(.refund, revoked, key: "apple:refund:\(txn)", product: product, data)]
+        case "REFUND_REVERSED":
+            let t = try requireTransaction(n)
+            let txn = try string(t, "transactionId")
+            let when: Timestamp
+            if let at { when = at } else { when = try time(t, "signedDate") }
+            return [draft(.refundReversal, when, key: "apple:refund_reversal:\(txn):\(n.notificationUUID)", product: nil, ["transaction_id": .string(txn)])]
+        case "REVOKE":
+            let t = try requireTransaction(n)
+            let when = t["revocationDate"] != nil ? try time(t, "revocationDate") : try signed(n)
+            return [draft(.cancellation, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue, ["reason": "family_revoked"])]
+        case "DID_CHANGE_RENEWAL_STATUS":
+            let product = n.renewal?["autoRenewProductId"]?.stringValue ?? n.renewal?["productId"]?.stringValue ?? n.transaction?["productId"]?.stringValue
+            let enabled: Bool =
+                switch n.subtype {
+                case "AUTO_RENEW_ENABLED": true
+                case "AUTO_RENEW_DISABLED": false
+                default: n.renewal?["autoRenewStatus"]?.numberValue?.int64Value == 1
+                }
+            return [draft(.autoRenewChanged, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product, [
+                "enabled": .bool(enabled), "product_id": product.map(JSONValue.string) ?? .null,
+            ].filter { $0.value != .null })]
+        case "DID_FAIL_TO_RENEW":
+            let product = n.transaction?["productId"]?.stringValue ?? n.renewal?["productId"]?.stringValue
+            let when = try signed(n)
+            var data: [String: JSONValue] = ["product_id": product.map(JSONValue.string) ?? .null]
+            if n.subtype == "GRACE_PERIOD", let grace = n.renewal?["gracePeriodExpiresDate"]?.numberValue?.int64Value {
+                let until = Timestamp(microseconds: grace * 1000)
+                if until > when { data["grace_until"] = .string(until.rfc3339) }
+            }
+            return [draft(.billingIssue, when, key: "apple:notification:\(n.notificationUUID)", product: product, data.filter { $0.value != .null })]
+        case "EXPIRED", "GRACE_PERIOD_EXPIRED":
+            let product = n.transaction?["productId"]?.stringValue ?? n.renewal?["productId"]?.stringValue
+            let reason: String =
+                switch (n.type, n.subtype) {
+                case ("GRACE_PERIOD_EXPIRED", _), (_, "BILLING_RETRY"): "billing"
+                case (_, "VOLUNTARY"): "voluntary"
+                case (_, "PRICE_INCREASE"): "price_increase"
+                case (_, "PRODUCT_NOT_FOR_SALE"): "product_unavailable"
+                default: "other"
+                }
+            return [draft(.expiration, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product, [
+                "product_id": product.map(JSONValue.string) ?? .null, "reason": .string(reason),
+            ].filter { $0.value != .null })]
+        case "RENEWAL_EXTENDED":
+            let t = try requireTransaction(n)
+            let when = try signed(n)
+            let until = try time(t, "expiresDate")
+            guard until > when else { return [] }
+            return [draft(.credit, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue, [
+                "window_start": .string(when.rfc3339), "window_end": .string(until.rfc3339),
+                "reason": "apple_renewal_extended", "granted_by": "apple",
+            ])]
+        default:
+            return []
+        }
+    }
+
+    /// A purchase or renewal from a decoded `signedTransactionInfo`.
+    static func transactionDraft(_ t: [String: JSONValue], n: AppleNotification, meta: [String: JSONValue]) throws(AppleMappingError) -> StoreEventDraft {
+        let txn = try string(t, "transactionId")
+        let original = t["originalTransactionId"]?.stringValue ?? txn
+        let product = try string(t, "productId")
+        let purchased = try time(t, "purchaseDate")
+        var data: [String: JSONValue] = [
+            "product_id": .string(product), "transaction_id": .string(txn), "original_transaction_id": .string(original),
+            "offer": .string(offer(t)),
+        ]
+        switch t["type"]?.stringValue {
+        case "Auto-Renewable Subscription"?, nil where t["expiresDate"] != nil:
+            data["kind"] = "auto_renewable"
+            data["period_start"] = .string(purchased.rfc3339)
+            data["period_end"] = .string(try time(t, "expiresDate").rfc3339)
+        case "Non-Renewing Subscription"?: data["kind"] = "non_renewing"
+        case "Non-Consumable"?: data["kind"] = "lifetime"
+        default: break
+        }
+        if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
+            data["price_minor"] = .number(JSONNumber(try minorUnits(milli: price, currency: currency)))
+            data["currency"] = .string(currency)
+        }
+        let renewal = txn != original && data["kind"] == "auto_renewable"
+        return StoreEventDraft(
+            type: renewal ? .renewal : .purchase, occurredAt: purchased, environment: appleEnvironment(t["environment"]?.stringValue ?? (n.environment == .production ? "Production" : "Sandbox")),
+            idempotencyKey: "apple:txn:\(txn)", productID: product, originalTransactionID: original, data: data, metadata: meta)
+    }
+
+    /// `offerDiscountType` FREE_TRIAL → trial; `offerType` 1 (introductory) → intro; 2, 3, 4 (promotional,
+    /// offer code, win-back) → promo.
+    static func offer(_ t: [String: JSONValue]) -> String {
+        if t["offerDiscountType"]?.stringValue == "FREE_TRIAL" { return "trial" }
+        switch t["offerType"]?.numberValue?.int64Value {
+        case 1?: return "intro"
+        case 2?, 3?, 4?: return "promo"
+        default: return "none"
+        }
+    }
+
+    /// App Store prices are in milliunits of the currency (10990 = 10.99); the ledger keeps minor units.
+    public static func minorUnits(milli: Int64, currency: String) throws(AppleMappingError) -> Int64 {
+        let exponent = CurrencyExponent.of(currency)
+        let divisor: Int64 = exponent >= 3 ? 1 : [1000, 100, 10][exponent]
+        return (milli + divisor / 2) / divisor
+    }
+
+    static func requireTransaction(_ n: AppleNotification) throws(AppleMappingError) -> [String: JSONValue] {
+        guard let t = n.transaction else {
+            throw AppleMappingError(field: "data.signedTransactionInfo", reason: "is required for \(n.type)")
+        }
+        return t
+    }
+
+    static func signed(_ n: AppleNotification) throws(AppleMappingError) -> Timestamp {
+        guard let at = n.signedDate else { throw AppleMappingError(field: "signedDate", reason: "is required for \(n.type)") }
+        return at
+    }
+
+    static func string(_ o: [String: JSONValue], _ key: String) throws(AppleMappingError) -> String {
+        guard let s = o[key]?.stringValue ?? o[key]?.numberValue?.canonical, !s.isEmpty else {
+            throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is required")
+        }
+        return s
+    }
+
+    static func time(_ o: [String: JSONValue], _ key: String) throws(AppleMappingError) -> Timestamp {
+        guard let ms = o[key]?.numberValue?.int64Value else {
+            throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is required (milliseconds since 1970)")
+        }
+        let t = Timestamp(microseconds: ms * 1000)
+        guard t >= .minimum, t <= .maximum else { throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is out of range") }
+        return t
+    }
+}
+
+/// ISO 4217 minor-unit exponents that differ from 2.
+public enum CurrencyExponent {
+    static let zero: Set<String> = ["BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF"]
+    static let three: Set<String> = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"]
+
+    public static func of(_ currency: String) -> Int {
+        zero.contains(currency) ? 0 : three.contains(currency) ? 3 : 2
+    }
+}
