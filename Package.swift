@@ -67,6 +67,7 @@ let package = Package(
         .executableTarget(
             name: "subledger",
             dependencies: [
+                "LedgerAppStore",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerServer",

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import LedgerAppStore
+import LedgerCore
+
+/// Signs App Store notifications with a local test chain, so a newcomer can try the Apple endpoint with curl
+/// against a server started with `--apple-root-cert <ca-dir>/root.der`.
+struct AppleTestNotification: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apple-test-notification",
+        abstract: "Print a signed App Store Server Notification V2 body, signed by a local test CA (for trials and tests).")
+
+    @Option(help: "Folder of the test CA (created on first use); trust its root.der with serve --apple-root-cert.")
+    var caDir: String
+
+    @Option(help: "notificationType, e.g. SUBSCRIBED, DID_RENEW, REFUND, EXPIRED.")
+    var type: String
+
+    @Option(help: "subtype, e.g. INITIAL_BUY, VOLUNTARY.")
+    var subtype: String?
+
+    @Option(help: "transactionId") var transactionId: String
+    @Option(help: "originalTransactionId (default: the transaction id)") var originalTransactionId: String?
+    @Option(help: "productId") var productId: String
+    @Option(help: "purchaseDate, RFC 3339") var purchaseDate: String
+    @Option(help: "expiresDate, RFC 3339") var expiresDate: String?
+    @Option(help: "revocationDate, RFC 3339 (REFUND, REVOKE)") var revocationDate: String?
+    @Option(help: "price in milliunits (10990 = 10.99)") var priceMilli: Int64 = 9990
+    @Option(help: "ISO 4217 currency") var currency = "USD"
+    @Option(help: "appAccountToken (the subscriber id)") var appAccountToken: String?
+    @Option(help: "Production or Sandbox") var environment = "Production"
+    @Option(help: "bundleId") var bundleId = "com.example.app"
+    @Option(help: "signedDate, RFC 3339 (default: purchase date + 1 s)") var signedDate: String?
+
+    func run() throws {
+        let dir = URL(fileURLWithPath: caDir)
+        let signer: AppleTestSigner
+        if FileManager.default.fileExists(atPath: dir.appendingPathComponent("root.der").path) {
+            signer = try AppleTestSigner(directory: dir)
+        } else {
+            signer = try AppleTestSigner()
+            try signer.save(to: dir)
+        }
+        func time(_ s: String, _ name: String) throws -> Timestamp {
+            do { return try Timestamp(rfc3339: s) } catch { throw ValidationError("--\(name) \(error)") }
+        }
+        func ms(_ t: Timestamp) -> JSONValue { .number(JSONNumber(t.microseconds / 1000)) }
+        let purchased = try time(purchaseDate, "purchase-date")
+        var t: [String: JSONValue] = [
+            "transactionId": .string(transactionId), "originalTransactionId": .string(originalTransactionId ?? transactionId),
+            "productId": .string(productId), "purchaseDate": ms(purchased), "price": .number(JSONNumber(priceMilli)),
+            "currency": .string(currency), "type": expiresDate == nil ? "Non-Consumable" : "Auto-Renewable Subscription",
+        ]
+        if let expiresDate { t["expiresDate"] = ms(try time(expiresDate, "expires-date")) }
+        if let revocationDate {
+            t["revocationDate"] = ms(try time(revocationDate, "revocation-date"))
+            t["revocationType"] = "REFUND_FULL"
+        }
+        if let appAccountToken { t["appAccountToken"] = .string(appAccountToken) }
+        let signed = try signedDate.map { try time($0, "signed-date") } ?? Timestamp(microseconds: purchased.microseconds + 1_000_000)
+        let body = signer.notificationBody(
+            type: type, subtype: subtype, signedDate: signed, bundleID: bundleId, environment: environment, transaction: t,
+            renewal: ["originalTransactionId": .string(originalTransactionId ?? transactionId), "productId": .string(productId), "autoRenewStatus": 1])
+        print(body.canonicalString())
+    }
+}
