@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
@@ -11,6 +12,14 @@ struct OperationsRoutes {
     func register(on router: Router<LedgerRequestContext>) {
         router.get("health") { _, _ in Response.json(["status": "ok"]) }
         router.get("ready", use: ready)
+        router.get("openapi.yaml") { _, _ in
+            guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
+                let data = try? Data(contentsOf: url)
+            else { throw APIError.notFound("the OpenAPI document is missing from the build") }
+            return Response(
+                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
+                body: .init(byteBuffer: .init(bytes: Array(data))))
+        }
         router.get("metrics") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
