@@ -47,6 +47,8 @@ public func buildApplication(
         configuration: configuration, client: client, migrations: migrations, metrics: registry, logger: logger)
     return Application(
         router: router,
+        // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
+        server: .http1(configuration: .init(idleTimeout: .seconds(30))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "subledger"),
         services: [client],
         logger: logger

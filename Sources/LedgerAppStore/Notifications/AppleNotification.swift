@@ -26,6 +26,16 @@ public struct AppleNotification: Sendable, Hashable {
     }
 }
 
+/// An App Store time (milliseconds since 1970) within the ledger's range, or nil (hostile input must not
+/// overflow the microsecond count).
+func appleTime(_ value: JSONValue?) -> Timestamp? {
+    guard let ms = value?.numberValue?.int64Value else { return nil }
+    let (us, overflow) = ms.multipliedReportingOverflow(by: 1000)
+    guard !overflow else { return nil }
+    let t = Timestamp(microseconds: us)
+    return t >= .minimum && t <= .maximum ? t : nil
+}
+
 /// `Sandbox`, `Xcode` and `LocalTesting` are all sandbox: they never count in revenue or churn.
 func appleEnvironment(_ value: String?) -> LedgerEnvironment {
     value == "Production" ? .production : .sandbox
@@ -71,7 +81,7 @@ public struct AppleNotificationReader: Sendable {
         payload["data"] = .object(data)
         return AppleNotification(
             notificationUUID: uuid.lowercased(), type: type, subtype: payload["subtype"]?.stringValue,
-            signedDate: payload["signedDate"]?.numberValue?.int64Value.map { Timestamp(microseconds: $0 * 1000) },
+            signedDate: appleTime(payload["signedDate"]),
             environment: appleEnvironment(data["environment"]?.stringValue ?? transaction?["environment"]?.stringValue),
             bundleID: bundle, transaction: transaction, renewal: renewal, payload: payload)
     }
@@ -88,7 +98,7 @@ extension AppleNotification {
         let transaction = data["signedTransactionInfo"]?.objectValue
         self.init(
             notificationUUID: uuid.lowercased(), type: type, subtype: payload["subtype"]?.stringValue,
-            signedDate: payload["signedDate"]?.numberValue?.int64Value.map { Timestamp(microseconds: $0 * 1000) },
+            signedDate: appleTime(payload["signedDate"]),
             environment: appleEnvironment(data["environment"]?.stringValue ?? transaction?["environment"]?.stringValue),
             bundleID: data["bundleId"]?.stringValue, transaction: transaction,
             renewal: data["signedRenewalInfo"]?.objectValue, payload: payload)

@@ -90,8 +90,7 @@ public enum AppleNotificationMapper {
             let product = n.transaction?["productId"]?.stringValue ?? n.renewal?["productId"]?.stringValue
             let when = try signed(n)
             var data: [String: JSONValue] = ["product_id": product.map(JSONValue.string) ?? .null]
-            if n.subtype == "GRACE_PERIOD", let grace = n.renewal?["gracePeriodExpiresDate"]?.numberValue?.int64Value {
-                let until = Timestamp(microseconds: grace * 1000)
+            if n.subtype == "GRACE_PERIOD", let until = appleTime(n.renewal?["gracePeriodExpiresDate"]) {
                 if until > when { data["grace_until"] = .string(until.rfc3339) }
             }
             return [draft(.billingIssue, when, key: "apple:notification:\(n.notificationUUID)", product: product, data.filter { $0.value != .null })]
@@ -189,11 +188,12 @@ public enum AppleNotificationMapper {
     }
 
     static func time(_ o: [String: JSONValue], _ key: String) throws(AppleMappingError) -> Timestamp {
-        guard let ms = o[key]?.numberValue?.int64Value else {
+        guard o[key]?.numberValue?.int64Value != nil else {
             throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is required (milliseconds since 1970)")
         }
-        let t = Timestamp(microseconds: ms * 1000)
-        guard t >= .minimum, t <= .maximum else { throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is out of range") }
+        guard let t = appleTime(o[key]) else {
+            throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is out of range")
+        }
         return t
     }
 }

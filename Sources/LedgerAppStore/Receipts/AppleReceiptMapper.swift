@@ -3,7 +3,8 @@ import LedgerCore
 /// What a verifyReceipt response amounts to in the ledger: drafts for the catalog to complete.
 public struct AppleReceiptMapping: Sendable, Hashable {
     public var environment: LedgerEnvironment
-    /// In the order to append them: by occurrence time, then transaction id.
+    /// In the order to append them: by occurrence time, a transaction before what follows from it, then
+    /// by idempotency key (which embeds the transaction id).
     public var drafts: [StoreEventDraft]
     /// The subscription chains the receipt's transactions belong to (sorted, unique).
     public var originalTransactionIDs: [String]
@@ -40,9 +41,9 @@ public enum AppleReceiptMapper {
             throw AppleReceiptError(field: "$", reason: "must be a verifyReceipt response object, not \(body.typeName)")
         }
         let response = ReceiptObject(path: "", members: members)
+        let modern = isModern(members)
+        try checkStatus(response, modern: modern)
         let receipt = try response.object("receipt")
-        let modern = isModern(response, receipt: receipt)
-        try checkStatus(response, receipt: receipt, modern: modern)
         let environment = try environment(response, receipt: receipt)
 
         let transactions = try transactionObjects(response, receipt: receipt).map {
@@ -61,33 +62,33 @@ public enum AppleReceiptMapper {
     }
 
     /// iOS 7+ responses are recognised by any member the iOS 6 shape never has.
-    private static func isModern(_ response: ReceiptObject, receipt: ReceiptObject?) -> Bool {
-        if case .array = response.members["latest_receipt_info"] { return true }
-        return receipt?.members["in_app"] != nil || response.members["pending_renewal_info"] != nil
-            || response.members["environment"] != nil
+    private static func isModern(_ members: [String: JSONValue]) -> Bool {
+        if case .array = members["latest_receipt_info"] { return true }
+        return members["receipt"]?.objectValue?["in_app"] != nil || members["pending_renewal_info"] != nil
+            || members["environment"] != nil
     }
 
     /// 21006 (subscription expired) still carries the decoded receipt in the iOS 6 shape, so it is data
     /// there; iOS 7+ responses report expired subscriptions with status 0, so 21006 is an error for them.
-    private static func checkStatus(_ response: ReceiptObject, receipt: ReceiptObject?, modern: Bool) throws(AppleReceiptError) {
+    private static func checkStatus(_ response: ReceiptObject, modern: Bool) throws(AppleReceiptError) {
         guard let status = try response.integer("status") else {
             throw AppleReceiptError(field: "status", reason: "is missing: this is not a verifyReceipt response")
         }
         if status == 0 { return }
         if status == 21006, !modern {
-            let isTransaction = { (v: JSONValue?) in v?.objectValue != nil }
-            if receipt?.members["transaction_id"] != nil || isTransaction(response.members["latest_receipt_info"])
-                || isTransaction(response.members["latest_expired_receipt_info"])
-            {
-                return
-            }
+            let m = response.members
+            let carriesData = m["receipt"]?.objectValue?["transaction_id"] != nil
+                || m["latest_receipt_info"]?.objectValue != nil || m["latest_expired_receipt_info"]?.objectValue != nil
+            if carriesData { return }
         }
         throw AppleReceiptError(field: "status", reason: AppleReceiptStatus.explain(status))
     }
 
     /// The top-level `environment` (iOS 7+), else the iOS 6 `receipt.environment`, else production: the
     /// iOS 6 production endpoint did not name itself.
-    private static func environment(_ response: ReceiptObject, receipt: ReceiptObject?) throws(AppleReceiptError) -> LedgerEnvironment {
+    private static func environment(
+        _ response: ReceiptObject, receipt: ReceiptObject?
+    ) throws(AppleReceiptError) -> LedgerEnvironment {
         let source: ReceiptObject
         if response.members["environment"] != nil {
             source = response
@@ -109,7 +110,9 @@ public enum AppleReceiptMapper {
     /// Every transaction object once, by `transaction_id`: the renewal history (`latest_receipt_info`) wins
     /// over the receipt's own copy, which may be older. Duplicates are not read further, so a stale copy
     /// cannot fail the mapping.
-    private static func transactionObjects(_ response: ReceiptObject, receipt: ReceiptObject?) throws(AppleReceiptError) -> [ReceiptObject] {
+    private static func transactionObjects(
+        _ response: ReceiptObject, receipt: ReceiptObject?
+    ) throws(AppleReceiptError) -> [ReceiptObject] {
         var candidates = try response.objects("latest_receipt_info")
         candidates += try response.objects("latest_expired_receipt_info")
         if let receipt {

@@ -94,14 +94,16 @@ struct ReceiptObject {
     func date(_ base: String, modern: Bool) throws(AppleReceiptError) -> Timestamp? {
         if let v = value("\(base)_ms") {
             guard let t = AppleDateText.milliseconds(v) else {
-                throw fail("\(base)_ms", "must be milliseconds since 1970-01-01 such as \"1700000000000\", not \(v.canonicalString())")
+                throw fail(
+                    "\(base)_ms", "must be milliseconds since 1970-01-01 such as \"1700000000000\", not \(v.canonicalString())")
             }
             return t
         }
         for name in [base, "\(base)_formatted"] {
             guard let v = value(name) else { continue }
             if let t = AppleDateText.milliseconds(v) ?? v.stringValue.flatMap(AppleDateText.gmt) { return t }
-            throw fail(name, "must be a date such as \"2011-10-29 20:30:07 Etc/GMT\" or milliseconds since 1970, not \(v.canonicalString())")
+            throw fail(
+                name, "must be a date such as \"2011-10-29 20:30:07 Etc/GMT\" or milliseconds since 1970, not \(v.canonicalString())")
         }
         for name in ["\(base)_pst", "\(base)_formatted_pst"] where value(name) != nil {
             throw fail(

@@ -75,7 +75,7 @@ public struct AppleJWSVerifier: Sendable {
         guard chain[1].extensions[oid: Self.intermediateMarkerOID] != nil else {
             throw AppleSignatureError("the intermediate certificate lacks Apple's WWDR marker (1.2.840.113635.100.6.2.1)")
         }
-        let signedAt = payload["signedDate"]?.numberValue?.int64Value.map { Timestamp(microseconds: $0 * 1000) } ?? now
+        let signedAt = appleTime(payload["signedDate"]) ?? now
         let validationTime = Date(timeIntervalSince1970: Double(signedAt.microseconds) / 1_000_000)
         var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
             RFC5280Policy(validationTime: validationTime)

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Fault and concurrency tests with real processes (issue 6): kill -9 of the server in the middle of a stream of
+batch appends with client retries; PostgreSQL stopped under a running server; a bounded concurrency soak.
+Driven by tools/faults; standard library only. Exits non-zero on the first broken guarantee."""
+import argparse, http.client, json, os, random, signal, socket, subprocess, sys, threading, time
+
+A = argparse.ArgumentParser()
+A.add_argument("--bin", required=True); A.add_argument("--url", required=True)
+A.add_argument("--writer", required=True); A.add_argument("--auditor", required=True)
+A.add_argument("--pg", required=True); A.add_argument("--soak-seconds", type=float, default=60)
+args = A.parse_args()
+
+
+def say(*m):
+    print("faults:", *m, file=sys.stderr, flush=True)
+
+
+def fail(m):
+    say("FAILED:", m)
+    sys.exit(1)
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+PORT = free_port()
+
+
+class Server:
+    def __init__(self):
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(PORT),
+                                      "--log-level", "error", "--db-timeout", "1"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if request("GET", "/health", timeout=1)[0] == 200:
+                return
+            time.sleep(0.05)
+        fail("server did not start")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL); self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate(); self.proc.wait(timeout=15)
+
+
+def request(method, path, body=None, key=None, timeout=10):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        if key: h["Authorization"] = f"Bearer {key}"
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse(); data = r.read(); c.close()
+        return r.status, (json.loads(data) if data else None)
+    except (OSError, http.client.HTTPException, json.JSONDecodeError):
+        return None, None
+
+
+def event(sub, key, expected=None):
+    e = {"subscriber_id": sub, "type": "credit", "occurred_at": "2026-03-01T10:00:00Z", "source": "faults",
+         "environment": "production", "idempotency_key": key,
+         "data": {"entitlement": "pro", "duration": "P1D", "reason": "faults", "granted_by": "faults"}}
+    if expected is not None: e["expected_version"] = expected
+    return e
+
+
+def psql(sql):
+    return subprocess.run(["psql", "-X", "-A", "-t", args.url, "-c", sql], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def check_ledger(expected_keys):
+    """Every acknowledged key stored exactly once, versions gap-free, feed complete and in order, chains verify."""
+    stored = psql("SELECT count(*), count(DISTINCT idempotency_key) FROM events WHERE source = 'faults'").split("|")
+    if int(stored[0]) != len(expected_keys) or int(stored[1]) != len(expected_keys):
+        fail(f"expected {len(expected_keys)} events once each, found {stored[0]} rows / {stored[1]} keys")
+    gaps = psql("SELECT count(*) FROM (SELECT subscriber_id FROM events GROUP BY 1 HAVING max(version) <> count(*)) g")
+    if gaps != "0": fail(f"{gaps} streams have version gaps")
+    after, seen = 0, []
+    while True:
+        st, body = request("GET", f"/v1/events?after_position={after}&limit=1000", key=args.auditor)
+        if st != 200: fail(f"feed answered {st}")
+        page = body["events"]
+        if not page: break
+        seen += [e["position"] for e in page]; after = page[-1]["position"]
+    if seen != list(range(1, len(seen) + 1)) or len(seen) != int(psql("SELECT count(*) FROM events")):
+        fail("the feed is not complete and in position order")
+    v = subprocess.run([args.bin, "verify", "--database-url", args.url], capture_output=True, text=True)
+    if v.returncode != 0: fail("verify: " + v.stdout + v.stderr)
+
+
+server = Server()
+server.start()
+
+T0 = time.monotonic()
+# 1. kill -9 in the middle of batch appends; the client retries every unacknowledged batch with the same keys.
+say("kill -9 during batch appends")
+batches = [[event(f"k9-{(b * 7 + i) % 40}", f"k9-{b}-{i}") for i in range(25)] for b in range(120)]
+pending, acked, lock = list(range(len(batches))), set(), threading.Lock()
+killed = threading.Event()
+
+
+def appender():
+    while True:
+        with lock:
+            if not pending: return
+            b = pending.pop(0)
+        st, _ = request("POST", "/v1/events", {"events": batches[b]}, key=args.writer, timeout=5)
+        with lock:
+            if st in (200, 201): acked.add(b)
+            elif st is None or st >= 500: pending.append(b)
+            else: fail(f"batch {b} answered {st}")
+        if st is None or (st is not None and st >= 500): time.sleep(0.05)
+
+
+def killer():
+    while len(acked) < 30: time.sleep(0.01)
+    server.kill9(); killed.set()
+    say(f"killed the server with {len(acked)} batches acknowledged; restarting")
+    time.sleep(0.3)
+    server.start()
+
+
+threads = [threading.Thread(target=appender) for _ in range(4)] + [threading.Thread(target=killer)]
+for t in threads: t.start()
+for t in threads: t.join()
+if not killed.is_set(): fail("the server was never killed")
+# Replaying an acknowledged batch returns the original events (200).
+st, body = request("POST", "/v1/events", {"events": batches[0]}, key=args.writer)
+if st != 200: fail(f"replay of an acknowledged batch answered {st}")
+check_ledger({e["idempotency_key"] for b in batches for e in b})
+say(f"kill -9: ok (every batch stored exactly once, chains verify; {time.monotonic() - T0:.0f}s)")
+
+# 2. PostgreSQL stopped while the server runs: quick 503s, /ready 503, recovery without a restart.
+say("PostgreSQL outage")
+subprocess.run([args.pg, "stop"], check=True, stderr=subprocess.DEVNULL)
+try:
+    t0 = time.monotonic()
+    st, body = request("POST", "/v1/events", event("outage", "outage-1"), key=args.writer, timeout=10)
+    took = time.monotonic() - t0
+    if st != 503 or body["error"]["code"] != "unavailable": fail(f"append during an outage answered {st} {body}")
+    if took > 5: fail(f"append during an outage took {took:.1f}s")
+    st, _ = request("GET", "/ready", timeout=10)
+    if st != 503: fail(f"/ready during an outage answered {st}")
+    if request("GET", "/health")[0] != 200: fail("/health during an outage")
+finally:
+    subprocess.run([args.pg, "start"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(300):
+    if request("GET", "/ready", timeout=5)[0] == 200: break
+    time.sleep(0.1)
+else:
+    fail("the server did not become ready again after PostgreSQL came back")
+st, _ = request("POST", "/v1/events", event("outage", "outage-1"), key=args.writer)
+if st != 201: fail(f"append after recovery answered {st}")
+say(f"outage: ok (503 in {took:.2f}s, recovered without restart)")
+
+# 3. Concurrency soak: many clients on the same and on different subscribers.
+say(f"concurrency soak for {args.soak_seconds:.0f}s")
+deadline = time.monotonic() + args.soak_seconds
+soak_acked, errors, conflicts = set(), [], [0]
+
+
+def soaker(n):
+    rnd, i = random.Random(n), 0
+    versions = {}
+    while time.monotonic() < deadline:
+        shared = rnd.random() < 0.5
+        sub = f"soak-shared-{rnd.randrange(4)}" if shared else f"soak-{n}-{rnd.randrange(50)}"
+        key = f"soak-{n}-{i}"; i += 1
+        expected = versions.get(sub) if shared and rnd.random() < 0.5 else None
+        evs = [event(sub, key, expected)] if rnd.random() < 0.7 else [event(sub, f"{key}-{k}") for k in range(rnd.randrange(2, 20))]
+        st, body = request("POST", "/v1/events", evs[0] if len(evs) == 1 else {"events": evs}, key=args.writer)
+        if st in (200, 201):
+            with lock: soak_acked.update(e["idempotency_key"] for e in evs)
+            versions[sub] = body["events"][-1]["version"]
+        elif st == 409:
+            conflicts[0] += 1; versions.pop(sub, None)
+        else:
+            errors.append(st)
+
+
+threads = [threading.Thread(target=soaker, args=(n,)) for n in range(16)]
+for t in threads: t.start()
+for t in threads: t.join(timeout=args.soak_seconds + 60)
+if any(t.is_alive() for t in threads): fail("soak clients hung (deadlock?)")
+if errors: fail(f"soak saw {len(errors)} failed requests, e.g. {errors[:5]}")
+got = int(psql("SELECT count(*) FROM events WHERE idempotency_key LIKE 'soak-%'"))
+if got != len(soak_acked): fail(f"soak: {len(soak_acked)} acknowledged, {got} stored")
+all_keys = {e["idempotency_key"] for b in batches for e in b} | soak_acked | {"outage-1"}
+check_ledger(all_keys)
+say(f"soak: ok ({len(soak_acked)} events from 16 clients, {conflicts[0]} version conflicts answered 409, no gaps, chains verify)")
+server.stop()
