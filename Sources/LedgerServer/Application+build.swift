@@ -78,6 +78,10 @@ public func buildRouter(
         .register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(database: database)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
+    AuditRoutes(
+        store: EventStore(database: database), reader: ProjectionReader(database: database),
+        checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
+    ).register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
         reader: AppleNotificationReader(verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID),

@@ -12,14 +12,19 @@ struct Verify: AsyncParsableCommand {
     func run() async throws {
         let logger = database.makeLogger("subledger.verify")
         let interactive = isatty(STDERR_FILENO) == 1
-        let result = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
-            try await ChainVerifier(client: client, logger: logger).verify { checked in
+        let (result, sealed) = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
+            let chains = try await ChainVerifier(client: client, logger: logger).verify { checked in
                 if interactive { FileHandle.standardError.write(Data("\rchecked \(checked) events".utf8)) }
             }
+            return (chains, try await CheckpointStore(client: client, logger: logger).verify())
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        print("events checked: \(result.eventsChecked), streams: \(result.streamsChecked)")
+        print("events checked: \(result.eventsChecked), streams: \(result.streamsChecked), checkpoints: \(sealed.checked)")
+        if !sealed.broken.isEmpty {
+            print("BROKEN CHECKPOINTS: \(sealed.broken.map(String.init).joined(separator: ", ")) no longer match the stored stream heads")
+        }
         guard let broken = result.firstBroken else {
+            if !sealed.broken.isEmpty { throw ExitCode(2) }
             print("ok: every chain verifies")
             return
         }

@@ -231,6 +231,20 @@ public struct EventStore: Sendable {
         }
     }
 
+    /// A page of the feed restricted to events recorded in `[from, to)` (either bound optional), for exports.
+    public func feed(afterPosition: Int64, limit: Int, recordedFrom: Timestamp?, recordedTo: Timestamp?) async throws -> [RecordedEvent] {
+        let from = (recordedFrom ?? .minimum).rfc3339
+        let to = recordedTo.map(\.rfc3339) ?? "infinity"
+        return try await StoreError.mapping {
+            try await collect(
+                """
+                SELECT \(unescaped: EventRow.columns) FROM events
+                WHERE position > \(afterPosition) AND recorded_at >= \(from)::timestamptz AND recorded_at < \(to)::timestamptz
+                ORDER BY position LIMIT \(Int64(limit))
+                """)
+        }
+    }
+
     private func collect(_ query: PostgresQuery) async throws -> [RecordedEvent] {
         let logger = self.logger
         return try await database.withConnection { connection in

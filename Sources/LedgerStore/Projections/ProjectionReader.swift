@@ -65,6 +65,38 @@ public struct ProjectionReader: Sendable {
         }
     }
 
+    /// A page of every window of every subscriber, in `(subscriber_id, seq)` order, for exports.
+    public func windowsPage(after cursor: (subscriber: String, seq: Int32)?, limit: Int) async throws -> [(String, Int32, Window)] {
+        let logger = database.logger
+        let (afterSubscriber, afterSeq) = cursor ?? ("", -1)
+        return try await database.withConnection { connection in
+            var out: [(String, Int32, Window)] = []
+            let rows = try await connection.query(
+                """
+                SELECT subscriber_id, seq, entitlement, (extract(epoch FROM start_at) * 1000000)::int8,
+                       (extract(epoch FROM granted_end) * 1000000)::int8, kind, product_id, transaction_id,
+                       source_event_id, source_position, environment,
+                       (extract(epoch FROM cut_at) * 1000000)::int8, cut_by, cut_cause
+                FROM windows WHERE (subscriber_id, seq) > (\(afterSubscriber), \(afterSeq))
+                ORDER BY subscriber_id, seq LIMIT \(Int64(limit))
+                """, logger: logger)
+            for try await (s, q, e, start, granted, kind, product, txn, source, position, env, cutAt, cutBy, cause) in rows.decode(
+                (String, Int32, String, Int64, Int64?, String, String?, String?, UUID, Int64, String, Int64?, UUID?, String?).self)
+            {
+                var cuts: [Window.Cut] = []
+                if let cutAt, let cutBy, let cause = cause.flatMap(Window.Cut.Cause.init(rawValue:)) {
+                    cuts = [Window.Cut(at: Timestamp(microseconds: cutAt), eventID: cutBy, cause: cause)]
+                }
+                out.append(
+                    (s, q, Window(
+                        entitlement: e, start: Timestamp(microseconds: start), grantedEnd: granted.map(Timestamp.init(microseconds:)),
+                        kind: Window.Kind(rawValue: kind) ?? .paid, productID: product, transactionID: txn, sourceEventID: source,
+                        sourcePosition: position, environment: LedgerEnvironment(rawValue: env) ?? .production, cuts: cuts)))
+            }
+            return out
+        }
+    }
+
     private func fold(subscriberID: String, asOf: AsOf) async throws -> SubscriberLedger {
         let logger = database.logger
         let query: PostgresQuery =

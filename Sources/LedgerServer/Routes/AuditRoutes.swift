@@ -1,0 +1,139 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// Accountants' routes: checkpoints, verification and streamed CSV exports (auditor role).
+struct AuditRoutes {
+    let store: EventStore
+    let reader: ProjectionReader
+    let checkpoints: CheckpointStore
+    let verifier: ChainVerifier
+
+    static let pageSize = 1000
+
+    func register(on group: RouterGroup<LedgerRequestContext>) {
+        group.post("audit/checkpoints", use: seal)
+        group.get("audit/checkpoints", use: list)
+        group.get("audit/verify", use: verify)
+        group.get("exports/events.csv", use: eventsCSV)
+        group.get("exports/windows.csv", use: windowsCSV)
+    }
+
+    @Sendable func seal(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        return .json(try await checkpoints.seal().json, status: .created)
+    }
+
+    @Sendable func list(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        return .json(.object(["checkpoints": .array(try await checkpoints.list().map(\.json))]))
+    }
+
+    /// Recomputes every chain and every checkpoint; names the first broken event.
+    @Sendable func verify(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        let chains = try await verifier.verify()
+        let sealed = try await checkpoints.verify()
+        let first: JSONValue = chains.firstBroken.map { b in
+            .object([
+                "event_id": .string(b.eventID.uuidString.lowercased()), "subscriber_id": .string(b.subscriberID),
+                "version": .number(JSONNumber(b.version)), "position": .number(JSONNumber(b.position)), "reason": .string(b.reason),
+            ])
+        } ?? .null
+        return .json([
+            "ok": .bool(chains.ok && sealed.broken.isEmpty),
+            "events_checked": .number(JSONNumber(Int64(chains.eventsChecked))),
+            "streams_checked": .number(JSONNumber(Int64(chains.streamsChecked))),
+            "broken_events": .number(JSONNumber(Int64(chains.breaks.count))),
+            "event_id": first.objectValue?["event_id"] ?? .null,
+            "first_broken": first,
+            "checkpoints_checked": .number(JSONNumber(Int64(sealed.checked))),
+            "broken_checkpoints": .array(sealed.broken.map { .number(JSONNumber($0)) }),
+        ])
+    }
+
+    /// Every event recorded in `[from, to)` (RFC 3339, both optional), position order, streamed page by page.
+    @Sendable func eventsCSV(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        let query = QueryParameters(request: request)
+        let from = try query.timestamp("from")
+        let to = try query.timestamp("to")
+        let store = self.store
+        let body = ResponseBody { writer in
+            try await writer.write(CSV.line([
+                "position", "event_id", "subscriber_id", "version", "type", "occurred_at", "recorded_at", "source", "environment",
+                "idempotency_key", "data", "metadata", "prev_hash", "hash",
+            ]))
+            var after: Int64 = 0
+            while true {
+                let page = try await store.feed(afterPosition: after, limit: Self.pageSize, recordedFrom: from, recordedTo: to)
+                guard let last = page.last else { break }
+                var buffer = ByteBuffer()
+                for e in page {
+                    buffer.writeImmutableBuffer(CSV.line([
+                        String(e.position), e.eventID.uuidString.lowercased(), e.subscriberID, String(e.version), e.type.rawValue,
+                        e.occurredAt.rfc3339, e.recordedAt.rfc3339, e.source, e.environment.rawValue, e.idempotencyKey,
+                        JSONValue.object(e.data).canonicalString(), JSONValue.object(e.metadata).canonicalString(),
+                        Hex.encode(e.prevHash), Hex.encode(e.hash),
+                    ]))
+                }
+                try await writer.write(buffer)
+                after = last.position
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: CSV.headers(filename: "events.csv"), body: body)
+    }
+
+    /// Every window of every subscriber (void and cut ones included), streamed page by page.
+    @Sendable func windowsCSV(_ request: Request, context: LedgerRequestContext) async throws -> Response {
+        try context.require(.audit)
+        let reader = self.reader
+        let body = ResponseBody { writer in
+            try await writer.write(CSV.line([
+                "subscriber_id", "entitlement", "start", "end", "kind", "product_id", "transaction_id", "source_event_id",
+                "environment", "cut_at", "cut_by", "cut_cause",
+            ]))
+            var cursor: (subscriber: String, seq: Int32)? = nil
+            while true {
+                let page = try await reader.windowsPage(after: cursor, limit: Self.pageSize)
+                guard let last = page.last else { break }
+                var buffer = ByteBuffer()
+                for (subscriber, _, w) in page {
+                    let cut = w.effectiveCut
+                    buffer.writeImmutableBuffer(CSV.line([
+                        subscriber, w.entitlement, w.start.rfc3339, w.end?.rfc3339 ?? "", w.kind.rawValue, w.productID ?? "",
+                        w.transactionID ?? "", w.sourceEventID.uuidString.lowercased(), w.environment.rawValue,
+                        cut?.at.rfc3339 ?? "", cut.map { $0.eventID.uuidString.lowercased() } ?? "", cut?.cause.rawValue ?? "",
+                    ]))
+                }
+                try await writer.write(buffer)
+                cursor = (last.0, last.1)
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: CSV.headers(filename: "windows.csv"), body: body)
+    }
+}
+
+/// RFC 4180 CSV: fields with a comma, quote or line break are quoted, quotes doubled; lines end in CRLF.
+enum CSV {
+    static func line(_ fields: [String]) -> ByteBuffer {
+        var out = ""
+        for (i, f) in fields.enumerated() {
+            if i > 0 { out += "," }
+            if f.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) {
+                out += "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            } else {
+                out += f
+            }
+        }
+        out += "\r\n"
+        return ByteBuffer(string: out)
+    }
+
+    static func headers(filename: String) -> HTTPFields {
+        [.contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(filename)\""]
+    }
+}
