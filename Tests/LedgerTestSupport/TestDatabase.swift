@@ -88,7 +88,7 @@ public enum TestDatabase {
     }
 
     static func admin(_ base: DatabaseURL, _ body: @escaping @Sendable (PostgresClient) async throws -> Void) async throws {
-        try await run(base.clientConfiguration(maximumConnections: 2)) { client in
+        _ = try await run(base.clientConfiguration(maximumConnections: 2)) { client in
             try await body(client)
             return true
         }

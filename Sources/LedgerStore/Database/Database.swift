@@ -20,6 +20,7 @@ public struct Database: Sendable {
     }
 
     /// Runs `body` on a leased connection.
+    @discardableResult
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let leased = LeaseFlag()
         let timeout = leaseTimeout
@@ -51,6 +52,7 @@ public struct Database: Sendable {
 
     /// Runs `body` in a transaction on a leased connection; a thrown error rolls it back and is rethrown as
     /// itself (not wrapped in PostgresNIO's `PostgresTransactionError`).
+    @discardableResult
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let logger = self.logger
         return try await withConnection { connection in
