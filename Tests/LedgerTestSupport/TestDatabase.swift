@@ -50,6 +50,7 @@ public enum TestDatabase {
     }
 
     /// Runs `body` with the URL of a new, migrated database, dropped afterwards.
+    @discardableResult
     public static func withDatabase<T: Sendable>(_ body: @escaping @Sendable (DatabaseURL) async throws -> T) async throws -> T {
         let base = try baseURL()
         let template = try await Templates.shared.template(base: base)
