@@ -68,6 +68,7 @@ public enum TestDatabase {
     }
 
     /// Runs `body` with a started client, shutting it down afterwards.
+    @discardableResult
     public static func run<T: Sendable>(
         _ configuration: PostgresClient.Configuration, _ body: @escaping @Sendable (PostgresClient) async throws -> T
     ) async throws -> T {
