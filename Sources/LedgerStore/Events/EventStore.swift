@@ -71,8 +71,21 @@ public struct EventStore: Sendable {
         case keepStored
     }
 
+    /// Appends one batch of a bulk import: same validation of keys and versions, same positions and hash
+    /// chain, but rows go in with COPY and the projections are left to a rebuild after the import.
+    /// All or nothing, like any append.
+    public func importBatch(_ events: [NewEvent]) async throws -> AppendResult {
+        precondition(!events.isEmpty, "an import batch needs at least one event")
+        return try await StoreError.mapping {
+            try await database.transaction { connection in
+                try await append(events, lookUpKeys: true, bulk: true, on: connection)
+            }
+        }
+    }
+
     private func append(
-        _ events: [NewEvent], lookUpKeys: Bool, replays: ReplayPolicy = .strict, on connection: PostgresConnection
+        _ events: [NewEvent], lookUpKeys: Bool, replays: ReplayPolicy = .strict, bulk: Bool = false,
+        on connection: PostgresConnection
     ) async throws -> AppendResult {
         try await connection.query("SELECT pg_advisory_xact_lock(\(Self.appendLockKey))", logger: logger)
 
@@ -115,8 +128,12 @@ public struct EventStore: Sendable {
             results[i] = recorded
             rows.append(recorded)
         }
-        try await insert(rows, fingerprints: fresh.map { events[$0].fingerprint }, on: connection)
-        try await ProjectionWriter(logger: logger).refold(Array(Set(rows.map(\.subscriberID))), on: connection)
+        if bulk {
+            try await copy(rows, fingerprints: fresh.map { events[$0].fingerprint }, on: connection)
+        } else {
+            try await insert(rows, fingerprints: fresh.map { events[$0].fingerprint }, on: connection)
+            try await ProjectionWriter(logger: logger).refold(Array(Set(rows.map(\.subscriberID))), on: connection)
+        }
         return AppendResult(events: results.map { $0! }, createdCount: rows.count)
     }
 
@@ -141,6 +158,51 @@ public struct EventStore: Sendable {
     }
 
     private struct NeedsKeyLookup: Error {}
+
+    /// Writes rows with `COPY events FROM STDIN` (text format), in chunks of about 1 MiB.
+    private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], on connection: PostgresConnection) async throws {
+        try await connection.copyFrom(
+            table: "events",
+            columns: [
+                "subscriber_id", "version", "position", "event_id", "type", "occurred_at", "recorded_at", "source",
+                "environment", "idempotency_key", "data", "metadata", "fingerprint", "prev_hash", "hash",
+            ], logger: logger
+        ) { writer in
+            var buffer = ByteBuffer()
+            for (row, fingerprint) in zip(rows, fingerprints) {
+                let fields = [
+                    row.subscriberID, String(row.version), String(row.position), row.eventID.uuidString.lowercased(),
+                    row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
+                    row.idempotencyKey, JSONValue.object(row.data).canonicalString(), JSONValue.object(row.metadata).canonicalString(),
+                    "\\x" + Hex.encode(fingerprint), "\\x" + Hex.encode(row.prevHash), "\\x" + Hex.encode(row.hash),
+                ]
+                buffer.writeString(fields.map(Self.copyEscaped).joined(separator: "\t"))
+                buffer.writeString("\n")
+                if buffer.readableBytes > 1 << 20 {
+                    try await writer.write(buffer)
+                    buffer.clear()
+                }
+            }
+            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+        }
+    }
+
+    /// COPY text format: backslash, tab, newline and carriage return are escaped (so a bytea's `\x…` hex
+    /// form arrives as `\\x…`, as COPY expects).
+    static func copyEscaped(_ field: String) -> String {
+        var out = ""
+        out.reserveCapacity(field.utf8.count)
+        for c in field.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\t": out += "\\t"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
 
     struct StreamHead {
         var version: Int64

@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+import PostgresNIO
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Bulk-load historical events from JSON Lines (one event per line) with COPY; projections are rebuilt after.",
+        discussion: """
+            Each line is validated like a POST /v1/events body (the catalog fills in what a purchase leaves out), \
+            keeps its own idempotency key (lines already imported are skipped, so an interrupted import can be \
+            run again), and gets the ledger's positions and hash chain. A bad line stops the import naming its \
+            line number; nothing of its batch is stored (earlier batches are).
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Argument(help: "The .jsonl file ('-' for standard input).")
+    var file: String
+
+    @Option(help: "Lines per transaction.")
+    var batch = 5000
+
+    func run() async throws {
+        let logger = database.makeLogger("subledger.import")
+        guard let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file) else {
+            throw ValidationError("cannot open \(file)")
+        }
+        let batchSize = max(1, batch)
+        let interactive = isatty(STDERR_FILENO) == 1
+        let started = Date()
+        let summary = try await withPostgresClient(try database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
+            let store = EventStore(client: client, logger: logger)
+            let catalog = CatalogStore(client: client, logger: logger)
+            var lines = LineReader(handle: handle)
+            var lineNumber = 0
+            var created = 0
+            var present = 0
+            while true {
+                var events: [NewEvent] = []
+                var numbers: [Int] = []
+                var seen: [String: (line: Int, fingerprint: [UInt8])] = [:]
+                while events.count < batchSize, let line = lines.next() {
+                    lineNumber += 1
+                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                    let event: NewEvent
+                    do {
+                        let request = try AppendRequest.decode(line, validateData: false)
+                        guard !request.isBatch else { throw CommandFailure("line \(lineNumber): one event per line, not {\"events\": [...]}") }
+                        event = request.events[0]
+                    } catch let error as AppendRequest.DecodeError {
+                        switch error {
+                        case .malformed(let e): throw CommandFailure("line \(lineNumber): not valid JSON: \(e)")
+                        case .invalid(let e): throw CommandFailure("line \(lineNumber): \(e)")
+                        }
+                    }
+                    let key = "\(event.source)\u{0}\(event.idempotencyKey)"
+                    if let earlier = seen[key] {
+                        guard earlier.fingerprint == event.fingerprint else {
+                            throw CommandFailure("line \(lineNumber): idempotency_key \"\(event.idempotencyKey)\" was used for a different event on line \(earlier.line)")
+                        }
+                        present += 1
+                        continue
+                    }
+                    seen[key] = (lineNumber, event.fingerprint)
+                    events.append(event)
+                    numbers.append(lineNumber)
+                }
+                guard !events.isEmpty else { break }
+                let needed = CatalogFill.productsNeeded(by: events)
+                let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
+                for i in events.indices {
+                    do {
+                        try CatalogFill.apply(&events[i], products: products, path: "")
+                        try EventDataValidator.validate(type: events[i].type, data: events[i].data, occurredAt: events[i].occurredAt, path: "data")
+                    } catch {
+                        throw CommandFailure("line \(numbers[i]): \(error)")
+                    }
+                }
+                do {
+                    let result = try await store.importBatch(events)
+                    created += result.createdCount
+                    present += events.count - result.createdCount
+                } catch let error as StoreError {
+                    switch error {
+                    case .versionConflict(_, _, _, let index?), .idempotencyConflict(_, _, let index?):
+                        throw CommandFailure("line \(numbers[index]): \(error) (nothing of lines \(numbers[0])–\(numbers.last!) was stored)")
+                    default:
+                        throw CommandFailure("\(error) (nothing of lines \(numbers[0])–\(numbers.last!) was stored)")
+                    }
+                }
+                if interactive {
+                    let rate = Double(created) / max(Date().timeIntervalSince(started), 0.001)
+                    FileHandle.standardError.write(Data("\rimported \(created) events (line \(lineNumber), \(Int(rate)) events/s)".utf8))
+                }
+            }
+            if interactive { FileHandle.standardError.write(Data("\nrebuilding projections…\n".utf8)) }
+            let rebuilt = try await Rebuilder(client: client, logger: logger).rebuild()
+            return (lineNumber, created, present, rebuilt.subscribers)
+        }
+        let seconds = Date().timeIntervalSince(started)
+        print("imported \(summary.1) events (\(summary.2) already present) from \(summary.0) lines in \(String(format: "%.1f", seconds)) s; projections of \(summary.3) subscribers rebuilt")
+    }
+}
+
+/// Reads a file line by line in 1 MiB chunks (constant memory for any file size).
+struct LineReader {
+    let handle: FileHandle
+    var buffer: [UInt8] = []
+    var start = 0
+    var eof = false
+
+    init(handle: FileHandle) { self.handle = handle }
+
+    mutating func next() -> ArraySlice<UInt8>? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: 0x0A) {
+                let line = buffer[start..<newline]
+                start = newline + 1
+                return line
+            }
+            if eof {
+                guard start < buffer.count else { return nil }
+                let line = buffer[start...]
+                start = buffer.count
+                return line
+            }
+            buffer.removeFirst(start)
+            start = 0
+            let chunk = handle.readData(ofLength: 1 << 20)
+            if chunk.isEmpty { eof = true } else { buffer += chunk }
+        }
+    }
+}
