@@ -38,26 +38,26 @@ public struct EventStore: Sendable {
     /// Appends all events or none. Events whose (`source`, `idempotency_key`) is already stored with the
     /// same fingerprint are returned as stored; a different fingerprint is a conflict.
     ///
-    /// The common case (all keys new) takes five round trips: BEGIN, lock, one read of stream heads and
-    /// the last position, one INSERT, COMMIT. Only when the unique index reports a reused key is the
-    /// append redone with a lookup of the stored events.
+    /// The common case (all keys new) does not look the keys up first: BEGIN, lock, one read of stream
+    /// heads and the last position, one INSERT, the projection's re-fold (read, delete, insert, upsert),
+    /// COMMIT. Only when the unique index reports a reused key, or a version check fails (which may be the
+    /// retry of an append that already succeeded), is the append redone comparing with what is stored.
     public func append(_ events: [NewEvent], replays: ReplayPolicy = .strict) async throws -> AppendResult {
         precondition(!events.isEmpty, "append needs at least one event")
         return try await StoreError.mapping {
+            let firstTry: AppendResult?
             do {
-                return try await database.transaction { connection in
+                firstTry = try await database.transaction { connection in
                     try await append(events, lookUpKeys: false, on: connection)
                 }
             } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
-                // A key was used before: redo comparing with what is stored (replay or conflict).
-                return try await database.transaction { connection in
-                    try await append(events, lookUpKeys: true, replays: replays, on: connection)
-                }
+                firstTry = nil
             } catch is NeedsKeyLookup {
-                // A version conflict may be the retry of an append that already succeeded: look first.
-                return try await database.transaction { connection in
-                    try await append(events, lookUpKeys: true, replays: replays, on: connection)
-                }
+                firstTry = nil
+            }
+            if let firstTry { return firstTry }
+            return try await database.transaction { connection in
+                try await append(events, lookUpKeys: true, replays: replays, on: connection)
             }
         }
     }
