@@ -50,28 +50,6 @@ enum LoggingBootstrap {
     }
 }
 
-/// Runs `body` with a started client, shutting the client down afterwards.
-func withPostgresClient<T: Sendable>(
-    _ configuration: PostgresClient.Configuration, logger: Logger,
-    _ body: @escaping @Sendable (PostgresClient) async throws -> T
-) async throws -> T {
-    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            await client.run()
-            return nil
-        }
-        group.addTask { try await body(client) }
-        while let next = try await group.next() {
-            if let result = next {
-                group.cancelAll()
-                return result
-            }
-        }
-        throw CancellationError()
-    }
-}
-
 /// A command failure that prints its message and exits non-zero, without a usage text.
 struct CommandFailure: Error, CustomStringConvertible {
     var description: String

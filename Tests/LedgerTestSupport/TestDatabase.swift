@@ -72,21 +72,7 @@ public enum TestDatabase {
     public static func run<T: Sendable>(
         _ configuration: PostgresClient.Configuration, _ body: @escaping @Sendable (PostgresClient) async throws -> T
     ) async throws -> T {
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                await client.run()
-                return nil
-            }
-            group.addTask { try await body(client) }
-            while let next = try await group.next() {
-                if let result = next {
-                    group.cancelAll()
-                    return result
-                }
-            }
-            throw CancellationError()
-        }
+        try await withPostgresClient(configuration, logger: logger, body)
     }
 
     static func admin(_ base: DatabaseURL, _ body: @escaping @Sendable (PostgresClient) async throws -> Void) async throws {
