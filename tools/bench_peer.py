@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The peer of tools/bench: the Python `eventsourcing` library (PostgreSQL persistence) appending the same
+purchase events to the same PostgreSQL server, for a fixed time. Prints one JSON line.
+
+  --batch 1:  one Application.save per event (a new event on a subscriber's aggregate each time)
+  --batch N:  one save per subscriber batch (N events of one aggregate in one save)
+
+Run with the bench venv (.venv-bench, `pip install eventsourcing[postgres]`); tools/bench sets it up.
+usage: bench_peer.py DATABASE_URL --clients C --batch B --seconds S
+"""
+import argparse, os, threading, time, urllib.parse, uuid
+
+p = argparse.ArgumentParser()
+p.add_argument("url")
+p.add_argument("--clients", type=int, default=1)
+p.add_argument("--batch", type=int, default=1)
+p.add_argument("--seconds", type=float, default=5)
+a = p.parse_args()
+u = urllib.parse.urlparse(a.url)
+os.environ.update(
+    PERSISTENCE_MODULE="eventsourcing.postgres", POSTGRES_DBNAME=u.path.lstrip("/"), POSTGRES_HOST=u.hostname,
+    POSTGRES_PORT=str(u.port), POSTGRES_USER=urllib.parse.unquote(u.username),
+    POSTGRES_PASSWORD=urllib.parse.unquote(u.password), POSTGRES_POOL_SIZE=str(max(5, a.clients)),
+    POSTGRES_MAX_OVERFLOW="0")
+
+from eventsourcing.application import Application  # noqa: E402
+from eventsourcing.domain import Aggregate, event  # noqa: E402
+
+DATA = {"product_id": "pro.monthly", "entitlements": ["pro"], "kind": "auto_renewable",
+        "period_start": "2026-03-01T10:00:00Z", "period_end": "2026-04-01T10:00:00Z", "period": "P1M",
+        "price_minor": 999, "currency": "USD", "commission_rate": "0.30"}
+
+
+class Subscriber(Aggregate):
+    @event("Registered")
+    def __init__(self, subscriber_id: str):
+        self.subscriber_id = subscriber_id
+        self.purchases = 0
+
+    @event("Purchased")
+    def purchase(self, occurred_at: str, source: str, environment: str, idempotency_key: str, data: dict, metadata: dict):
+        self.purchases += 1
+
+
+class Ledger(Application):
+    pass
+
+
+def purchase(sub, key):
+    sub.purchase("2026-03-01T10:00:00Z", "bench", "production", key, dict(DATA, transaction_id=key), {"bench": True})
+
+
+def main():
+    app = Ledger()
+    counts = [0] * a.clients
+    latencies = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + a.seconds
+
+    def worker(i):
+        mine, n = [], 0
+        sub = Subscriber(f"peer-{uuid.uuid4().hex[:8]}-{i}")
+        app.save(sub)
+        while time.monotonic() < deadline:
+            t = time.perf_counter()
+            if a.batch == 1:
+                purchase(sub, f"{i}-{n}")
+            else:
+                sub = Subscriber(f"peer-{uuid.uuid4().hex[:8]}-{i}-{n}")
+                for k in range(a.batch - 1):
+                    purchase(sub, f"{i}-{n}-{k}")
+            app.save(sub)
+            mine.append(time.perf_counter() - t)
+            n += 1
+            counts[i] += a.batch
+        with lock:
+            latencies.extend(mine)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(a.clients)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    elapsed = time.monotonic() - started
+    latencies.sort()
+    q = lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))] * 1000, 3) if latencies else None
+    import json
+    print(json.dumps({"clients": a.clients, "batch": a.batch, "events": sum(counts), "seconds": round(elapsed, 3),
+                      "events_per_s": round(sum(counts) / elapsed, 1), "p50_ms": q(0.5), "p99_ms": q(0.99)}))
+
+
+if __name__ == "__main__":
+    main()
