@@ -18,11 +18,16 @@ public struct ServerConfiguration: Sendable {
     public var appleRootsDER: [[UInt8]]
     /// When set, App Store payloads for another bundle are refused.
     public var appleBundleID: String?
+    /// How long a valid API key is trusted without asking the database again: the longest a revoked key
+    /// keeps working. Zero asks on every request.
+    public var keyCacheTTL: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
-        databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil
+        databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
+        keyCacheTTL: Duration = .seconds(2)
     ) {
+        self.keyCacheTTL = keyCacheTTL
         self.appleRootsDER = appleRootsDER
         self.appleBundleID = appleBundleID
         self.host = host
@@ -72,20 +77,22 @@ public func buildRouter(
         migrations: MigrationRunner(database: database, migrations: migrations), registry: registry
     ).register(on: router)
 
-    let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database)))
+    let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let catalog = CatalogStore(database: database)
-    EventRoutes(store: EventStore(database: database), catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
+    // One store, so appends from every route share one group-commit queue.
+    let store = EventStore(database: database)
+    EventRoutes(store: store, catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(database: database)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
-        store: EventStore(database: database), reader: ProjectionReader(database: database),
+        store: store, reader: ProjectionReader(database: database),
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
         reader: AppleNotificationReader(verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID),
-        inbox: AppleInbox(database: database), store: EventStore(database: database), catalog: catalog,
+        inbox: AppleInbox(database: database), store: store, catalog: catalog,
         maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
     return router

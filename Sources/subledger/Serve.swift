@@ -43,6 +43,11 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a request waits for a database connection before answering 503 unavailable.")
     var dbTimeout = 3.0
 
+    @Option(
+        name: .customLong("key-cache-seconds"),
+        help: "Seconds a valid API key is trusted without asking the database again (the longest a revoked key keeps working); 0 asks every time.")
+    var keyCacheSeconds = 2.0
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
@@ -57,7 +62,8 @@ struct Serve: AsyncParsableCommand {
             configuration: ServerConfiguration(
                 host: host, port: port, maxBodyBytes: maxBodyBytes,
                 databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000)), appleRootsDER: try appleRoots(),
-                appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 }),
+                appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
+                keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000))),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         try await app.runService()

@@ -63,7 +63,7 @@ struct AuthAndOperationsTests {
         }
     }
 
-    @Test("a revoked key is refused like an unknown one")
+    @Test("a revoked key is refused like an unknown one once the key cache's TTL has passed")
     func revokedKey() async throws {
         try await TestDatabase.withDatabase { url in
             let (key, secret) = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
@@ -71,7 +71,8 @@ struct AuthAndOperationsTests {
             }
             let client = PostgresClient(configuration: url.clientConfiguration(role: "subledger_app"), backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
-                configuration: ServerConfiguration(), client: client, migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
+                configuration: ServerConfiguration(keyCacheTTL: .milliseconds(300)), client: client,
+                migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 let headers: HTTPFields = [.authorization: "Bearer \(secret)"]
                 #expect(try await http.execute(uri: "/v1/events", method: .get, headers: headers).status == .ok)
@@ -79,6 +80,7 @@ struct AuthAndOperationsTests {
                     try await APIKeyStore(client: owner, logger: TestDatabase.logger).revoke(keyID: key.keyID)
                 }
                 #expect(revoked)
+                try await Task.sleep(for: .milliseconds(400))
                 let after = try await http.execute(uri: "/v1/events", method: .get, headers: headers)
                 #expect(after.status == .unauthorized)
                 #expect(after.errorCode == "unauthorized")

@@ -3,10 +3,12 @@ import LedgerCore
 import LedgerStore
 
 /// Requires `Authorization: Bearer <api key>` of an active key (401 otherwise) and records the key.
+/// Valid keys are remembered for `cache.ttl` (see `APIKeyCache`).
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = LedgerRequestContext
 
     let keys: APIKeyStore
+    let cache: APIKeyCache
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization] else {
@@ -16,7 +18,7 @@ struct AuthMiddleware: RouterMiddleware {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw Self.unauthorized("the Authorization header must be 'Bearer <api key>'")
         }
-        guard let key = try await keys.authenticate(String(parts[1]).trimmingWhitespace()) else {
+        guard let key = try await cache.authenticate(String(parts[1]).trimmingWhitespace(), keys: keys) else {
             throw Self.unauthorized("unknown or revoked API key")
         }
         var context = context

@@ -95,7 +95,8 @@ public struct APIKeyStore: Sendable {
         }
     }
 
-    static func hash(_ secret: String) -> [UInt8] {
+    /// The stored form of a secret (and the key of the server's auth cache).
+    public static func hash(_ secret: String) -> [UInt8] {
         Array(SHA256.hash(data: Array(secret.utf8)))
     }
 }

@@ -1,0 +1,223 @@
+import Foundation
+import LedgerCore
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// One caller's append: its events (all or nothing) and how it treats a reused idempotency key.
+struct AppendJob: Sendable {
+    var events: [NewEvent]
+    var replays: EventStore.ReplayPolicy
+}
+
+/// The append transaction's body for a group of jobs: under the append lock, each job is checked in arrival
+/// order against the stored streams and the jobs before it, as if they had run one after another.
+///
+/// A job that conflicts fails alone (its outcome is the error) and takes none of its events into the group;
+/// the others are written in one multi-row INSERT (or COPY for imports) and the touched subscribers'
+/// projections are refolded once for the whole group.
+struct AppendWriter {
+    let logger: Logger
+
+    /// Thrown on the fast path (keys not looked up) when a version check fails: that may be the retry of an
+    /// append that already succeeded, which only a look-up of the keys can tell.
+    struct NeedsKeyLookup: Error {}
+
+    func append(
+        _ jobs: [AppendJob], lookUpKeys: Bool, bulk: Bool = false, on connection: PostgresConnection
+    ) async throws -> [Result<AppendResult, StoreError>] {
+        try await connection.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
+        let all = jobs.flatMap(\.events)
+        let stored = lookUpKeys ? try await storedByIdempotencyKey(all, on: connection) : [:]
+        let (heads, lastPosition, recordedAt) = try await tail(Set(all.map(\.subscriberID)), on: connection)
+
+        var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored)
+        var outcomes: [Result<AppendResult, StoreError>] = []
+        outcomes.reserveCapacity(jobs.count)
+        for job in jobs {
+            do {
+                outcomes.append(.success(try group.take(job, lookUpKeys: lookUpKeys)))
+            } catch let error as StoreError {
+                outcomes.append(.failure(error))
+            }
+        }
+        guard !group.rows.isEmpty else { return outcomes }
+        if bulk {
+            try await copy(group.rows, fingerprints: group.fingerprints, on: connection)
+        } else {
+            try await insert(group.rows, fingerprints: group.fingerprints, on: connection)
+            try await ProjectionWriter(logger: logger).refold(Array(Set(group.rows.map(\.subscriberID))), on: connection)
+        }
+        return outcomes
+    }
+
+    /// The streams' heads, positions and keys as the jobs taken so far leave them.
+    private struct GroupState {
+        var heads: [String: StreamHead]
+        var position: Int64
+        let recordedAt: Timestamp
+        /// Keys already stored, then the keys of the jobs taken, with their fingerprints.
+        var stored: [IdempotencyKey: (RecordedEvent, [UInt8])]
+        var rows: [RecordedEvent] = []
+        var fingerprints: [[UInt8]] = []
+
+        /// Checks a job against the state and takes its new events, or throws its conflict and takes nothing.
+        mutating func take(_ job: AppendJob, lookUpKeys: Bool) throws -> AppendResult {
+            let events = job.events
+            var results: [RecordedEvent] = []
+            results.reserveCapacity(events.count)
+            var touched: [String: StreamHead] = [:]
+            var fresh: [(RecordedEvent, [UInt8])] = []
+            var next = position
+            for (i, event) in events.enumerated() {
+                let index = events.count > 1 ? i : nil
+                if let (known, fingerprint) = stored[IdempotencyKey(event)] {
+                    guard fingerprint == event.fingerprint || job.replays == .keepStored else {
+                        throw StoreError.idempotencyConflict(source: event.source, key: event.idempotencyKey, index: index)
+                    }
+                    results.append(known)
+                    continue
+                }
+                let head = touched[event.subscriberID] ?? heads[event.subscriberID]
+                    ?? StreamHead(version: 0, hash: RecordedEvent.genesisHash)
+                if let expected = event.expectedVersion, expected != head.version {
+                    if !lookUpKeys { throw NeedsKeyLookup() }
+                    throw StoreError.versionConflict(
+                        subscriberID: event.subscriberID, expected: expected, actual: head.version, index: index)
+                }
+                next += 1
+                let recorded = RecordedEvent(
+                    eventID: UUID(), subscriberID: event.subscriberID, version: head.version + 1, position: next,
+                    type: event.type, occurredAt: event.occurredAt, recordedAt: recordedAt, source: event.source,
+                    environment: event.environment, idempotencyKey: event.idempotencyKey, data: event.data,
+                    metadata: event.metadata, prevHash: head.hash)
+                touched[event.subscriberID] = StreamHead(version: recorded.version, hash: recorded.hash)
+                results.append(recorded)
+                fresh.append((recorded, event.fingerprint))
+            }
+            heads.merge(touched) { _, new in new }
+            position = next
+            for (row, fingerprint) in fresh {
+                stored[IdempotencyKey(source: row.source, key: row.idempotencyKey)] = (row, fingerprint)
+                rows.append(row)
+                fingerprints.append(fingerprint)
+            }
+            return AppendResult(events: results, createdCount: fresh.count)
+        }
+    }
+
+    private func insert(_ rows: [RecordedEvent], fingerprints: [[UInt8]], on connection: PostgresConnection) async throws {
+        let recordedAt = rows[0].recordedAt.rfc3339
+        try await connection.query(
+            """
+            INSERT INTO events (subscriber_id, version, position, event_id, type, occurred_at, recorded_at, source,
+                                environment, idempotency_key, data, metadata, fingerprint, prev_hash, hash)
+            SELECT s, v, p, id, t, o::timestamptz, \(recordedAt)::timestamptz, src, env, k, d::jsonb, m::jsonb, f, ph, h
+            FROM unnest(\(rows.map(\.subscriberID))::text[], \(rows.map(\.version))::int8[], \(rows.map(\.position))::int8[],
+                        \(rows.map(\.eventID))::uuid[], \(rows.map(\.type.rawValue))::text[],
+                        \(rows.map(\.occurredAt.rfc3339))::text[], \(rows.map(\.source))::text[],
+                        \(rows.map(\.environment.rawValue))::text[], \(rows.map(\.idempotencyKey))::text[],
+                        \(rows.map { JSONValue.object($0.data).canonicalString() })::text[],
+                        \(rows.map { JSONValue.object($0.metadata).canonicalString() })::text[],
+                        \(fingerprints.map { ByteBuffer(bytes: $0) })::bytea[],
+                        \(rows.map { ByteBuffer(bytes: $0.prevHash) })::bytea[],
+                        \(rows.map { ByteBuffer(bytes: $0.hash) })::bytea[])
+                 AS u(s, v, p, id, t, o, src, env, k, d, m, f, ph, h)
+            """, logger: logger)
+    }
+
+    /// Writes rows with `COPY events FROM STDIN` (text format), in chunks of about 1 MiB.
+    private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], on connection: PostgresConnection) async throws {
+        try await connection.copyFrom(
+            table: "events",
+            columns: [
+                "subscriber_id", "version", "position", "event_id", "type", "occurred_at", "recorded_at", "source",
+                "environment", "idempotency_key", "data", "metadata", "fingerprint", "prev_hash", "hash",
+            ], logger: logger
+        ) { writer in
+            var buffer = ByteBuffer()
+            for (row, fingerprint) in zip(rows, fingerprints) {
+                let fields = [
+                    row.subscriberID, String(row.version), String(row.position), row.eventID.uuidString.lowercased(),
+                    row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
+                    row.idempotencyKey, JSONValue.object(row.data).canonicalString(), JSONValue.object(row.metadata).canonicalString(),
+                    "\\x" + Hex.encode(fingerprint), "\\x" + Hex.encode(row.prevHash), "\\x" + Hex.encode(row.hash),
+                ]
+                buffer.writeString(fields.map(EventStore.copyEscaped).joined(separator: "\t"))
+                buffer.writeString("\n")
+                if buffer.readableBytes > 1 << 20 {
+                    try await writer.write(buffer)
+                    buffer.clear()
+                }
+            }
+            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+        }
+    }
+
+    struct StreamHead {
+        var version: Int64
+        var hash: [UInt8]
+    }
+
+    struct IdempotencyKey: Hashable {
+        var source: String
+        var key: String
+        init(_ e: NewEvent) { (source, key) = (e.source, e.idempotencyKey) }
+        init(source: String, key: String) { (self.source, self.key) = (source, key) }
+    }
+
+    /// The heads of the given streams, the last position and the recorded time for this append, in one query.
+    private func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
+        -> ([String: StreamHead], Int64, Timestamp)
+    {
+        var heads: [String: StreamHead] = [:]
+        var lastPosition: Int64 = 0
+        var recordedAt = Timestamp(microseconds: 0)
+        let rows = try await connection.query(
+            """
+            SELECT h.subscriber_id, h.version, h.hash, NULL::int8, NULL::int8
+            FROM (SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
+                  WHERE subscriber_id = ANY(\(Array(subscribers))::text[]) ORDER BY subscriber_id, version DESC) h
+            UNION ALL
+            SELECT NULL, NULL, NULL, coalesce(last.position, 0),
+                   (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8
+            FROM (SELECT 1) one LEFT JOIN LATERAL
+                 (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true
+            """, logger: logger)
+        for try await (subscriber, version, hash, position, recorded) in rows.decode(
+            (String?, Int64?, ByteBuffer?, Int64?, Int64?).self)
+        {
+            if let subscriber, let version, let hash {
+                heads[subscriber] = StreamHead(version: version, hash: Array(buffer: hash))
+            } else if let position, let recorded {
+                lastPosition = position
+                recordedAt = Timestamp(microseconds: recorded)
+            }
+        }
+        return (heads, lastPosition, recordedAt)
+    }
+
+    private func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws
+        -> [IdempotencyKey: (RecordedEvent, [UInt8])]
+    {
+        var found: [IdempotencyKey: (RecordedEvent, [UInt8])] = [:]
+        let rows = try await connection.query(
+            """
+            SELECT \(unescaped: EventRow.columns), fingerprint FROM events e
+            JOIN unnest(\(events.map(\.source))::text[], \(events.map(\.idempotencyKey))::text[]) AS k(k_source, k_key)
+              ON e.source = k.k_source AND e.idempotency_key = k.k_key
+            """, logger: logger)
+        for try await row in rows {
+            let event = try EventRow.decode(row)
+            found[IdempotencyKey(source: event.source, key: event.idempotencyKey)] = (event, try Self.lastColumn(row))
+        }
+        return found
+    }
+
+    private static func lastColumn(_ row: PostgresRow) throws -> [UInt8] {
+        var last: PostgresCell?
+        for cell in row { last = cell }
+        guard let cell = last, let bytes = try cell.decode(ByteBuffer?.self) else { return [] }
+        return Array(buffer: bytes)
+    }
+}

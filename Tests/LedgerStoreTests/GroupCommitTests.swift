@@ -1,0 +1,121 @@
+import Foundation
+import LedgerCore
+@testable import LedgerStore
+import LedgerTestSupport
+import PostgresNIO
+import Testing
+
+/// Group commit (`GroupCommitter`, `EventStore.commit`): appends that share one transaction keep their own
+/// outcomes. `EventStore.commit` is called directly to make a group deterministically; the concurrent tests
+/// go through `append` as the API does.
+@Suite("Group commit")
+struct GroupCommitTests {
+    static func job(_ events: NewEvent...) -> AppendJob { AppendJob(events: events, replays: .strict) }
+
+    /// An event PostgreSQL refuses as a statement error (jsonb cannot hold `\u0000`), unlike a conflict,
+    /// which the writer detects itself.
+    static func poisoned(subscriber: String, key: String) -> NewEvent {
+        var event = SampleEvents.purchase(subscriber: subscriber, key: key)
+        event.metadata["note"] = .string("nul \u{0} byte")
+        return event
+    }
+
+    @Test("concurrent single appends share transactions, with gapless positions and intact chains")
+    func concurrentAppendsShareTransactions() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let n = 64
+            let results = try await withThrowingTaskGroup(of: AppendResult.self) { group in
+                for i in 0..<n {
+                    group.addTask { try await store.append([SampleEvents.purchase(subscriber: "g\(i % 8)", key: "g\(i)")]) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.count == n)
+            #expect(results.allSatisfy { $0.createdCount == 1 })
+            #expect(Set(results.map { $0.events[0].position }) == Set(1...Int64(n)))
+            let counts = store.groupCommitCounts
+            #expect(counts.appends == n)
+            #expect(counts.transactions < n, "64 concurrent appends should not need 64 transactions")
+            let feed = try await store.feed(afterPosition: 0, limit: 100)
+            #expect(Set(feed.map(\.recordedAt)).count == counts.transactions)
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+        }
+    }
+
+    @Test("one transaction for a group; versions follow arrival order within it")
+    func oneGroupOneTransaction() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let outcomes = await EventStore.commit(
+                [
+                    Self.job(SampleEvents.purchase(subscriber: "h", key: "h1")),
+                    Self.job(SampleEvents.autoRenewOff(subscriber: "h", key: "h2", expectedVersion: 1)),
+                    Self.job(SampleEvents.purchase(subscriber: "i", key: "i1"), SampleEvents.purchase(subscriber: "h", key: "h3")),
+                ], database: store.database)
+            let results = try outcomes.map { try $0.get() }
+            #expect(results.map { $0.events.map(\.version) } == [[1], [2], [1, 3]])
+            #expect(results.flatMap { $0.events.map(\.position) } == [1, 2, 3, 4])
+            #expect(Set(results.flatMap { $0.events.map(\.recordedAt) }).count == 1)
+        }
+    }
+
+    @Test("a bad request, a conflict and a stale version among good ones each fail alone")
+    func badRequestFailsAlone() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            _ = try await store.append([SampleEvents.purchase(subscriber: "j", key: "j0")])
+            let outcomes = await EventStore.commit(
+                [
+                    Self.job(SampleEvents.purchase(subscriber: "k", key: "k1")),
+                    Self.job(Self.poisoned(subscriber: "k", key: "k-bad")),
+                    Self.job(SampleEvents.purchase(subscriber: "j", key: "j0", price: 1)),
+                    Self.job(SampleEvents.autoRenewOff(subscriber: "j", key: "j1", expectedVersion: 5)),
+                    Self.job(SampleEvents.purchase(subscriber: "k", key: "k2"), SampleEvents.purchase(subscriber: "l", key: "l1")),
+                ], database: store.database)
+            #expect((try? outcomes[0].get())?.events.map(\.version) == [1])
+            #expect(throws: PSQLError.self) { try outcomes[1].get() }
+            #expect(throws: StoreError.idempotencyConflict(source: "web", key: "j0", index: nil)) { try outcomes[2].get() }
+            #expect(throws: StoreError.versionConflict(subscriberID: "j", expected: 5, actual: 1, index: nil)) { try outcomes[3].get() }
+            #expect((try? outcomes[4].get())?.events.map(\.version) == [2, 1])
+            let feed = try await store.feed(afterPosition: 0, limit: 100)
+            #expect(feed.map(\.idempotencyKey) == ["j0", "k1", "k2", "l1"])
+            #expect(feed.map(\.position) == [1, 2, 3, 4])
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+        }
+    }
+
+    @Test("idempotent replays inside a group: the same key twice is stored once; a different body conflicts")
+    func replaysInsideGroup() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let outcomes = await EventStore.commit(
+                [
+                    Self.job(SampleEvents.purchase(subscriber: "m", key: "m1")),
+                    Self.job(SampleEvents.purchase(subscriber: "m", key: "m1")),
+                    Self.job(SampleEvents.purchase(subscriber: "m", key: "m1", price: 5)),
+                    Self.job(SampleEvents.purchase(subscriber: "m", key: "m2"), SampleEvents.purchase(subscriber: "m", key: "m1")),
+                ], database: store.database)
+            let first = try outcomes[0].get()
+            let replay = try outcomes[1].get()
+            #expect(first.createdCount == 1)
+            #expect(replay.isReplay)
+            #expect(replay.events == first.events)
+            #expect(throws: StoreError.idempotencyConflict(source: "web", key: "m1", index: nil)) { try outcomes[2].get() }
+            let mixed = try outcomes[3].get()
+            #expect(mixed.createdCount == 1)
+            #expect(mixed.events[1] == first.events[0])
+            #expect(try await store.feed(afterPosition: 0, limit: 100).map(\.idempotencyKey) == ["m1", "m2"])
+
+            // Concurrently through the queue: each key stored once whatever the grouping.
+            let results = try await withThrowingTaskGroup(of: AppendResult.self) { group in
+                for i in 0..<40 {
+                    group.addTask { try await store.append([SampleEvents.purchase(subscriber: "n", key: "n\(i / 2)")]) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.filter { $0.createdCount == 1 }.count == 20)
+            #expect(try await store.stream(subscriberID: "n", afterVersion: 0, limit: 100).count == 20)
+        }
+    }
+}
