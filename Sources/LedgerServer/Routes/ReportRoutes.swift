@@ -64,7 +64,7 @@ struct ReportRoutes {
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month)
-        let cohorts = try await reports.retention(from: q.from, to: q.to, until: min(q.to, q.now), entitlement: q.entitlement)
+        let cohorts = try await reports.retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
         if q.wantsCSV {
             var rows: [ReportRow] = []
             for c in cohorts {
