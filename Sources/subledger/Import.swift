@@ -33,57 +33,22 @@ struct Import: AsyncParsableCommand {
         let started = Date()
         let summary = try await withPostgresClient(try database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
             let store = EventStore(client: client, logger: logger)
-            let catalog = CatalogStore(client: client, logger: logger)
-            var lines = LineReader(handle: handle)
-            var lineNumber = 0
+            let reader = ImportBatchReader(
+                lines: LineReader(handle: handle), batchSize: batchSize, catalog: CatalogStore(client: client, logger: logger))
             var created = 0
             var present = 0
-            while true {
-                var events: [NewEvent] = []
-                var numbers: [Int] = []
-                var seen: [String: (line: Int, fingerprint: [UInt8])] = [:]
-                while events.count < batchSize, let line = lines.next() {
-                    lineNumber += 1
-                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                    let event: NewEvent
-                    do {
-                        let request = try AppendRequest.decode(line, validateData: false)
-                        guard !request.isBatch else { throw CommandFailure("line \(lineNumber): one event per line, not {\"events\": [...]}") }
-                        event = request.events[0]
-                    } catch let error as AppendRequest.DecodeError {
-                        switch error {
-                        case .malformed(let e): throw CommandFailure("line \(lineNumber): not valid JSON: \(e)")
-                        case .invalid(let e): throw CommandFailure("line \(lineNumber): \(e)")
-                        }
-                    }
-                    let key = "\(event.source)\u{0}\(event.idempotencyKey)"
-                    if let earlier = seen[key] {
-                        guard earlier.fingerprint == event.fingerprint else {
-                            throw CommandFailure("line \(lineNumber): idempotency_key \"\(event.idempotencyKey)\" was used for a different event on line \(earlier.line)")
-                        }
-                        present += 1
-                        continue
-                    }
-                    seen[key] = (lineNumber, event.fingerprint)
-                    events.append(event)
-                    numbers.append(lineNumber)
-                }
-                guard !events.isEmpty else { break }
-                let needed = CatalogFill.productsNeeded(by: events)
-                let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
-                for i in events.indices {
-                    do {
-                        try CatalogFill.apply(&events[i], products: products, path: "")
-                        try EventDataValidator.validate(type: events[i].type, data: events[i].data, occurredAt: events[i].occurredAt, path: "data")
-                    } catch {
-                        throw CommandFailure("line \(numbers[i]): \(error)")
-                    }
-                }
+            // The next batch is read and validated while the current one is written.
+            var next = Task { try await reader.next() }
+            defer { next.cancel() }
+            while let batch = try await next.value {
+                next = Task { try await reader.next() }
+                present += batch.duplicates
                 do {
-                    let result = try await store.importBatch(events)
+                    let result = try await store.importBatch(batch.events)
                     created += result.createdCount
-                    present += events.count - result.createdCount
+                    present += batch.events.count - result.createdCount
                 } catch let error as StoreError {
+                    let numbers = batch.numbers
                     switch error {
                     case .versionConflict(_, _, _, let index?), .idempotencyConflict(_, _, let index?):
                         throw CommandFailure("line \(numbers[index]): \(error) (nothing of lines \(numbers[0])–\(numbers.last!) was stored)")
@@ -93,15 +58,90 @@ struct Import: AsyncParsableCommand {
                 }
                 if interactive {
                     let rate = Double(created) / max(Date().timeIntervalSince(started), 0.001)
-                    FileHandle.standardError.write(Data("\rimported \(created) events (line \(lineNumber), \(Int(rate)) events/s)".utf8))
+                    FileHandle.standardError.write(Data("\rimported \(created) events (line \(batch.numbers.last!), \(Int(rate)) events/s)".utf8))
                 }
             }
+            present += reader.trailingDuplicates
             if interactive { FileHandle.standardError.write(Data("\nrebuilding projections…\n".utf8)) }
             let rebuilt = try await Rebuilder(client: client, logger: logger).rebuild()
-            return (lineNumber, created, present, rebuilt.subscribers)
+            return (reader.lineNumber, created, present, rebuilt.subscribers)
         }
         let seconds = Date().timeIntervalSince(started)
         print("imported \(summary.1) events (\(summary.2) already present) from \(summary.0) lines in \(String(format: "%.1f", seconds)) s; projections of \(summary.3) subscribers rebuilt")
+    }
+}
+
+/// Turns the file into validated batches, one call at a time.
+///
+/// `@unchecked Sendable`: the import hands it to one task after another (the next batch is read while the
+/// previous one is written), never to two at once.
+final class ImportBatchReader: @unchecked Sendable {
+    struct Batch {
+        var events: [NewEvent]
+        var numbers: [Int]
+        /// Lines skipped because an earlier line of the same batch is the same event.
+        var duplicates: Int
+    }
+
+    private var lines: LineReader
+    let batchSize: Int
+    let catalog: CatalogStore
+    private(set) var lineNumber = 0
+    /// Duplicate lines after the last batch (none in practice: a batch ends on an event).
+    private(set) var trailingDuplicates = 0
+
+    init(lines: LineReader, batchSize: Int, catalog: CatalogStore) {
+        self.lines = lines
+        self.batchSize = batchSize
+        self.catalog = catalog
+    }
+
+    /// The next batch, validated and filled in from the catalog, or nil at the end of the file.
+    func next() async throws -> Batch? {
+        var batch = Batch(events: [], numbers: [], duplicates: 0)
+        var seen: [String: (line: Int, fingerprint: [UInt8])] = [:]
+        while batch.events.count < batchSize, let line = lines.next() {
+            lineNumber += 1
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+            let event: NewEvent
+            do {
+                let request = try AppendRequest.decode(line, validateData: false)
+                guard !request.isBatch else { throw CommandFailure("line \(lineNumber): one event per line, not {\"events\": [...]}") }
+                event = request.events[0]
+            } catch let error as AppendRequest.DecodeError {
+                switch error {
+                case .malformed(let e): throw CommandFailure("line \(lineNumber): not valid JSON: \(e)")
+                case .invalid(let e): throw CommandFailure("line \(lineNumber): \(e)")
+                }
+            }
+            let key = "\(event.source)\u{0}\(event.idempotencyKey)"
+            if let earlier = seen[key] {
+                guard earlier.fingerprint == event.fingerprint else {
+                    throw CommandFailure("line \(lineNumber): idempotency_key \"\(event.idempotencyKey)\" was used for a different event on line \(earlier.line)")
+                }
+                batch.duplicates += 1
+                continue
+            }
+            seen[key] = (lineNumber, event.fingerprint)
+            batch.events.append(event)
+            batch.numbers.append(lineNumber)
+        }
+        guard !batch.events.isEmpty else {
+            trailingDuplicates += batch.duplicates
+            return nil
+        }
+        let needed = CatalogFill.productsNeeded(by: batch.events)
+        let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
+        for i in batch.events.indices {
+            do {
+                try CatalogFill.apply(&batch.events[i], products: products, path: "")
+                try EventDataValidator.validate(
+                    type: batch.events[i].type, data: batch.events[i].data, occurredAt: batch.events[i].occurredAt, path: "data")
+            } catch {
+                throw CommandFailure("line \(batch.numbers[i]): \(error)")
+            }
+        }
+        return batch
     }
 }
 

@@ -9,7 +9,7 @@ struct Rebuild: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
 
     @Option(help: "Subscribers per transaction.")
-    var chunk = 500
+    var chunk = 2000
 
     func run() async throws {
         let logger = database.makeLogger("subledger.rebuild")

@@ -141,9 +141,10 @@ struct AppendWriter {
                     row.subscriberID, String(row.version), String(row.position), row.eventID.uuidString.lowercased(),
                     row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
                     row.idempotencyKey, JSONValue.object(row.data).canonicalString(), JSONValue.object(row.metadata).canonicalString(),
-                    "\\x" + Hex.encode(fingerprint), "\\x" + Hex.encode(row.prevHash), "\\x" + Hex.encode(row.hash),
                 ]
                 buffer.writeString(fields.map(EventStore.copyEscaped).joined(separator: "\t"))
+                // bytea in hex form, its backslash already escaped for COPY.
+                for bytes in [fingerprint, row.prevHash, row.hash] { buffer.writeString("\t\\\\x" + Hex.encode(bytes)) }
                 buffer.writeString("\n")
                 if buffer.readableBytes > 1 << 20 {
                     try await writer.write(buffer)

@@ -92,7 +92,7 @@ public struct EventStore: Sendable {
                 }
                 return try await database.transaction { try await writer.append(jobs, lookUpKeys: true, on: $0) }
             }
-            return outcomes.map { $0.mapError { $0 } }
+            return outcomes.map { $0.mapError { $0 as any Error } }
         } catch let error as PSQLError where jobs.count > 1 && error.code == .server {
             var outcomes: [Result<AppendResult, any Error>] = []
             for job in jobs { outcomes += await commit([job], database: database) }
@@ -105,6 +105,7 @@ public struct EventStore: Sendable {
     /// COPY text format: backslash, tab, newline and carriage return are escaped (so a bytea's `\x…` hex
     /// form arrives as `\\x…`, as COPY expects).
     static func copyEscaped(_ field: String) -> String {
+        guard field.utf8.contains(where: { $0 == 0x5C || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) else { return field }
         var out = ""
         out.reserveCapacity(field.utf8.count)
         for c in field.unicodeScalars {

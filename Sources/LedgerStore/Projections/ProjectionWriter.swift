@@ -17,24 +17,33 @@ struct ProjectionWriter {
     @discardableResult
     func refold(_ subscribers: [String], on connection: PostgresConnection) async throws -> Int {
         guard !subscribers.isEmpty else { return 0 }
-        var streams: [String: [RecordedEvent]] = [:]
-        let rows = try await connection.query(
+        let streams = try await streams(
             """
             SELECT \(unescaped: EventRow.columns) FROM events
             WHERE subscriber_id = ANY(\(subscribers)::text[]) ORDER BY subscriber_id, version
-            """, logger: logger)
-        for try await row in rows {
+            """, on: connection)
+        try await write(Self.fold(streams), on: connection)
+        return streams.values.reduce(0) { $0 + $1.count }
+    }
+
+    /// The streams an event query returns (rows ordered by subscriber and version).
+    func streams(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [String: [RecordedEvent]] {
+        var streams: [String: [RecordedEvent]] = [:]
+        for try await row in try await connection.query(query, logger: logger) {
             let event = try EventRow.decode(row)
             streams[event.subscriberID, default: []].append(event)
         }
-        let folded = streams.map { subscriber, events in
+        return streams
+    }
+
+    /// Folds whole streams into what `write` stores.
+    static func fold(_ streams: [String: [RecordedEvent]]) -> [Folded] {
+        streams.map { subscriber, events in
             let ledger = Fold.fold(events)
             return Folded(
                 subscriber: subscriber, version: events.last!.version, ledger: ledger,
                 facts: SubscriberFacts.derive(events: events, ledger: ledger))
         }
-        try await write(folded, on: connection)
-        return streams.values.reduce(0) { $0 + $1.count }
     }
 
     /// One subscriber's fold and the report facts derived from it.
