@@ -60,7 +60,10 @@ public struct EventStore: Sendable {
     }
 
     /// How many transactions have committed how many appends through this store (group commit at work).
-    public var groupCommitCounts: (transactions: Int, appends: Int) { committer.counts }
+    public var groupCommitCounts: (transactions: Int, appends: Int) {
+        let (groups, jobs) = committer.counts
+        return (groups, jobs)
+    }
 
     /// Appends one batch of a bulk import: same validation of keys and versions, same positions and hash
     /// chain, but rows go in with COPY and the projections are left to a rebuild after the import.

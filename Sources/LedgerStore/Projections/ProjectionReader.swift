@@ -27,19 +27,29 @@ public struct ProjectionReader: Sendable {
     public func ledger(subscriberID: String, asOf: AsOf? = nil) async throws -> SubscriberLedger {
         if let asOf { return try await fold(subscriberID: subscriberID, asOf: asOf) }
         let logger = database.logger
+        // One round trip: the state row (or NULLs) joined to every window (or one row of NULLs).
         return try await database.withConnection { connection in
             var windows: [Window] = []
+            var state: (String, String, String)?
             let rows = try await connection.query(
                 """
-                SELECT entitlement, (extract(epoch FROM start_at) * 1000000)::int8,
-                       (extract(epoch FROM granted_end) * 1000000)::int8, kind, product_id, transaction_id,
-                       source_event_id, source_position, environment,
-                       (extract(epoch FROM cut_at) * 1000000)::int8, cut_by, cut_cause
-                FROM windows WHERE subscriber_id = \(subscriberID) ORDER BY seq
+                SELECT s.auto_renew::text, s.lapsed::text, s.unmatched_refunds::text,
+                       w.entitlement, (extract(epoch FROM w.start_at) * 1000000)::int8,
+                       (extract(epoch FROM w.granted_end) * 1000000)::int8, w.kind, w.product_id, w.transaction_id,
+                       w.source_event_id, w.source_position, w.environment,
+                       (extract(epoch FROM w.cut_at) * 1000000)::int8, w.cut_by, w.cut_cause
+                FROM (SELECT \(subscriberID)::text AS id) one
+                LEFT JOIN subscriber_state s ON s.subscriber_id = one.id
+                LEFT JOIN windows w ON w.subscriber_id = one.id
+                ORDER BY w.seq
                 """, logger: logger)
-            for try await (e, start, granted, kind, product, txn, source, position, env, cutAt, cutBy, cause) in rows.decode(
-                (String, Int64, Int64?, String, String?, String?, UUID, Int64, String, Int64?, UUID?, String?).self)
+            for try await (autoRenew, lapsed, unmatched, e, start, granted, kind, product, txn, source, position, env, cutAt, cutBy, cause)
+                in rows.decode(
+                    (String?, String?, String?, String?, Int64?, Int64?, String?, String?, String?, UUID?, Int64?, String?,
+                     Int64?, UUID?, String?).self)
             {
+                if state == nil, let autoRenew, let lapsed, let unmatched { state = (autoRenew, lapsed, unmatched) }
+                guard let e, let start, let kind, let source, let position, let env else { continue }
                 var cuts: [Window.Cut] = []
                 if let cutAt, let cutBy, let cause = cause.flatMap(Window.Cut.Cause.init(rawValue:)) {
                     cuts = [Window.Cut(at: Timestamp(microseconds: cutAt), eventID: cutBy, cause: cause)]
@@ -51,10 +61,7 @@ public struct ProjectionReader: Sendable {
                         sourcePosition: position, environment: LedgerEnvironment(rawValue: env) ?? .production, cuts: cuts))
             }
             var ledger = SubscriberLedger(windows: windows, autoRenew: [:], lapsed: [], unmatchedRefunds: [])
-            let state = try await connection.query(
-                "SELECT auto_renew::text, lapsed::text, unmatched_refunds::text FROM subscriber_state WHERE subscriber_id = \(subscriberID)",
-                logger: logger)
-            for try await (autoRenew, lapsed, unmatched) in state.decode((String, String, String).self) {
+            if let (autoRenew, lapsed, unmatched) = state {
                 if case .object(let o) = try JSONParser.parse(autoRenew) { ledger.autoRenew = o.compactMapValues(\.boolValue) }
                 ledger.lapsed = Set(try JSONParser.parse(lapsed).arrayValue?.compactMap(\.stringValue) ?? [])
                 ledger.unmatchedRefunds = try JSONParser.parse(unmatched).arrayValue?.compactMap {
