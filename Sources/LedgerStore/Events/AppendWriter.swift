@@ -113,15 +113,15 @@ struct AppendWriter {
             INSERT INTO events (subscriber_id, version, position, event_id, type, occurred_at, recorded_at, source,
                                 environment, idempotency_key, data, metadata, fingerprint, prev_hash, hash)
             SELECT s, v, p, id, t, o::timestamptz, \(recordedAt)::timestamptz, src, env, k, d::jsonb, m::jsonb, f, ph, h
-            FROM unnest(\(rows.map(\.subscriberID))::text[], \(rows.map(\.version))::int8[], \(rows.map(\.position))::int8[],
-                        \(rows.map(\.eventID))::uuid[], \(rows.map(\.type.rawValue))::text[],
-                        \(rows.map(\.occurredAt.rfc3339))::text[], \(rows.map(\.source))::text[],
-                        \(rows.map(\.environment.rawValue))::text[], \(rows.map(\.idempotencyKey))::text[],
-                        \(rows.map { JSONValue.object($0.data).canonicalString() })::text[],
-                        \(rows.map { JSONValue.object($0.metadata).canonicalString() })::text[],
-                        \(fingerprints.map { ByteBuffer(bytes: $0) })::bytea[],
-                        \(rows.map { ByteBuffer(bytes: $0.prevHash) })::bytea[],
-                        \(rows.map { ByteBuffer(bytes: $0.hash) })::bytea[])
+            FROM unnest(\(TextArray(rows.map(\.subscriberID)))::text[], \(Int64Array(rows.map(\.version)))::int8[],
+                        \(Int64Array(rows.map(\.position)))::int8[], \(UUIDArray(rows.map(\.eventID)))::uuid[],
+                        \(TextArray(rows.map(\.type.rawValue)))::text[], \(TextArray(rows.map(\.occurredAt.rfc3339)))::text[],
+                        \(TextArray(rows.map(\.source)))::text[], \(TextArray(rows.map(\.environment.rawValue)))::text[],
+                        \(TextArray(rows.map(\.idempotencyKey)))::text[],
+                        \(TextArray(rows.map { JSONValue.object($0.data).canonicalString() }))::text[],
+                        \(TextArray(rows.map { JSONValue.object($0.metadata).canonicalString() }))::text[],
+                        \(ByteaArray(fingerprints))::bytea[], \(ByteaArray(rows.map(\.prevHash)))::bytea[],
+                        \(ByteaArray(rows.map(\.hash)))::bytea[])
                  AS u(s, v, p, id, t, o, src, env, k, d, m, f, ph, h)
             """, logger: logger)
     }
@@ -178,7 +178,7 @@ struct AppendWriter {
             """
             SELECT h.subscriber_id, h.version, h.hash, NULL::int8, NULL::int8
             FROM (SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
-                  WHERE subscriber_id = ANY(\(Array(subscribers))::text[]) ORDER BY subscriber_id, version DESC) h
+                  WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version DESC) h
             UNION ALL
             SELECT NULL, NULL, NULL, coalesce(last.position, 0),
                    (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8
@@ -205,7 +205,8 @@ struct AppendWriter {
         let rows = try await connection.query(
             """
             SELECT \(unescaped: EventRow.columns), fingerprint FROM events e
-            JOIN unnest(\(events.map(\.source))::text[], \(events.map(\.idempotencyKey))::text[]) AS k(k_source, k_key)
+            JOIN unnest(\(TextArray(events.map(\.source)))::text[], \(TextArray(events.map(\.idempotencyKey)))::text[])
+                 AS k(k_source, k_key)
               ON e.source = k.k_source AND e.idempotency_key = k.k_key
             """, logger: logger)
         for try await row in rows {

@@ -14,9 +14,27 @@ enum EventRow {
         """
 
     static func decode(_ row: PostgresRow) throws -> RecordedEvent {
+        if var cells = BinaryCells(row) {
+            let id = try cells.uuid(), subscriber = try cells.string(), version = try cells.int64(), position = try cells.int64()
+            let type = try cells.string(), occurred = try cells.int64(), recorded = try cells.int64()
+            let source = try cells.string(), environment = try cells.string(), key = try cells.string()
+            let data = try cells.string(), metadata = try cells.string(), prev = try cells.byteArray(), hash = try cells.byteArray()
+            return try make(
+                id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash)
+        }
         let (id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash) =
             try row.decode(
                 (UUID, String, Int64, Int64, String, Int64, Int64, String, String, String, String, String, ByteBuffer, ByteBuffer).self)
+        return try make(
+            id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata,
+            Array(buffer: prev), Array(buffer: hash))
+    }
+
+    private static func make(
+        _ id: UUID, _ subscriber: String, _ version: Int64, _ position: Int64, _ type: String, _ occurred: Int64,
+        _ recorded: Int64, _ source: String, _ environment: String, _ key: String, _ data: String, _ metadata: String,
+        _ prev: [UInt8], _ hash: [UInt8]
+    ) throws -> RecordedEvent {
         guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
             throw CorruptRow(position: position, reason: "unknown type \(type) or environment \(environment)")
         }
@@ -25,7 +43,7 @@ enum EventRow {
             occurredAt: Timestamp(microseconds: occurred), recordedAt: Timestamp(microseconds: recorded),
             source: source, environment: env, idempotencyKey: key,
             data: try object(data, position: position), metadata: try object(metadata, position: position),
-            prevHash: Array(buffer: prev), hash: Array(buffer: hash))
+            prevHash: prev, hash: hash)
     }
 
     private static func object(_ text: String, position: Int64) throws -> [String: JSONValue] {

@@ -20,7 +20,7 @@ struct ProjectionWriter {
         let streams = try await streams(
             """
             SELECT \(unescaped: EventRow.columns) FROM events
-            WHERE subscriber_id = ANY(\(subscribers)::text[]) ORDER BY subscriber_id, version
+            WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[]) ORDER BY subscriber_id, version
             """, on: connection)
         try await write(Self.fold(streams), on: connection)
         return streams.values.reduce(0) { $0 + $1.count }
@@ -58,7 +58,7 @@ struct ProjectionWriter {
     func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
         let subscribers = folded.map(\.subscriber)
-        try await connection.query("DELETE FROM windows WHERE subscriber_id = ANY(\(subscribers)::text[])", logger: logger)
+        try await connection.query("DELETE FROM windows WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[])", logger: logger)
 
         var w = WindowColumns()
         for f in folded {
@@ -72,10 +72,11 @@ struct ProjectionWriter {
                 SELECT s, q, e, st::timestamptz, NULLIF(en, '')::timestamptz, NULLIF(ge, '')::timestamptz, k,
                        NULLIF(p, ''), NULLIF(t, ''), src::uuid, pos, env,
                        NULLIF(ca, '')::timestamptz, NULLIF(cb, '')::uuid, NULLIF(cc, '')
-                FROM unnest(\(w.subscriber)::text[], \(w.seq)::int4[], \(w.entitlement)::text[], \(w.start)::text[],
-                            \(w.end)::text[], \(w.grantedEnd)::text[], \(w.kind)::text[], \(w.product)::text[],
-                            \(w.transaction)::text[], \(w.source)::text[], \(w.position)::int8[], \(w.environment)::text[],
-                            \(w.cutAt)::text[], \(w.cutBy)::text[], \(w.cutCause)::text[])
+                FROM unnest(\(TextArray(w.subscriber))::text[], \(Int32Array(w.seq))::int4[], \(TextArray(w.entitlement))::text[],
+                            \(TextArray(w.start))::text[], \(TextArray(w.end))::text[], \(TextArray(w.grantedEnd))::text[],
+                            \(TextArray(w.kind))::text[], \(TextArray(w.product))::text[], \(TextArray(w.transaction))::text[],
+                            \(TextArray(w.source))::text[], \(Int64Array(w.position))::int8[], \(TextArray(w.environment))::text[],
+                            \(TextArray(w.cutAt))::text[], \(TextArray(w.cutBy))::text[], \(TextArray(w.cutCause))::text[])
                      AS u(s, q, e, st, en, ge, k, p, t, src, pos, env, ca, cb, cc)
                 """, logger: logger)
         }
@@ -83,10 +84,10 @@ struct ProjectionWriter {
             """
             INSERT INTO subscriber_state (subscriber_id, version, auto_renew, lapsed, unmatched_refunds)
             SELECT s, v, ar::jsonb, l::jsonb, u::jsonb
-            FROM unnest(\(subscribers)::text[], \(folded.map(\.version))::int8[],
-                        \(folded.map { Self.autoRenewJSON($0.ledger) })::text[],
-                        \(folded.map { JSONValue.array($0.ledger.lapsed.sorted().map(JSONValue.string)).canonicalString() })::text[],
-                        \(folded.map { JSONValue.array($0.ledger.unmatchedRefunds.map { .string($0.uuidString.lowercased()) }).canonicalString() })::text[])
+            FROM unnest(\(TextArray(subscribers))::text[], \(Int64Array(folded.map(\.version)))::int8[],
+                        \(TextArray(folded.map { Self.autoRenewJSON($0.ledger) }))::text[],
+                        \(TextArray(folded.map { JSONValue.array($0.ledger.lapsed.sorted().map(JSONValue.string)).canonicalString() }))::text[],
+                        \(TextArray(folded.map { JSONValue.array($0.ledger.unmatchedRefunds.map { .string($0.uuidString.lowercased()) }).canonicalString() }))::text[])
                  AS x(s, v, ar, l, u)
             ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
                 lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds

@@ -104,7 +104,7 @@ public struct Rebuilder: Sendable {
             let rows = try await c.query(
                 """
                 SELECT DISTINCT subscriber_id FROM events
-                WHERE position > \(chunk.seenPosition) AND subscriber_id = ANY(\(chunk.subscribers)::text[])
+                WHERE position > \(chunk.seenPosition) AND subscriber_id = ANY(\(TextArray(chunk.subscribers))::text[])
                 """, logger: logger)
             for try await s in rows.decode(String.self) { moved.insert(s) }
             let writer = ProjectionWriter(logger: logger)

@@ -13,7 +13,7 @@ struct ReportFactsWriter {
         let subscribers = facts.map(\.subscriber)
         for table in ["report_runs", "report_transactions", "report_trials"] {
             try await connection.query(
-                "DELETE FROM \(unescaped: table) WHERE subscriber_id = ANY(\(subscribers)::text[])", logger: logger)
+                "DELETE FROM \(unescaped: table) WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[])", logger: logger)
         }
         try await insertRuns(facts, on: connection)
         try await insertTransactions(facts, on: connection)
@@ -39,7 +39,8 @@ struct ReportFactsWriter {
             """
             INSERT INTO report_runs (entitlement, subscriber_id, start_us, end_us, first_start_us, lapse)
             SELECT e, s, st, NULLIF(en, \(Self.null)), f, NULLIF(l, '')
-            FROM unnest(\(ent)::text[], \(sub)::text[], \(start)::int8[], \(end)::int8[], \(first)::int8[], \(lapse)::text[])
+            FROM unnest(\(TextArray(ent))::text[], \(TextArray(sub))::text[], \(Int64Array(start))::int8[],
+                        \(Int64Array(end))::int8[], \(Int64Array(first))::int8[], \(TextArray(lapse))::text[])
                  AS u(e, s, st, en, f, l)
             """, logger: logger)
     }
@@ -78,10 +79,12 @@ struct ReportFactsWriter {
                 monthly_num, monthly_den)
             SELECT i, s, e::text[], k, c, g, cm, o, st, NULLIF(en, \(Self.null)), NULLIF(sp, \(Self.null)),
                    NULLIF(se, \(Self.null)), sd, ra::int8[], rm::int8[], NULLIF(n, '')::numeric, NULLIF(d, '')::numeric
-            FROM unnest(\(id)::uuid[], \(sub)::text[], \(ents)::text[], \(kind)::text[], \(currency)::text[],
-                        \(gross)::int8[], \(commission)::int8[], \(occurred)::int8[], \(start)::int8[], \(end)::int8[],
-                        \(stop)::int8[], \(serviceEnd)::int8[], \(settled)::int8[], \(refundAt)::text[],
-                        \(refundAmount)::text[], \(num)::text[], \(den)::text[])
+            FROM unnest(\(UUIDArray(id))::uuid[], \(TextArray(sub))::text[], \(TextArray(ents))::text[],
+                        \(TextArray(kind))::text[], \(TextArray(currency))::text[], \(Int64Array(gross))::int8[],
+                        \(Int64Array(commission))::int8[], \(Int64Array(occurred))::int8[], \(Int64Array(start))::int8[],
+                        \(Int64Array(end))::int8[], \(Int64Array(stop))::int8[], \(Int64Array(serviceEnd))::int8[],
+                        \(Int64Array(settled))::int8[], \(TextArray(refundAt))::text[], \(TextArray(refundAmount))::text[],
+                        \(TextArray(num))::text[], \(TextArray(den))::text[])
                  AS u(i, s, e, k, c, g, cm, o, st, en, sp, se, sd, ra, rm, n, d)
             """, logger: logger)
     }
@@ -102,7 +105,8 @@ struct ReportFactsWriter {
         try await connection.query(
             """
             INSERT INTO report_trials (source_event_id, entitlement, subscriber_id, start_us, end_us, converted)
-            SELECT * FROM unnest(\(id)::uuid[], \(ent)::text[], \(sub)::text[], \(start)::int8[], \(end)::int8[], \(converted)::bool[])
+            SELECT * FROM unnest(\(UUIDArray(id))::uuid[], \(TextArray(ent))::text[], \(TextArray(sub))::text[],
+                                 \(Int64Array(start))::int8[], \(Int64Array(end))::int8[], \(converted)::bool[])
             """, logger: logger)
     }
 
