@@ -21,31 +21,39 @@ struct BinaryCells {
         var description: String { "unexpected NULL or size in column \(column)" }
     }
 
+    /// The next cell's bytes, nil for NULL.
+    private mutating func optionalBytes() throws -> ByteBuffer? {
+        guard let cell = cells.next() else { throw Unexpected(column: "past the last") }
+        return cell.bytes
+    }
+
     private mutating func bytes() throws -> ByteBuffer {
-        guard let cell = cells.next(), let bytes = cell.bytes else { throw Unexpected(column: "?") }
+        guard let bytes = try optionalBytes() else { throw Unexpected(column: "NULL") }
         return bytes
     }
 
-    mutating func string() throws -> String {
-        let buffer = try bytes()
-        return String(decoding: buffer.readableBytesView, as: UTF8.self)
+    mutating func string() throws -> String { Self.string(try bytes()) }
+    mutating func int64() throws -> Int64 { try Self.int64(try bytes()) }
+    mutating func uuid() throws -> UUID { try Self.uuid(try bytes()) }
+    mutating func byteArray() throws -> [UInt8] { Array(try bytes().readableBytesView) }
+
+    mutating func optionalString() throws -> String? { try optionalBytes().map(Self.string) }
+    mutating func optionalInt64() throws -> Int64? { try optionalBytes().map(Self.int64) }
+    mutating func optionalUUID() throws -> UUID? { try optionalBytes().map(Self.uuid) }
+
+    private static func string(_ buffer: ByteBuffer) -> String {
+        String(decoding: buffer.readableBytesView, as: UTF8.self)
     }
 
-    mutating func int64() throws -> Int64 {
-        let buffer = try bytes()
+    private static func int64(_ buffer: ByteBuffer) throws -> Int64 {
         guard buffer.readableBytes == 8, let value = buffer.getInteger(at: buffer.readerIndex, as: Int64.self) else {
             throw Unexpected(column: "int8")
         }
         return value
     }
 
-    mutating func uuid() throws -> UUID {
-        let buffer = try bytes()
+    private static func uuid(_ buffer: ByteBuffer) throws -> UUID {
         guard buffer.readableBytes == 16 else { throw Unexpected(column: "uuid") }
         return buffer.withUnsafeReadableBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
-    }
-
-    mutating func byteArray() throws -> [UInt8] {
-        Array(try bytes().readableBytesView)
     }
 }

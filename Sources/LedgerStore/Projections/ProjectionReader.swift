@@ -43,11 +43,13 @@ public struct ProjectionReader: Sendable {
                 LEFT JOIN windows w ON w.subscriber_id = one.id
                 ORDER BY w.seq
                 """, logger: logger)
-            for try await (autoRenew, lapsed, unmatched, e, start, granted, kind, product, txn, source, position, env, cutAt, cutBy, cause)
-                in rows.decode(
-                    (String?, String?, String?, String?, Int64?, Int64?, String?, String?, String?, UUID?, Int64?, String?,
-                     Int64?, UUID?, String?).self)
-            {
+            for try await row in rows {
+                guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let (autoRenew, lapsed, unmatched) = (try c.optionalString(), try c.optionalString(), try c.optionalString())
+                let (e, start, granted, kind) = (try c.optionalString(), try c.optionalInt64(), try c.optionalInt64(), try c.optionalString())
+                let (product, txn, source) = (try c.optionalString(), try c.optionalString(), try c.optionalUUID())
+                let (position, env, cutAt) = (try c.optionalInt64(), try c.optionalString(), try c.optionalInt64())
+                let (cutBy, cause) = (try c.optionalUUID(), try c.optionalString())
                 if state == nil, let autoRenew, let lapsed, let unmatched { state = (autoRenew, lapsed, unmatched) }
                 guard let e, let start, let kind, let source, let position, let env else { continue }
                 var cuts: [Window.Cut] = []
