@@ -95,7 +95,7 @@ struct UUIDArray: PostgresNonThrowingEncodable {
         BinaryArray.header(&buffer, count: values.count, elementOID: 2950)
         for value in values {
             buffer.writeInteger(Int32(16))
-            withUnsafeBytes(of: value.uuid) { buffer.writeBytes($0) }
+            withUnsafeBytes(of: value.uuid) { _ = buffer.writeBytes($0) }
         }
     }
 }
