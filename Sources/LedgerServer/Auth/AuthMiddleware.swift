@@ -60,7 +60,12 @@ extension APIRole.Permission {
 }
 
 extension String {
+    /// Without spaces and tabs at either end (on UTF-8 bytes: it runs on every request).
     func trimmingWhitespace() -> String {
-        String(self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+        let bytes = utf8
+        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
+            let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })
+        else { return "" }
+        return String(self[first...last])
     }
 }
