@@ -58,7 +58,15 @@ struct ProjectionWriter {
     func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
         let subscribers = folded.map(\.subscriber)
-        try await connection.query("DELETE FROM windows WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[])", logger: logger)
+        // One round trip for the four deletes: the report facts go in CTEs that reuse the statement's only
+        // bind ($1, the subscribers) so every delete probes its subscriber index.
+        try await connection.query(
+            """
+            WITH runs AS (DELETE FROM report_runs WHERE subscriber_id = ANY($1)),
+                 transactions AS (DELETE FROM report_transactions WHERE subscriber_id = ANY($1)),
+                 trials AS (DELETE FROM report_trials WHERE subscriber_id = ANY($1))
+            DELETE FROM windows WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[])
+            """, logger: logger)
 
         var w = WindowColumns()
         for f in folded {
@@ -92,7 +100,7 @@ struct ProjectionWriter {
             ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
                 lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds
             """, logger: logger)
-        try await ReportFactsWriter(logger: logger).replace(folded.map { ($0.subscriber, $0.facts) }, on: connection)
+        try await ReportFactsWriter(logger: logger).insert(folded.map { ($0.subscriber, $0.facts) }, on: connection)
     }
 
     static func autoRenewJSON(_ ledger: SubscriberLedger) -> String {

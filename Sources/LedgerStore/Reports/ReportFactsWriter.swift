@@ -9,12 +9,9 @@ struct ReportFactsWriter {
     /// Stands for SQL NULL in bound int8 arrays (no instant or amount of the ledger is this value).
     static let null = Int64.min
 
-    func replace(_ facts: [(subscriber: String, facts: SubscriberFacts)], on connection: PostgresConnection) async throws {
-        let subscribers = facts.map(\.subscriber)
-        for table in ["report_runs", "report_transactions", "report_trials"] {
-            try await connection.query(
-                "DELETE FROM \(unescaped: table) WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[])", logger: logger)
-        }
+    /// Inserts the facts of subscribers whose old rows `ProjectionWriter.write` has just deleted (with their
+    /// windows, in one statement).
+    func insert(_ facts: [(subscriber: String, facts: SubscriberFacts)], on connection: PostgresConnection) async throws {
         try await insertRuns(facts, on: connection)
         try await insertTransactions(facts, on: connection)
         try await insertTrials(facts, on: connection)
