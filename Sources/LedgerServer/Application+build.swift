@@ -83,6 +83,7 @@ public func buildRouter(
         store: EventStore(database: database), reader: ProjectionReader(database: database),
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
+    ReportRoutes(reports: ReportStore(database: database)).register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
         reader: AppleNotificationReader(verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID),

@@ -31,6 +31,10 @@ struct Migrate: AsyncParsableCommand {
                     print("schema is current (\(migrations.count) migrations)")
                 } else {
                     for m in applied { print("applied \(String(format: "%04d", m.version))_\(m.name)") }
+                    // Projections are derived data and a migration may add or reshape them (0005 added the
+                    // report facts): refold every stream so they match the new schema at once.
+                    let rebuilt = try await Rebuilder(client: client, logger: logger).rebuild()
+                    if rebuilt.events > 0 { print("rebuilt projections: \(rebuilt.subscribers) subscribers, \(rebuilt.events) events") }
                 }
             } catch let error as MigrationError {
                 throw CommandFailure("\(error)")

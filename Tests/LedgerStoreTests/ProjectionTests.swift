@@ -20,6 +20,15 @@ struct ProjectionTests {
         {
             out.append(try row.decode(String.self))
         }
+        for try await row in try await client.query(
+            """
+            SELECT row_to_json(r)::text FROM (SELECT * FROM report_runs ORDER BY entitlement, subscriber_id, start_us) r
+            UNION ALL SELECT row_to_json(t)::text FROM (SELECT * FROM report_transactions ORDER BY source_event_id) t
+            UNION ALL SELECT row_to_json(t)::text FROM (SELECT * FROM report_trials ORDER BY source_event_id, entitlement) t
+            """, logger: TestDatabase.logger)
+        {
+            out.append(try row.decode(String.self))
+        }
         return out
     }
 
@@ -55,6 +64,8 @@ struct ProjectionTests {
 
             // Wipe the projections, rebuild, compare row for row.
             try await client.query("DELETE FROM windows", logger: TestDatabase.logger)
+            try await client.query("DELETE FROM report_runs", logger: TestDatabase.logger)
+            try await client.query("DELETE FROM report_transactions", logger: TestDatabase.logger)
             try await client.query("UPDATE subscriber_state SET version = 0, auto_renew = '{}'", logger: TestDatabase.logger)
             let progress = try await Rebuilder(client: client, logger: TestDatabase.logger, chunkSize: 7).rebuild()
             #expect(progress.events == events.count)

@@ -37,4 +37,15 @@ public enum SampleEvents {
         if let expectedVersion { members["expected_version"] = .number(JSONNumber(expectedVersion)) }
         return try! EventDecoder.decode(members, path: "")
     }
+
+    /// Any event, from its type and data (production, source `web`).
+    public static func event(
+        subscriber: String, type: String, key: String, occurredAt: String, data: [String: JSONValue]
+    ) -> NewEvent {
+        let members: [String: JSONValue] = [
+            "subscriber_id": .string(subscriber), "type": .string(type), "occurred_at": .string(occurredAt),
+            "source": "web", "environment": "production", "idempotency_key": .string(key), "data": .object(data),
+        ]
+        return try! EventDecoder.decode(members, path: "")
+    }
 }

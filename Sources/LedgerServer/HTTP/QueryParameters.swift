@@ -34,4 +34,22 @@ struct QueryParameters {
         guard let t = try timestamp("as_of") else { return nil }
         return .recordedAt(t)
     }
+
+    /// A report bound: `YYYY-MM-DD` (midnight UTC) or an RFC 3339 time.
+    func dateOrTimestamp(_ name: String) throws -> Timestamp? {
+        guard let text = request.uri.queryParameters[name[...]] else { return nil }
+        let value = String(text)
+        if value.utf8.count == 10, let t = try? Timestamp(rfc3339: value + "T00:00:00Z") { return t }
+        return try timestamp(name)
+    }
+
+    /// `entitlement`: absent means all entitlements together.
+    func entitlement() throws -> String? {
+        guard let text = request.uri.queryParameters["entitlement"] else { return nil }
+        let value = String(text)
+        guard !value.isEmpty, value.utf8.count <= 200 else {
+            throw APIError.invalidRequest("query parameter 'entitlement' must be 1–200 characters")
+        }
+        return value
+    }
 }

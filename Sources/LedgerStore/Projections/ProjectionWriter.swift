@@ -27,19 +27,33 @@ struct ProjectionWriter {
             let event = try EventRow.decode(row)
             streams[event.subscriberID, default: []].append(event)
         }
-        try await write(streams.map { ($0.key, $0.value.last!.version, Fold.fold($0.value)) }, on: connection)
+        let folded = streams.map { subscriber, events in
+            let ledger = Fold.fold(events)
+            return Folded(
+                subscriber: subscriber, version: events.last!.version, ledger: ledger,
+                facts: SubscriberFacts.derive(events: events, ledger: ledger))
+        }
+        try await write(folded, on: connection)
         return streams.values.reduce(0) { $0 + $1.count }
     }
 
-    /// Replaces the projection rows of the given subscribers.
-    func write(_ folded: [(subscriber: String, version: Int64, ledger: SubscriberLedger)], on connection: PostgresConnection) async throws {
+    /// One subscriber's fold and the report facts derived from it.
+    struct Folded {
+        var subscriber: String
+        var version: Int64
+        var ledger: SubscriberLedger
+        var facts: SubscriberFacts
+    }
+
+    /// Replaces the projection rows (windows, state and report facts) of the given subscribers.
+    func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
         let subscribers = folded.map(\.subscriber)
         try await connection.query("DELETE FROM windows WHERE subscriber_id = ANY(\(subscribers)::text[])", logger: logger)
 
         var w = WindowColumns()
-        for (subscriber, _, ledger) in folded {
-            for (seq, window) in ledger.windows.enumerated() { w.append(subscriber, Int32(seq), window) }
+        for f in folded {
+            for (seq, window) in f.ledger.windows.enumerated() { w.append(f.subscriber, Int32(seq), window) }
         }
         if !w.subscriber.isEmpty {
             try await connection.query(
@@ -68,6 +82,7 @@ struct ProjectionWriter {
             ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
                 lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds
             """, logger: logger)
+        try await ReportFactsWriter(logger: logger).replace(folded.map { ($0.subscriber, $0.facts) }, on: connection)
     }
 
     static func autoRenewJSON(_ ledger: SubscriberLedger) -> String {

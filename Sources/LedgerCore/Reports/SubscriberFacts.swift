@@ -1,0 +1,236 @@
+import Foundation
+
+/// Why a paid run ended (ledger-semantics section 5, first match wins).
+public enum LapseReason: String, Sendable, Hashable, CaseIterable {
+    case refund, involuntary, voluntary, other
+}
+
+/// A maximal interval of paid service: paid/intro/promo windows and the grace windows touching them.
+public struct PaidRun: Sendable, Hashable {
+    /// The entitlement the run is about; `""` for runs over all entitlements together.
+    public var entitlement: String
+    public var start: Timestamp
+    /// nil when the run never ends.
+    public var end: Timestamp?
+    /// Why the run ended; nil while it runs.
+    public var lapse: LapseReason?
+
+    public init(entitlement: String, start: Timestamp, end: Timestamp?, lapse: LapseReason?) {
+        self.entitlement = entitlement
+        self.start = start
+        self.end = end
+        self.lapse = lapse
+    }
+
+    /// "Paid-active just before t": `start < t <= end`.
+    public func isActive(justBefore t: Timestamp) -> Bool {
+        start < t && (end.map { t <= $0 } ?? true)
+    }
+}
+
+/// A paid transaction as revenue sees it (ledger-semantics section 6).
+public struct RevenueTransaction: Sendable, Hashable {
+    public struct Refund: Sendable, Hashable {
+        public var at: Timestamp
+        public var amount: Int64
+        public init(at: Timestamp, amount: Int64) {
+            self.at = at
+            self.amount = amount
+        }
+    }
+
+    public var eventID: UUID
+    public var entitlements: [String]
+    /// `paid`, `intro`, `promo` or `lifetime`.
+    public var kind: Window.Kind
+    public var currency: String
+    public var gross: Int64
+    public var commission: Int64
+    public var occurredAt: Timestamp
+    /// The window as granted, before any cut; recognition is ratable over it. `end` is nil for lifetime.
+    public var start: Timestamp
+    public var end: Timestamp?
+    /// Where a refund or cancellation cut the service short (recognition stops, the rest is settled there).
+    public var stop: Timestamp?
+    public var refunds: [Refund]
+    /// The price per month, for MRR; nil for lifetime purchases.
+    public var monthly: MonthlyAmount?
+
+    public init(
+        eventID: UUID, entitlements: [String], kind: Window.Kind, currency: String, gross: Int64, commission: Int64,
+        occurredAt: Timestamp, start: Timestamp, end: Timestamp?, stop: Timestamp?, refunds: [Refund],
+        monthly: MonthlyAmount?
+    ) {
+        self.eventID = eventID
+        self.entitlements = entitlements
+        self.kind = kind
+        self.currency = currency
+        self.gross = gross
+        self.commission = commission
+        self.occurredAt = occurredAt
+        self.start = start
+        self.end = end
+        self.stop = stop
+        self.refunds = refunds
+        self.monthly = monthly
+    }
+
+    /// When the service ends: the cut, else the granted end (nil = never).
+    public var serviceEnd: Timestamp? { stop ?? end }
+
+    /// After this instant nothing about the transaction changes any more.
+    public var settledAt: Timestamp {
+        var t = max(occurredAt, kind == .lifetime ? occurredAt : (stop ?? end ?? occurredAt))
+        for r in refunds { t = max(t, r.at) }
+        return t
+    }
+}
+
+/// A trial window and whether it converted (ledger-semantics section 5).
+public struct TrialFact: Sendable, Hashable {
+    public var eventID: UUID
+    public var entitlement: String
+    public var start: Timestamp
+    public var end: Timestamp
+    public var converted: Bool
+
+    public init(eventID: UUID, entitlement: String, start: Timestamp, end: Timestamp, converted: Bool) {
+        self.eventID = eventID
+        self.entitlement = entitlement
+        self.start = start
+        self.end = end
+        self.converted = converted
+    }
+}
+
+/// What the reports need from one subscriber, derived from the stream's production events only.
+///
+/// Kept in projection tables beside the windows so that reports aggregate facts instead of re-folding the log.
+public struct SubscriberFacts: Sendable, Hashable {
+    /// Sorted by (entitlement, start); `""` rows are the runs over all entitlements.
+    public var runs: [PaidRun]
+    public var transactions: [RevenueTransaction]
+    public var trials: [TrialFact]
+
+    /// A paid window starting this long after a trial's end still converts it.
+    public static let conversionGrace: Int64 = 24 * 3600 * 1_000_000
+    /// An `expiration` this long after a paid run's end still explains the lapse.
+    public static let expirationSlack: Int64 = 24 * 3600 * 1_000_000
+
+    /// Derives the facts; sandbox events are left out (they never count in revenue or churn).
+    public static func derive(events: [RecordedEvent], ledger: SubscriberLedger) -> SubscriberFacts {
+        let production = events.filter { $0.environment == .production }
+        let ledger = production.count == events.count ? ledger : Fold.fold(production)
+        let ordered = production.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+        let windows = ledger.windows.filter { !$0.isVoid }
+        return SubscriberFacts(
+            runs: paidRuns(windows: windows, events: ordered),
+            transactions: transactions(events: ordered, windows: ledger.windows),
+            trials: trials(windows: windows))
+    }
+
+    static func paidRuns(windows: [Window], events: [RecordedEvent]) -> [PaidRun] {
+        let relevant = windows.filter { $0.kind.isPaid || $0.kind == .grace }
+        var runs: [PaidRun] = []
+        for key in [""] + Set(relevant.map(\.entitlement)).sorted() {
+            let mine = relevant.filter { key.isEmpty || $0.entitlement == key }.sorted { $0.start < $1.start }
+            var component: [Window] = []
+            var end: Timestamp?  // the open component's end; nil = it never ends
+            func close() {
+                defer { component = [] }
+                guard component.contains(where: \.kind.isPaid), let first = component.first else { return }
+                runs.append(PaidRun(
+                    entitlement: key, start: first.start, end: end,
+                    lapse: end.map { lapse(of: component, at: $0, events: events) }))
+            }
+            for w in mine {
+                if !component.isEmpty, let e = end, w.start > e { close() }
+                if component.isEmpty {
+                    end = w.end
+                } else if let e = end {
+                    end = w.end.map { max($0, e) }
+                }
+                component.append(w)
+            }
+            close()
+        }
+        return runs
+    }
+
+    /// The reason a run that ends at `e` lapsed, first match wins: refund, involuntary, voluntary, other.
+    static func lapse(of run: [Window], at e: Timestamp, events: [RecordedEvent]) -> LapseReason {
+        let closing = run.filter { $0.end == e }
+        if closing.contains(where: { w in
+            guard let cut = w.effectiveCut, cut.at == e else { return false }
+            return cut.cause == .refund || cut.cause == .cancellation
+        }) { return .refund }
+        let entitlements = Set(closing.map(\.entitlement))
+        let lastPaid = run.filter(\.kind.isPaid).max { ($0.end ?? .maximum, $0.start) < ($1.end ?? .maximum, $1.start) }!
+        let concerns: (RecordedEvent) -> Bool = { event in
+            EventData(event.data).strings("entitlements").contains(where: entitlements.contains)
+        }
+        let billingIssue = events.contains {
+            $0.type == .billingIssue && $0.occurredAt >= lastPaid.start && $0.occurredAt <= e && concerns($0)
+        }
+        let slack = Timestamp(microseconds: e.microseconds + expirationSlack)
+        let expiration = events.last {
+            $0.type == .expiration && $0.occurredAt >= lastPaid.start && $0.occurredAt <= slack && concerns($0)
+        }.flatMap { EventData($0.data).string("reason") }
+        if billingIssue || expiration == "billing" { return .involuntary }
+        let autoRenewOff = events.last { $0.type == .autoRenewChanged && $0.occurredAt <= e && concerns($0) }
+            .map { EventData($0.data).bool("enabled") == false } ?? false
+        if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" { return .voluntary }
+        return .other
+    }
+
+    static func transactions(events: [RecordedEvent], windows: [Window]) -> [RevenueTransaction] {
+        var refunds: [(eventID: UUID, transactionID: String, refund: RevenueTransaction.Refund, reversed: Bool)] = []
+        for event in events {
+            let d = EventData(event.data)
+            if event.type == .refund, let txn = d.string("transaction_id") {
+                let amount = event.data["amount_minor"]?.numberValue?.int64Value ?? 0
+                refunds.append((event.eventID, txn, .init(at: event.occurredAt, amount: amount), false))
+            } else if event.type == .refundReversal, let txn = d.string("transaction_id"),
+                let i = refunds.lastIndex(where: { $0.transactionID == txn && !$0.reversed }) {
+                refunds[i].reversed = true
+            }
+        }
+        var result: [RevenueTransaction] = []
+        for event in events where event.type == .purchase || event.type == .renewal {
+            let d = EventData(event.data)
+            let kind = d.string("kind") ?? "auto_renewable"
+            guard let price = event.data["price_minor"]?.numberValue?.int64Value, price > 0,
+                let currency = d.string("currency"), kind != "free", d.string("offer") != "trial"
+            else { continue }
+            let own = windows.filter { $0.sourceEventID == event.eventID }.sorted { $0.entitlement < $1.entitlement }
+            let window = own.first
+            let txn = d.string("transaction_id")
+            let windowKind: Window.Kind =
+                kind == "lifetime" ? .lifetime : window.map(\.kind) ?? (d.string("offer") == "intro" ? .intro : d.string("offer") == "promo" ? .promo : .paid)
+            let rate = event.data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
+            let period = d.string("period") ?? d.string("duration")
+            result.append(RevenueTransaction(
+                eventID: event.eventID, entitlements: d.strings("entitlements").sorted(), kind: windowKind,
+                currency: currency, gross: price, commission: Money.commission(price, rate: rate),
+                occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
+                end: kind == "lifetime" ? nil : (window?.grantedEnd ?? event.occurredAt),
+                stop: kind == "lifetime" ? nil : window?.effectiveCut?.at,
+                refunds: refunds.filter { !$0.reversed && $0.transactionID == txn && txn != nil }.map(\.refund)
+                    .sorted { $0.at < $1.at },
+                monthly: kind == "lifetime" ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+        }
+        return result
+    }
+
+    static func trials(windows: [Window]) -> [TrialFact] {
+        windows.filter { $0.kind == .trial }.map { trial in
+            let end = trial.grantedEnd ?? trial.start
+            let latest = Timestamp(microseconds: end.microseconds + conversionGrace)
+            let converted = windows.contains { w in
+                w.kind.isPaid && w.entitlement == trial.entitlement && w.start >= trial.start && w.start <= latest
+                    && w.effectiveCut?.cause != .refund
+            }
+            return TrialFact(eventID: trial.sourceEventID, entitlement: trial.entitlement, start: trial.start, end: end, converted: converted)
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import LedgerCore
+import Logging
+import PostgresNIO
+
+/// MRR of one currency at an instant.
+public struct MRRLine: Sendable, Hashable {
+    public var currency: String
+    public var mrrMinor: Int64
+    /// Subscribers with a paid transaction of this currency covering the instant.
+    public var activePaid: Int
+}
+
+/// Computes the reports from the fact tables: rows stream from PostgreSQL in subscriber order into the
+/// accumulators of `LedgerCore`, so memory holds one subscriber and the result grid, never the ledger.
+public struct ReportStore: Sendable {
+    let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.init(database: Database(client: client, logger: logger))
+    }
+
+    /// Churn per period between consecutive `boundaries`; `entitlement` nil counts all entitlements together.
+    public func churn(boundaries: [Timestamp], entitlement: String?) async throws -> [ChurnPeriod] {
+        var acc = ChurnAccumulator(boundaries: boundaries)
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
+            return acc.periods
+        }
+        acc = try await streamRuns(
+            """
+            SELECT subscriber_id, start_us, end_us, first_start_us, lapse FROM report_runs
+            WHERE entitlement = \(entitlement ?? "") AND start_us < \(to) AND (end_us IS NULL OR end_us >= \(from))
+            ORDER BY subscriber_id, start_us
+            """, into: acc)
+        return acc.periods
+    }
+
+    /// Cohorts of the months in `[from, to)`, each month k shown when `cohort + k months <= until`.
+    public func retention(from: Timestamp, to: Timestamp, until: Timestamp, entitlement: String?) async throws -> [RetentionCohort] {
+        var acc = RetentionAccumulator(from: from, to: to, until: until)
+        guard let first = acc.cohorts.first?.start, let last = acc.cohorts.last?.start else { return [] }
+        let end = ReportCalendar.addingMonths(1, to: last)
+        acc = try await streamRuns(
+            """
+            SELECT subscriber_id, start_us, end_us, first_start_us, lapse FROM report_runs
+            WHERE entitlement = \(entitlement ?? "") AND first_start_us >= \(first.microseconds)
+              AND first_start_us < \(end.microseconds)
+            ORDER BY subscriber_id, start_us
+            """, into: acc)
+        return acc.cohorts
+    }
+
+    /// Revenue per period and currency; `entitlement` keeps transactions that grant it.
+    public func revenue(boundaries: [Timestamp], entitlement: String?) async throws -> [RevenuePeriod] {
+        let initial = RevenueAccumulator(boundaries: boundaries)
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
+            return []
+        }
+        let logger = database.logger
+        let key = entitlement ?? ""
+        let acc = try await database.withConnection { c in
+            var acc = initial
+            let rows = try await c.query(
+                """
+                SELECT source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
+                       refund_at_us, refund_amount
+                FROM report_transactions
+                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us) < \(to)
+                  AND (\(key) = '' OR \(key) = ANY(entitlements))
+                """, logger: logger)
+            for try await (id, kind, currency, gross, commission, occurred, start, end, stop, refundAt, refundAmount) in rows.decode(
+                (UUID, String, String, Int64, Int64, Int64, Int64, Int64?, Int64?, [Int64], [Int64]).self)
+            {
+                acc.add(RevenueTransaction(
+                    eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
+                    gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
+                    start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                    stop: stop.map(Timestamp.init(microseconds:)),
+                    refunds: zip(refundAt, refundAmount).map { .init(at: .init(microseconds: $0), amount: $1) },
+                    monthly: nil))
+            }
+            return acc
+        }
+        return acc.periods
+    }
+
+    /// Trials started per period; a trial transaction counts once, converted if any entitlement converted.
+    public func trials(boundaries: [Timestamp], entitlement: String?) async throws -> [TrialPeriod] {
+        let initial = TrialAccumulator(boundaries: boundaries)
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds else { return initial.periods }
+        let logger = database.logger
+        let key = entitlement ?? ""
+        let acc = try await database.withConnection { c in
+            var acc = initial
+            let rows = try await c.query(
+                """
+                SELECT min(start_us), bool_or(converted) FROM report_trials
+                WHERE start_us >= \(from) AND start_us < \(to) AND (\(key) = '' OR entitlement = \(key))
+                GROUP BY source_event_id
+                """, logger: logger)
+            for try await (start, converted) in rows.decode((Int64, Bool).self) {
+                acc.add(start: .init(microseconds: start), converted: converted)
+            }
+            return acc
+        }
+        return acc.periods
+    }
+
+    /// MRR per currency at `at`: monthly amounts of the paid transactions covering it, summed exactly in
+    /// PostgreSQL per denominator and rounded once here.
+    public func mrr(at: Timestamp, entitlement: String?) async throws -> [MRRLine] {
+        let logger = database.logger
+        let key = entitlement ?? ""
+        let t = at.microseconds
+        return try await database.withConnection { c in
+            var amounts: [String: [MonthlyAmount]] = [:]
+            let sums = try await c.query(
+                """
+                SELECT currency, sum(monthly_num)::text, monthly_den::text FROM report_transactions
+                WHERE monthly_num IS NOT NULL AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us > \(t))
+                  AND (\(key) = '' OR \(key) = ANY(entitlements))
+                GROUP BY currency, monthly_den
+                """, logger: logger)
+            for try await (currency, num, den) in sums.decode((String, String, String).self) {
+                guard let n = Int128(num), let d = Int128(den), d > 0 else { continue }
+                amounts[currency, default: []].append(MonthlyAmount(numerator: n, denominator: d))
+            }
+            var lines: [MRRLine] = []
+            let counts = try await c.query(
+                """
+                SELECT currency, count(DISTINCT subscriber_id) FROM report_transactions
+                WHERE monthly_num IS NOT NULL AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us > \(t))
+                  AND (\(key) = '' OR \(key) = ANY(entitlements))
+                GROUP BY currency ORDER BY currency
+                """, logger: logger)
+            for try await (currency, n) in counts.decode((String, Int64).self) {
+                lines.append(MRRLine(currency: currency, mrrMinor: MonthlyAmount.roundedSum(amounts[currency] ?? []), activePaid: Int(n)))
+            }
+            return lines
+        }
+    }
+
+    /// Streams runs ordered by subscriber and hands each subscriber's runs to the accumulator.
+    private func streamRuns<A: RunAccumulating>(_ query: PostgresQuery, into initial: A) async throws -> A {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var acc = initial
+            var current: String?
+            var runs: [PaidRun] = []
+            var first = Timestamp(microseconds: 0)
+            let rows = try await c.query(query, logger: logger)
+            for try await (subscriber, start, end, firstStart, lapse) in rows.decode((String, Int64, Int64?, Int64, String?).self) {
+                if subscriber != current {
+                    if !runs.isEmpty { acc.add(runs: runs, firstStart: first) }
+                    runs.removeAll(keepingCapacity: true)
+                    current = subscriber
+                    first = Timestamp(microseconds: firstStart)
+                }
+                runs.append(PaidRun(
+                    entitlement: "", start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                    lapse: lapse.flatMap(LapseReason.init(rawValue:))))
+            }
+            if !runs.isEmpty { acc.add(runs: runs, firstStart: first) }
+            return acc
+        }
+    }
+}
+
+/// A report that consumes one subscriber's paid runs at a time.
+protocol RunAccumulating: Sendable {
+    mutating func add(runs: [PaidRun], firstStart: Timestamp)
+}
+
+extension ChurnAccumulator: RunAccumulating {}
+
+extension RetentionAccumulator: RunAccumulating {
+    mutating func add(runs: [PaidRun], firstStart: Timestamp) { add(runs: runs) }
+}

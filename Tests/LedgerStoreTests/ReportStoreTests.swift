@@ -1,0 +1,100 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import PostgresNIO
+import Testing
+
+@Suite("Reports on PostgreSQL")
+struct ReportStoreTests {
+    static func t(_ s: String) -> Timestamp { try! Timestamp(rfc3339: s + "T00:00:00Z") }
+
+    /// The facts of every subscriber, folded in memory from the stored log (the reference the SQL path must match).
+    static func referenceFacts(_ store: EventStore, _ subscribers: [String]) async throws -> [SubscriberFacts] {
+        var all: [SubscriberFacts] = []
+        for s in subscribers {
+            let events = try await store.stream(subscriberID: s, afterVersion: 0, limit: 1000)
+            all.append(SubscriberFacts.derive(events: events, ledger: Fold.fold(events)))
+        }
+        return all
+    }
+
+    @Test("reports computed from the kept facts equal the fold of the log, late events included")
+    func reportsMatchTheFold() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let events = GeneratedLedger.events(seed: 7, subscribers: 80, eventsPerSubscriber: 1...20)
+            var i = 0
+            while i < events.count {
+                let batch = Array(events[i..<min(events.count, i + 9)])
+                _ = try await store.append(batch)
+                i += batch.count
+            }
+            let subscribers = Set(events.map(\.subscriberID)).sorted()
+            let facts = try await Self.referenceFacts(store, subscribers)
+            let reports = ReportStore(client: client, logger: TestDatabase.logger)
+            let months = ReportCalendar.boundaries(from: Self.t("2025-12-01"), to: Self.t("2027-02-01"), interval: .month)
+
+            for entitlement in [nil, "pro", "basic"] as [String?] {
+                var churn = ChurnAccumulator(boundaries: months)
+                for f in facts {
+                    let runs = f.runs.filter { $0.entitlement == (entitlement ?? "") }
+                    if let first = runs.first { churn.add(runs: runs, firstStart: first.start) }
+                }
+                let stored = try await reports.churn(boundaries: months, entitlement: entitlement)
+                #expect(stored == churn.periods, "churn for \(entitlement ?? "all")")
+            }
+            #expect(try await reports.churn(boundaries: months, entitlement: nil).contains { $0.activeEnd > 0 })
+
+            var revenue = RevenueAccumulator(boundaries: months)
+            for f in facts { for t in f.transactions { revenue.add(t) } }
+            #expect(try await reports.revenue(boundaries: months, entitlement: nil) == revenue.periods)
+            #expect(!revenue.periods.isEmpty)
+
+            var trials = TrialAccumulator(boundaries: months)
+            for f in facts { for (id, group) in Dictionary(grouping: f.trials, by: \.eventID) {
+                _ = id
+                trials.add(start: group.map(\.start).min()!, converted: group.contains(where: \.converted))
+            } }
+            #expect(try await reports.trials(boundaries: months, entitlement: nil) == trials.periods)
+
+            let at = Self.t("2026-05-01")
+            let covering = facts.flatMap(\.transactions).filter {
+                $0.monthly != nil && $0.start <= at && ($0.serviceEnd.map { at < $0 } ?? true)
+            }
+            let mrr = try await reports.mrr(at: at, entitlement: nil)
+            for line in mrr {
+                #expect(line.mrrMinor == MonthlyAmount.roundedSum(covering.filter { $0.currency == line.currency }.compactMap(\.monthly)))
+            }
+            #expect(Set(mrr.map(\.currency)) == Set(covering.map(\.currency)))
+
+            let cohorts = try await reports.retention(from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"), entitlement: nil)
+            var retention = RetentionAccumulator(from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"))
+            for f in facts { retention.add(runs: f.runs.filter { $0.entitlement == "" }) }
+            #expect(cohorts == retention.cohorts)
+        }
+    }
+
+    @Test("a late refund moves churn and revenue as soon as it is appended")
+    func lateEventsChangeReports() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let reports = ReportStore(client: client, logger: TestDatabase.logger)
+            _ = try await store.append([SampleEvents.purchase(subscriber: "late-1", key: "p1", occurredAt: "2026-01-01T00:00:00Z")])
+            let months = ReportCalendar.boundaries(from: Self.t("2026-01-01"), to: Self.t("2026-03-01"), interval: .month)
+            let before = try await reports.revenue(boundaries: months, entitlement: nil)
+            #expect(before.map(\.figures.billings) == [999, 0])
+            #expect(before.allSatisfy { $0.figures.refunds == 0 })
+            #expect(try await reports.churn(boundaries: months, entitlement: "pro")[0].new == 1)
+            _ = try await store.append([SampleEvents.event(
+                subscriber: "late-1", type: "refund", key: "r1", occurredAt: "2026-01-16T12:00:00Z",
+                data: ["transaction_id": "t-p1", "amount_minor": 999, "currency": "USD", "reason": "customer"])])
+            let after = try await reports.revenue(boundaries: months, entitlement: nil)
+            #expect(after[0].figures.refunds == 999)
+            #expect(after[0].figures.recognized + after[0].figures.refundedUnrecognized == 999)
+            #expect(after[1].figures.recognized == 0 && after[1].deferredEnd == 0)
+            let churn = try await reports.churn(boundaries: months, entitlement: "pro")
+            #expect(churn[0].new == 0 && churn[0].activeEnd == 0)
+        }
+    }
+}
