@@ -67,7 +67,7 @@ struct DashboardAssets: Sendable {
                 .cacheControl: "no-cache",
                 .contentSecurityPolicy: Self.contentSecurityPolicy,
                 .xContentTypeOptions: "nosniff",
-                HTTPField.Name("Referrer-Policy")!: "no-referrer",
+                .init("Referrer-Policy")!: "no-referrer",
             ],
             body: .init(byteBuffer: asset.bytes))
     }

@@ -45,14 +45,17 @@ export function ticks(min, max, count = 5) {
 
 /** A small line of `values` (nulls are gaps); the values are in data-values as JSON. */
 export function sparkline(values, { labels = [], format = String, series = "" } = {}) {
-  const w = 220, hgt = 48, pad = 4;
+  const w = 220, hgt = 64, pad = 5;
   const nums = values.filter((v) => v !== null && v !== undefined);
-  const min = Math.min(0, ...nums), max = Math.max(...nums, min + 1e-9);
+  // The data's own range, so that a trend shows; a flat series sits in the middle.
+  let min = Math.min(...nums), max = Math.max(...nums);
+  if (!nums.length) { min = 0; max = 1; } else if (min === max) { min -= 1; max += 1; }
   const x = (i) => pad + (values.length === 1 ? 0 : (i * (w - 2 * pad)) / (values.length - 1));
   const y = (v) => hgt - pad - ((v - min) / (max - min)) * (hgt - 2 * pad);
   const svg = s("svg", {
     viewBox: `0 0 ${w} ${hgt}`, class: "sparkline", role: "img", "data-series": series,
     "data-values": JSON.stringify(values), "aria-label": `${series}: last ${values.length} periods`,
+    "data-first": labels[0] ?? "", "data-last": labels[labels.length - 1] ?? "",
   });
   let d = "";
   values.forEach((v, i) => {

@@ -58,6 +58,11 @@ export function when(iso) {
   return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+/** "2026-03-01 10:00" — to the minute, for dense tables (the exact time is in the cell's title). */
+export function minute(iso) {
+  return iso ? iso.replace("T", " ").slice(0, 16) : "—";
+}
+
 const integer = new Intl.NumberFormat("en-US");
 export function count(n) { return n === null || n === undefined ? "—" : integer.format(n); }
 

@@ -15,7 +15,8 @@ function tile({ id, title, value, shown, source, sub, spark }) {
     h("div", { class: "tile-title" }, title),
     h("div", { class: "tile-value" }, shown),
     h("div", { class: "tile-sub" }, sub),
-    spark);
+    spark,
+    h("div", { class: "spark-range" }, h("span", {}, spark.dataset.first), h("span", {}, spark.dataset.last)));
 }
 
 /** The API's row whose period starts at `date` (or undefined). */
@@ -79,9 +80,9 @@ async function load(section) {
       { labels, format: (v) => percent(v), series: "conversion_rate" });
     trialSpark.dataset.sources = sources([trialsPath]);
     tiles.push(tile({
-      id: "conversion_rate", title: `Trials converting (started this ${interval})`, value: tNow?.conversion_rate ?? null,
+      id: "conversion_rate", title: `Trials converting this ${interval}`, value: tNow?.conversion_rate ?? null,
       shown: percent(tNow?.conversion_rate), source: trialsPath,
-      sub: `${count(tNow?.converted)} of ${count(tNow?.started)} converted · last ${interval}: ${percent(tPrev?.conversion_rate)}`,
+      sub: `${count(tNow?.converted)} of ${count(tNow?.started)} trials started converted · last ${interval}: ${percent(tPrev?.conversion_rate)}`,
       spark: trialSpark,
     }));
 

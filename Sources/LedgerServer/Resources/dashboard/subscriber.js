@@ -4,7 +4,7 @@
 
 import { get, needs, path, subscriberEvents } from "./api.js";
 import { h } from "./charts.js";
-import { money, when } from "./format.js";
+import { minute, money, when } from "./format.js";
 import { fill, run, status } from "./page.js";
 import { timeline, timelineLegend } from "./timeline.js";
 
@@ -16,7 +16,7 @@ function summary(e) {
   switch (e.type) {
     case "purchase":
     case "renewal": {
-      const span = d.period_start ? `${when(d.period_start)} → ${when(d.period_end)}` : d.duration ?? "";
+      const span = d.period_end ? `until ${minute(d.period_end)}` : d.duration ?? "";
       const offer = d.offer && d.offer !== "none" ? ` ${d.offer}` : "";
       return `${d.product_id ?? ""}${offer} · ${d.price_minor !== undefined ? money(d.price_minor, d.currency ?? "USD") : ""} · ${span}`;
     }
@@ -35,12 +35,12 @@ function summary(e) {
 function historyTable(events, asOf, onPick) {
   const rows = events.map((e, i) => {
     const tr = h("tr", {
-      class: e.position > asOf ? "future" : e.position === asOf ? "asof" : null,
+      class: e.position > asOf ? "future" : e.position === asOf ? "as-of-row" : null,
       "data-position": String(e.position), "data-index": String(i), title: `event ${e.event_id}`,
     },
     h("td", { class: "num" }, e.version), h("td", { class: "num" }, e.position),
     h("td", {}, h("span", { class: `etype t-${e.type}` }, e.type), e.environment === "sandbox" ? h("span", { class: "sandbox" }, " sandbox") : null),
-    h("td", {}, when(e.occurred_at)), h("td", {}, when(e.recorded_at)),
+    h("td", { title: e.occurred_at }, minute(e.occurred_at)), h("td", { title: e.recorded_at }, minute(e.recorded_at)),
     h("td", { class: "detail" }, summary(e)));
     tr.addEventListener("click", () => onPick(i));
     return tr;
@@ -90,7 +90,9 @@ async function replay(section) {
     fill(ent, entitlementsTable(entitlements));
     const history = section.querySelector("#history");
     fill(history, historyTable(events, asOf, (i) => { slider.value = String(i); replay(section); }));
-    history.querySelector("tr.asof")?.scrollIntoView({ block: "nearest" });
+    const row = history.querySelector("tr.as-of-row");
+    const scroller = history.closest(".history");
+    if (row && scroller) scroller.scrollTop = row.offsetTop - scroller.clientHeight / 2;
   });
 }
 

@@ -62,16 +62,23 @@ export function timeline({ windows, events, at }) {
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
   const lanes = [...new Set(items.map((i) => i.w.entitlement))].sort();
   const laneRows = new Map();
-  for (const lane of lanes) {
+  // Store windows (grace included) are packed first; credits, which run beside them, get rows below.
+  const pack = (list, offset) => {
     const rows = [];
-    for (const i of items.filter((i) => i.w.entitlement === lane).sort((a, b) => a.start - b.start)) {
+    for (const i of list.sort((a, b) => a.start - b.start)) {
       const reach = Math.max(i.end ? i.end.getTime() : t1, i.granted ? i.granted.getTime() : 0);
       let r = rows.findIndex((last) => last <= i.start.getTime());
       if (r < 0) { rows.push(0); r = rows.length - 1; }
       rows[r] = reach;
-      i.row = r;
+      i.row = offset + r;
     }
-    laneRows.set(lane, Math.max(rows.length, 1));
+    return rows.length;
+  };
+  for (const lane of lanes) {
+    const mine = items.filter((i) => i.w.entitlement === lane);
+    const store = pack(mine.filter((i) => i.w.kind !== "credit"), 0);
+    const credits = pack(mine.filter((i) => i.w.kind === "credit"), store);
+    laneRows.set(lane, Math.max(store + credits, 1));
   }
   let y = top + 22;
   const laneY = new Map();
@@ -145,7 +152,8 @@ export function timeline({ windows, events, at }) {
   const atX = x(at.getTime());
   svg.append(s("g", { class: "at-line", "data-at": at.toISOString() },
     s("line", { x1: atX, x2: atX, y1: top, y2: H - 2, stroke: "#1f3b73", "stroke-width": 1.5, "stroke-dasharray": "5 3" }),
-    s("text", { x: Math.min(atX + 4, W - 80), y: H - 6, class: "axis at" }, `at ${at.toISOString().slice(0, 10)}`)));
+    s("text", { x: atX > W - 120 ? atX - 4 : atX + 4, y: H - 6, "text-anchor": atX > W - 120 ? "end" : "start", class: "axis at" },
+      `at ${at.toISOString().slice(0, 10)}`)));
   if (!windows.length) svg.append(s("text", { x: W / 2, y: top + 50, "text-anchor": "middle", class: "axis" }, "no windows at this point of the log"));
   return svg;
 }
