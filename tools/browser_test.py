@@ -96,10 +96,17 @@ def status_text(b, page):
 
 
 def enter_key(b, key):
-    b.wait("!document.getElementById('login').hidden", what="the key form")
+    b.wait("document.readyState === 'complete' && !document.getElementById('login').hidden", what="the key form")
     b.type_into("#key-input", key)
     b.key("Enter", vk=13, text="\r")
     b.wait("document.getElementById('login').hidden", what="the key form to close")
+
+
+def forget(b):
+    """"Forget key" reloads the page: wait for the new document, with the key gone."""
+    b.eval("window.beforeForget = true")
+    b.click("#forget-key")
+    b.wait("!window.beforeForget && document.readyState === 'complete' && sessionStorage.length === 0", what="the reload after Forget key")
 
 
 def shot(b, name):
@@ -278,19 +285,20 @@ def check_audit(b):
 
 def check_roles(b, console):
     """401 and 403 in words, not blank charts."""
-    b.click("#forget-key")
+    forget(b)
     enter_key(b, args.analyst)
     check(go(b, "audit") == "error", "an analyst key read the audit page")
     text = status_text(b, "audit")
     check("role cannot read event history" in text, f"audit with an analyst key says {text!r}")
+    check(not b.eval("document.getElementById('checkpoint').innerText.trim()"), "the admin key's checkpoint is still on the page")
     shot(b, "08-audit-403-analyst")
     check(go(b, "overview") == "ready", "an analyst key could not read the overview")
-    b.click("#forget-key")
+    forget(b)
     enter_key(b, args.auditor)
     check(go(b, "churn") == "error", "an auditor key read the churn report")
     text = status_text(b, "churn")
     check("role cannot read reports" in text, f"churn with an auditor key says {text!r}")
-    b.click("#forget-key")
+    forget(b)
     b.eval("location.hash = '#revenue'")
     b.type_into("#key-input", "slk_" + "0" * 64)
     b.key("Enter", vk=13, text="\r")

@@ -130,7 +130,10 @@ class Browser:
     def wait(self, expression, timeout=30, what=None):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            value = self.eval(expression)
+            try:
+                value = self.eval(expression)
+            except RuntimeError:  # the page is navigating (a reload): its context is gone for a moment
+                value = None
             if value: return value
             time.sleep(0.1)
         raise TimeoutError(f"timed out waiting for {what or expression}")

@@ -50,16 +50,25 @@ $("#key-form").addEventListener("submit", (event) => {
   route();
 });
 
+// Another key means other permissions: the page is reloaded so that nothing read with the old key stays.
+const REFUSED = "subledger.dashboard.refused";
+
 $("#forget-key").addEventListener("click", () => {
   key.forget();
-  showLogin();
+  location.reload();
 });
 
 onUnauthorized(() => {
   key.forget();
-  showLogin("The ledger refused that key (unknown or revoked). Enter another key.");
+  sessionStorage.setItem(REFUSED, "1");
+  location.reload();
 });
 
 for (const [name, page] of Object.entries(pages)) page.init?.(document.getElementById(`page-${name}`));
 window.addEventListener("hashchange", route);
-route();
+if (sessionStorage.getItem(REFUSED)) {
+  sessionStorage.removeItem(REFUSED);
+  showLogin("The ledger refused that key (unknown or revoked). Enter another key.");
+} else {
+  route();
+}
