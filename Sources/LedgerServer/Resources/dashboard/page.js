@@ -38,10 +38,18 @@ export function status(section, message, kind = "") {
   el.dataset.kind = kind;
 }
 
+/** The period fields a controls form names in `data-fields`, in that order, before its own fields. */
+const fields = {
+  interval: () => h("label", {}, "Period ", h("select", { name: "interval" }, ["month", "week", "day"].map((v) => h("option", { value: v }, v)))),
+  count: (form) => h("label", {}, `${form.dataset.countLabel ?? "Periods"} `, h("input", { name: "count", type: "number", min: "1", max: "120", value: "12" })),
+  ending: () => h("label", { title: "the last period shown is the one containing this date (empty: today)" }, "Ending ", h("input", { name: "ending", type: "date" })),
+};
+
 /** Reads a controls form as an object; a submit or a change of a select/date reloads the page. */
 export function controls(section, reload) {
   const form = section.querySelector("[data-controls]");
   if (!form) return () => ({});
+  form.prepend(...(form.dataset.fields ?? "").split(" ").filter(Boolean).map((f) => fields[f](form)));
   form.addEventListener("submit", (e) => { e.preventDefault(); reload(); });
   form.querySelectorAll("select, input[type=date]").forEach((el) => el.addEventListener("change", () => reload()));
   return () => Object.fromEntries(new FormData(form).entries());
