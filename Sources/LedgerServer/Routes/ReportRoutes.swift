@@ -97,7 +97,7 @@ struct ReportRoutes {
         let rows: [ReportRow] = lines.map {
             [("currency", .string($0.currency)), ("mrr_minor", .int($0.mrrMinor)), ("active_paid", .int($0.activePaid))]
         }
-        if ReportQuery.wantsCSV(request) { return ReportQuery.csv(name: "mrr", rows: rows) }
+        if try ReportQuery.wantsCSV(request) { return ReportQuery.csv(name: "mrr", rows: rows) }
         return .json([
             "at": .string(at.rfc3339), "entitlement": entitlement.map(JSONValue.string) ?? .null,
             "currencies": .array(rows.map(ReportQuery.object)),
@@ -147,7 +147,7 @@ struct ReportQuery {
         self.interval = interval
         entitlement = try query.entitlement()
         boundaries = ReportCalendar.boundaries(from: from, to: to, interval: interval)
-        wantsCSV = Self.wantsCSV(request)
+        wantsCSV = try Self.wantsCSV(request)
     }
 
     static func previous(_ start: Timestamp, _ interval: ReportInterval) -> Timestamp {
@@ -158,8 +158,14 @@ struct ReportQuery {
         }
     }
 
-    static func wantsCSV(_ request: Request) -> Bool {
-        request.uri.queryParameters["format"] == "csv" || (request.headers[.accept]?.contains("text/csv") ?? false)
+    /// `format=csv` or `Accept: text/csv`; `format` is `json` or `csv`, anything else is a 400.
+    static func wantsCSV(_ request: Request) throws -> Bool {
+        switch request.uri.queryParameters["format"].map(String.init) {
+        case "csv": return true
+        case "json": return false
+        case nil: return request.headers[.accept]?.contains("text/csv") ?? false
+        case let other?: throw APIError.invalidRequest("query parameter 'format' must be json or csv, not '\(other)'")
+        }
     }
 
     func envelope(_ members: [String: JSONValue]) -> JSONValue {
