@@ -343,6 +343,12 @@ def main():
         b.wait("document.getElementById('churn-chart').dataset.source.includes('interval=week') && "
                "document.getElementById('page-churn').dataset.state === 'ready'", what="the weekly churn chart")
         _, weeks = check_churn(b)
+        b.eval("document.querySelector('#page-churn input[name=entitlement]').value = ''")
+        b.type_into("#page-churn input[name=entitlement]", "pro")
+        b.key("Enter", vk=13, text="\r")
+        b.wait("document.getElementById('churn-chart').dataset.source.includes('entitlement=pro') && "
+               "document.getElementById('page-churn').dataset.state === 'ready'", what="the churn chart of one entitlement")
+        check_churn(b)
         check(go(b, "retention") == "ready", f"retention: {status_text(b, 'retention')}")
         cohorts = check_retention(b)
         shot(b, "03-retention")
@@ -359,7 +365,7 @@ def main():
         unauth = [r["url"] for r in requests_made(b) if "/v1/" in r["url"] and "Authorization" not in r.get("headers", {})]
         check(not unauth, f"API calls without the key: {unauth[:3]}")
         check_roles(b, console)
-        say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks), "
+        say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
             f"as of {asof}), audit, 401/403 messages; screenshots in {args.out}")
     except (Failed, TimeoutError, RuntimeError, ConnectionError) as e:
