@@ -58,7 +58,7 @@ export function timeline({ windows, events, at }) {
   const pad = Math.max((t1 - t0) * 0.04, 86400000);
   t0 -= pad; t1 += pad;
 
-  const W = 820, L = 64, R = 14, top = 30, rowH = 20, gap = 5;
+  const W = 820, L = 64, R = 14, top = 30, rowH = 24, gap = 6;
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
   const lanes = [...new Set(items.map((i) => i.w.entitlement))].sort();
   const laneRows = new Map();
