@@ -63,7 +63,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Resources/openapi.yaml")]
+            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/dashboard")]
         ),
         .executableTarget(
             name: "subledger",

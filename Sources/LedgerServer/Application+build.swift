@@ -76,6 +76,7 @@ public func buildRouter(
     OperationsRoutes(
         migrations: MigrationRunner(database: database, migrations: migrations), registry: registry
     ).register(on: router)
+    DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let catalog = CatalogStore(database: database)

@@ -31,7 +31,7 @@ public struct ChurnAccumulator: Sendable {
     /// Adds one subscriber's runs for the report's entitlement key; `firstStart` is the start of their
     /// first-ever paid run (runs given may be only those near the report's range).
     public mutating func add(runs: [PaidRun], firstStart: Timestamp) {
-        guard !runs.isEmpty else { return }
+        guard !runs.isEmpty, !periods.isEmpty else { return }
         var before = runs.contains { $0.isActive(justBefore: boundaries[0]) }
         for i in periods.indices {
             let (a, b) = (boundaries[i], boundaries[i + 1])

@@ -110,10 +110,15 @@ public struct RevenuePeriod: Sendable, Hashable {
 }
 
 /// Sums transactions per period and currency, one transaction at a time.
+///
+/// A transaction only changes the cumulative figures at boundaries between its first movement and its
+/// settlement; later boundaries all get its final figures, added once through a running tail.
 public struct RevenueAccumulator: Sendable {
     let boundaries: [Timestamp]
-    /// Per currency: the cumulative figures at each boundary.
+    /// Per currency: cumulative figures at each boundary, not counting `tails`.
     var cumulative: [String: [RevenueFigures]] = [:]
+    /// Per currency: `tails[k]` is added to every boundary from `k` on.
+    var tails: [String: [RevenueFigures]] = [:]
 
     public init(boundaries: [Timestamp]) {
         self.boundaries = boundaries
@@ -121,18 +126,51 @@ public struct RevenueAccumulator: Sendable {
 
     public mutating func add(_ transaction: RevenueTransaction) {
         let schedule = RevenueSchedule(transaction)
-        var sums = cumulative[transaction.currency] ?? Array(repeating: RevenueFigures(), count: boundaries.count)
-        for (i, b) in boundaries.enumerated() { sums[i] += schedule.cumulative(before: b) }
+        let n = boundaries.count
+        var firstMove = min(transaction.occurredAt, transaction.start)
+        for r in transaction.refunds { firstMove = min(firstMove, r.at) }
+        // cumulative(before: b) is zero for b <= firstMove and final for b > settledAt.
+        let lo = index(after: firstMove)
+        let hi = max(lo, index(after: transaction.settledAt))
+        var sums = cumulative.removeValue(forKey: transaction.currency) ?? Array(repeating: RevenueFigures(), count: n)
+        for i in lo..<hi { sums[i] += schedule.cumulative(before: boundaries[i]) }
         cumulative[transaction.currency] = sums
+        if hi < n {
+            var tail = tails.removeValue(forKey: transaction.currency) ?? Array(repeating: RevenueFigures(), count: n)
+            tail[hi] += schedule.cumulative(before: Timestamp(microseconds: transaction.settledAt.microseconds + 1))
+            tails[transaction.currency] = tail
+        }
+    }
+
+    /// The first boundary index whose boundary is after `t` (`boundaries.count` if none).
+    func index(after t: Timestamp) -> Int {
+        var (lo, hi) = (0, boundaries.count)
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if boundaries[mid] > t { hi = mid } else { lo = mid + 1 }
+        }
+        return lo
     }
 
     /// Rows ordered by period, then currency. The deferred balances are taken at each boundary directly,
     /// so `deferred_end = deferred_start + billings − recognized − refunded_unrecognized` is a check, not a definition.
     public var periods: [RevenuePeriod] {
+        var totals: [String: [RevenueFigures]] = [:]
+        for currency in Set(cumulative.keys).union(tails.keys) {
+            var sums = cumulative[currency] ?? Array(repeating: RevenueFigures(), count: boundaries.count)
+            var running = RevenueFigures()
+            if let tail = tails[currency] {
+                for i in sums.indices {
+                    running += tail[i]
+                    sums[i] += running
+                }
+            }
+            totals[currency] = sums
+        }
         var rows: [RevenuePeriod] = []
         for i in 0..<max(0, boundaries.count - 1) {
-            for currency in cumulative.keys.sorted() {
-                let sums = cumulative[currency]!
+            for currency in totals.keys.sorted() {
+                let sums = totals[currency]!
                 rows.append(RevenuePeriod(
                     start: boundaries[i], end: boundaries[i + 1], currency: currency, figures: sums[i + 1] - sums[i],
                     deferredStart: sums[i].deferred, deferredEnd: sums[i + 1].deferred))

@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""The dashboard in a real headless Chromium against a served ledger filled by tools/simulate (driven by
+tools/browser-test; standard library only). Enters the key through the page's form, opens every page,
+fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
+with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, checks the
+401/403 messages, and writes a PNG screenshot of each page."""
+import argparse, http.client, json, os, socket, subprocess, sys, time, urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser  # noqa: E402
+
+A = argparse.ArgumentParser()
+A.add_argument("--bin", required=True); A.add_argument("--url", required=True)
+A.add_argument("--chromium", required=True); A.add_argument("--out", required=True)
+for role in ("admin", "analyst", "auditor"): A.add_argument(f"--{role}", required=True)
+args = A.parse_args()
+
+
+def say(*m):
+    print("browser-test:", *m, file=sys.stderr, flush=True)
+
+
+class Failed(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition: raise Failed(message)
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+PORT = free_port()
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+def api(path, key=args.admin):
+    """The API's own answer to a path the page used (the test's independent read of the same numbers)."""
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
+    c.request("GET", path, headers={"Authorization": f"Bearer {key}"})
+    r = c.getresponse(); body = r.read(); c.close()
+    check(r.status == 200, f"GET {path} answered {r.status}: {body[:300]!r}")
+    return json.loads(body)
+
+
+def same(a, b):
+    """Numbers as the page carries them (strings of JS numbers) against the API's JSON values."""
+    if a in ("null", None) or b is None: return a in ("null", None) and b is None
+    return float(a) == float(b)
+
+
+class Console:
+    """Console errors, uncaught exceptions and failed loads the browser reported since the last look."""
+
+    def __init__(self, browser):
+        self.browser, self.seen = browser, 0
+
+    def problems(self, allow_statuses=()):
+        out = []
+        for e in self.browser.events[self.seen:]:
+            m, p = e["method"], e.get("params", {})
+            if m == "Runtime.exceptionThrown":
+                d = p["exceptionDetails"]
+                out.append(f"uncaught exception: {d.get('exception', {}).get('description') or d.get('text')}")
+            elif m == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
+                out.append("console." + p["type"] + ": " + " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"]))
+            elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
+                text = p["entry"].get("text", "")
+                if p["entry"].get("source") == "network" and any(f"status of {s}" in text for s in allow_statuses): continue
+                out.append(f"log ({p['entry'].get('source')}): {text} {p['entry'].get('url', '')}")
+        self.seen = len(self.browser.events)
+        return out
+
+    def assert_clean(self, where, allow_statuses=()):
+        self.browser.pump()
+        problems = self.problems(allow_statuses)
+        check(not problems, f"{where}: " + "; ".join(problems))
+
+
+def requests_made(browser):
+    return [e["params"]["request"] for e in browser.events if e["method"] == "Network.requestWillBeSent"]
+
+
+def go(b, page, timeout=90):
+    b.eval(f"location.hash = {json.dumps('#' + page)}")
+    b.wait(f"document.body.dataset.page === {json.dumps(page.split('/')[0])}", what=f"page {page}")
+    state = b.wait(f"(() => {{ const s = document.getElementById('page-{page.split('/')[0]}').dataset.state; "
+                   "return s && s !== 'loading' ? s : null; })()", timeout=timeout, what=f"page {page} to load")
+    return state
+
+
+def status_text(b, page):
+    return b.eval(f"document.querySelector('#page-{page} [data-status]').innerText")
+
+
+def enter_key(b, key):
+    b.wait("document.readyState === 'complete' && !document.getElementById('login').hidden", what="the key form")
+    b.type_into("#key-input", key)
+    b.key("Enter", vk=13, text="\r")
+    b.wait("document.getElementById('login').hidden", what="the key form to close")
+
+
+def forget(b):
+    """"Forget key" reloads the page: wait for the new document, with the key gone."""
+    b.eval("window.beforeForget = true")
+    b.click("#forget-key")
+    b.wait("!window.beforeForget && document.readyState === 'complete' && sessionStorage.length === 0", what="the reload after Forget key")
+
+
+def shot(b, name):
+    b.pump(0.3)
+    b.screenshot(os.path.join(args.out, f"{name}.png"))
+    b.screenshot(os.path.join(args.out, f"{name}-full.png"), full=True)
+
+
+def check_overview(b):
+    tiles = b.eval("[...document.querySelectorAll('#overview-tiles .tile')].map(t => ({id: t.dataset.tile, value: t.dataset.value, "
+                   "source: t.dataset.source, shown: t.querySelector('.tile-value').innerText, spark: JSON.parse(t.querySelector('svg').dataset.values), "
+                   "sources: JSON.parse(t.querySelector('svg').dataset.sources)}))")
+    ids = [t["id"] for t in tiles]
+    check("active_paid" in ids and "churn_rate" in ids and "conversion_rate" in ids and any(i.startswith("mrr_") for i in ids),
+          f"overview tiles: {ids}")
+    for t in tiles:
+        check(len(t["spark"]) == 12, f"{t['id']}: sparkline of {len(t['spark'])} points, expected 12")
+        if t["id"] == "active_paid" or t["id"].startswith("mrr_"):
+            cur = t["id"][4:]
+            pick = (lambda m: sum(c["active_paid"] for c in m["currencies"])) if t["id"] == "active_paid" else \
+                (lambda m: next((c["mrr_minor"] for c in m["currencies"] if c["currency"] == cur), 0))
+            now = pick(api(t["source"]))
+            check(same(t["value"], now), f"{t['id']}: page {t['value']}, API {now}")
+            expected = [pick(api(s)) for s in t["sources"]]
+            check(t["spark"] == expected, f"{t['id']} sparkline: page {t['spark']}, API {expected}")
+            if t["id"] == "active_paid":
+                check(t["shown"] == f"{now:,}", f"active_paid shows {t['shown']!r}, API {now}")
+            else:
+                check(f"{now / 100:,.2f}" in t["shown"], f"{t['id']} shows {t['shown']!r}, API {now} minor units")
+        else:
+            rows = api(t["source"])["periods"]
+            field = t["id"]
+            check(len(rows) == 12, f"{t['source']}: {len(rows)} periods, expected 12")
+            expected = [r[field] for r in rows]
+            check(all(same(p, e) for p, e in zip(t["spark"], expected)), f"{field} sparkline: page {t['spark']}, API {expected}")
+            check(same(t["value"], rows[-1][field]), f"{field}: page {t['value']}, API {rows[-1][field]}")
+    active = next(t for t in tiles if t["id"] == "active_paid")
+    check(int(active["value"]) > 0, "no active paid subscriber on the overview: the simulated ledger should have some")
+    return len(tiles)
+
+
+def check_churn(b):
+    source = b.eval("document.getElementById('churn-chart').dataset.source")
+    rows = api(source)["periods"]
+    marks = b.eval("[...document.querySelectorAll('#churn-chart [data-series]')].map(e => [e.dataset.series, e.dataset.period, e.dataset.value])")
+    by = {(r["period_start"], k): r[k] for r in rows for k in r}
+    series = {"new", "reactivated", "churned_voluntary", "churned_involuntary", "churned_refund", "churned_other", "churn_rate"}
+    check(len(marks) == len(rows) * len(series), f"churn chart: {len(marks)} marks for {len(rows)} periods")
+    for s, period, value in marks:
+        check(s in series and same(value, by[(period, s)]), f"churn chart {s} {period}: page {value}, API {by.get((period, s))}")
+    cells = b.eval("[...document.querySelectorAll('#churn-table td[data-key]')].map(e => [e.dataset.key, e.dataset.value, e.parentElement.firstChild.dataset.value])")
+    for k, value, period in cells:
+        if k != "period_start": check(same(value, by[(period, k)]), f"churn table {k} {period}: page {value}, API {by[(period, k)]}")
+    check(sum(r["churned"] + r["new"] for r in rows) > 0, "the churn chart is empty on a simulated ledger")
+    return source, len(rows)
+
+
+def check_retention(b):
+    source = b.eval("document.getElementById('retention-table').dataset.source")
+    rows = api(source)["periods"]
+    cells = b.eval("[...document.querySelectorAll('#retention-table td[data-month]')].map(e => [e.dataset.cohort, +e.dataset.month, e.dataset.subscribers, e.dataset.ratio])")
+    expected = {(r["period_start"], x["month"]): x for r in rows for x in r["retained"]}
+    check(len(cells) == len(expected) and len(cells) > 0, f"retention: {len(cells)} cells on the page, {len(expected)} in the API")
+    for cohort, month, subs, ratio in cells:
+        x = expected[(cohort, month)]
+        check(same(subs, x["subscribers"]) and same(ratio, x["ratio"]), f"retention {cohort} M{month}: page {subs}/{ratio}, API {x}")
+    sizes = b.eval("[...document.querySelectorAll('#retention-table td[data-key=cohort_size]')].map(e => +e.dataset.value)")
+    check(sizes == [r["cohort_size"] for r in rows], f"cohort sizes: page {sizes}, API {[r['cohort_size'] for r in rows]}")
+    return len(rows)
+
+
+def check_revenue(b):
+    source = b.eval("document.getElementById('revenue-body').dataset.source")
+    rows = api(source)["periods"]
+    by = {(r["currency"], r["period_start"], k): r[k] for r in rows for k in r}
+    blocks = b.eval("[...document.querySelectorAll('#revenue-body .currency-block')].map(c => ({currency: c.dataset.currency, "
+                    "marks: [...c.querySelectorAll('svg [data-series]')].map(e => [e.dataset.series, e.dataset.period, e.dataset.value]), "
+                    "cells: [...c.querySelectorAll('td[data-key]')].map(e => [e.dataset.key, e.dataset.value, e.parentElement.firstChild.dataset.value])}))")
+    currencies = sorted({r["currency"] for r in rows})
+    check([x["currency"] for x in blocks] == currencies, f"revenue currencies: page {[x['currency'] for x in blocks]}, API {currencies}")
+    n = 0
+    for block in blocks:
+        for s, period, value in block["marks"]:
+            check(same(value, by[(block["currency"], period, s)]), f"revenue {block['currency']} {s} {period}: page {value}")
+            n += 1
+        for k, value, period in block["cells"]:
+            if k != "period_start": check(same(value, by[(block["currency"], period, k)]), f"revenue table {block['currency']} {k} {period}")
+    check(n > 0 and sum(r["billings"] for r in rows) > 0, "the revenue page shows no billings on a simulated ledger")
+    return currencies
+
+
+def interesting_subscriber():
+    """A production subscriber with a refund (a cut window) and, if possible, a credit and a billing issue."""
+    streams, after = {}, 0
+    while True:
+        page = api(f"/v1/events?after_position={after}&limit=1000")
+        for e in page["events"]:
+            streams.setdefault(e["subscriber_id"], []).append(e)
+        if len(page["events"]) < 1000: break
+        after = page["next_after_position"]
+
+    def score(events):  # and a history short enough to read in a screenshot
+        types = {e["type"] for e in events}
+        return (("refund" in types) * 100 + ("credit" in types) * 40 + ("billing_issue" in types) * 30
+                + (events[0]["environment"] == "production") * 10 + (8 <= len(events) <= 20) * 20)
+    sid = max(sorted(streams), key=lambda s: score(streams[s]))
+    return sid, streams[sid]
+
+
+def windows_key(ws):
+    return sorted((w["entitlement"], w["start"], w["end"] or "", w["kind"], w["cut_at"] or "") for w in ws)
+
+
+def page_windows(b):
+    return sorted(tuple(x) for x in b.eval("[...document.querySelectorAll('#timeline g.window')].map(g => [g.dataset.entitlement, "
+                                            "g.dataset.start, g.dataset.end, g.dataset.kind, g.dataset.cutAt])"))
+
+
+def check_subscriber(b, sid, events):
+    b.eval("location.hash = '#subscriber'")
+    b.wait("document.body.dataset.page === 'subscriber'")
+    b.type_into("#lookup-id", sid)
+    b.key("Enter", vk=13, text="\r")
+    b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
+           "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what="the subscriber lookup")
+    positions = sorted(e["position"] for e in events)
+    latest = api(f"/v1/subscribers/{urllib.parse.quote(sid)}/windows?as_of={positions[-1]}")["windows"]
+    check(page_windows(b) == windows_key(latest), f"timeline windows differ from the API's: {page_windows(b)} vs {windows_key(latest)}")
+    check(b.eval("document.querySelectorAll('#history tbody tr').length") == len(events), "the history does not list every event")
+    check(b.eval("document.querySelectorAll('#timeline line.cut').length") > 0 or not any(w["cut_at"] for w in latest),
+          "a cut window is not drawn cut")
+    check(int(b.eval("document.getElementById('asof-slider').max")) == len(positions) - 1, "the slider does not range over the events")
+    shot(b, "05-subscriber")
+
+    # Back along the slider with the keyboard to just before the first refund: the ledger did not know it yet.
+    refund = min(e["position"] for e in events if e["type"] == "refund") if any(e["type"] == "refund" for e in events) else positions[-1]
+    target = max(0, positions.index(refund) - 1)
+    b.eval("document.getElementById('asof-slider').focus()")
+    for _ in range(len(positions) - 1 - target):
+        b.key("ArrowLeft", vk=37)
+    pos = positions[target]
+    b.wait(f"document.getElementById('timeline').dataset.asOf === '{pos}' && document.getElementById('page-subscriber').dataset.state === 'ready'",
+           what=f"the timeline as of position {pos}")
+    earlier = api(f"/v1/subscribers/{urllib.parse.quote(sid)}/windows?as_of={pos}")["windows"]
+    check(page_windows(b) == windows_key(earlier), f"as of {pos}: page {page_windows(b)}, API {windows_key(earlier)}")
+    future = b.eval("[...document.querySelectorAll('#history tr.future')].map(r => +r.dataset.position)")
+    check(future == [p for p in positions if p > pos], f"events after position {pos} are not greyed out: {future}")
+    ents_path = b.eval("document.getElementById('entitlements').dataset.source")
+    check(f"as_of={pos}" in ents_path, f"entitlements not read as of {pos}: {ents_path}")
+    shot(b, "06-subscriber-as-of")
+
+    # "What did they have on <date>": the at input, answered by /entitlements?at=.
+    first_paid = min((e for e in events if e["type"] in ("purchase", "renewal")), key=lambda e: e["occurred_at"], default=events[0])
+    day = first_paid["occurred_at"][:10]
+    b.eval(f"(() => {{ const i = document.getElementById('at-input'); i.value = '{day}'; i.dispatchEvent(new Event('change')); }})()")
+    b.wait(f"document.getElementById('entitlements').dataset.source.includes('at={day}') && "
+           "document.getElementById('page-subscriber').dataset.state === 'ready'", what="the entitlements at a date")
+    ents_path = b.eval("document.getElementById('entitlements').dataset.source")
+    answer = api(ents_path)
+    shown = b.eval("Object.fromEntries([...document.querySelectorAll('#entitlements tr[data-entitlement]')].map(r => [r.dataset.entitlement, r.dataset.active === 'true']))")
+    check(shown == {e["entitlement"]: e["active"] for e in answer["entitlements"]}, f"entitlements at {day}: page {shown}, API {answer}")
+    return len(events), pos
+
+
+def check_audit(b):
+    checkpoints = api("/v1/audit/checkpoints")["checkpoints"]
+    shown = b.eval("document.getElementById('checkpoint').dataset.checkpointId")
+    check(shown == (str(checkpoints[-1]["checkpoint_id"]) if checkpoints else ""), f"latest checkpoint: page {shown!r}")
+    b.click("#verify-now")
+    b.wait("['ready', 'error'].includes(document.getElementById('verify-result').dataset.state)", timeout=120, what="verify")
+    check(b.eval("document.getElementById('verify-result').dataset.state") == "ready", "verify failed on the page")
+    ok = b.eval("document.getElementById('verify-result').dataset.ok")
+    check(ok == "true" and api("/v1/audit/verify")["ok"], f"verify: page ok={ok}")
+    shot(b, "07-audit")
+
+
+def check_roles(b, console):
+    """401 and 403 in words, not blank charts."""
+    forget(b)
+    enter_key(b, args.analyst)
+    check(go(b, "audit") == "error", "an analyst key read the audit page")
+    text = status_text(b, "audit")
+    check("role cannot read event history" in text, f"audit with an analyst key says {text!r}")
+    check(not b.eval("document.getElementById('checkpoint').innerText.trim()"), "the admin key's checkpoint is still on the page")
+    shot(b, "08-audit-403-analyst")
+    check(go(b, "overview") == "ready", "an analyst key could not read the overview")
+    forget(b)
+    enter_key(b, args.auditor)
+    check(go(b, "churn") == "error", "an auditor key read the churn report")
+    text = status_text(b, "churn")
+    check("role cannot read reports" in text, f"churn with an auditor key says {text!r}")
+    forget(b)
+    b.eval("location.hash = '#revenue'")
+    b.type_into("#key-input", "slk_" + "0" * 64)
+    b.key("Enter", vk=13, text="\r")
+    b.wait("!document.getElementById('login').hidden && !!document.querySelector('#login .status')", what="the key form after a 401")
+    text = b.eval("document.querySelector('#login .status').innerText")
+    check("refused" in text, f"after a 401 the page says {text!r}")
+    check(b.eval("sessionStorage.length") == 0, "a refused key stayed in sessionStorage")
+    shot(b, "09-unknown-key")
+    console.assert_clean("role checks", allow_statuses=(401, 403))
+
+
+def main():
+    os.makedirs(args.out, exist_ok=True)
+    for f in os.listdir(args.out):
+        if f.endswith(".png"): os.remove(os.path.join(args.out, f))
+    server = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(PORT), "--log-level", "error"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = None
+    started = time.time()
+    try:
+        for _ in range(200):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=1); c.request("GET", "/ready")
+                if c.getresponse().status == 200: break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        b = Browser(args.chromium)
+        console = Console(b)
+        b.navigate(f"{BASE}/dashboard")
+        check(b.eval("document.title") == "subledger dashboard", "the dashboard did not load")
+        enter_key(b, args.admin)
+        check(args.admin not in b.eval("location.href"), "the key is in the page's URL")
+        check(b.eval("sessionStorage.getItem('subledger.dashboard.key')") == args.admin, "the key is not kept in sessionStorage")
+        check(go(b, "overview") == "ready", f"overview: {status_text(b, 'overview')}")
+        tiles = check_overview(b)
+        shot(b, "01-overview")
+        check(go(b, "churn") == "ready", f"churn: {status_text(b, 'churn')}")
+        source, periods = check_churn(b)
+        shot(b, "02-churn")
+        b.eval("(() => { const s = document.querySelector('#page-churn select[name=interval]'); s.value = 'week'; s.dispatchEvent(new Event('change')); })()")
+        b.wait("document.getElementById('churn-chart').dataset.source.includes('interval=week') && "
+               "document.getElementById('page-churn').dataset.state === 'ready'", what="the weekly churn chart")
+        _, weeks = check_churn(b)
+        b.eval("document.querySelector('#page-churn input[name=entitlement]').value = ''")
+        b.type_into("#page-churn input[name=entitlement]", "pro")
+        b.key("Enter", vk=13, text="\r")
+        b.wait("document.getElementById('churn-chart').dataset.source.includes('entitlement=pro') && "
+               "document.getElementById('page-churn').dataset.state === 'ready'", what="the churn chart of one entitlement")
+        check_churn(b)
+        check(go(b, "retention") == "ready", f"retention: {status_text(b, 'retention')}")
+        cohorts = check_retention(b)
+        shot(b, "03-retention")
+        check(go(b, "revenue") == "ready", f"revenue: {status_text(b, 'revenue')}")
+        currencies = check_revenue(b)
+        shot(b, "04-revenue")
+        sid, events = interesting_subscriber()
+        n_events, asof = check_subscriber(b, sid, events)
+        check(go(b, "audit") == "ready", f"audit: {status_text(b, 'audit')}")
+        check_audit(b)
+        console.assert_clean("admin pages")
+        leaked = [r["url"] for r in requests_made(b) if args.admin in r["url"]]
+        check(not leaked, f"the key appeared in a URL: {leaked}")
+        unauth = [r["url"] for r in requests_made(b) if "/v1/" in r["url"] and "Authorization" not in r.get("headers", {})]
+        check(not unauth, f"API calls without the key: {unauth[:3]}")
+        check_roles(b, console)
+        say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
+            f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
+            f"as of {asof}), audit, 401/403 messages; screenshots in {args.out}")
+    except (Failed, TimeoutError, RuntimeError, ConnectionError) as e:
+        say("FAILED:", e)
+        if b:
+            try: b.screenshot(os.path.join(args.out, "failure.png")); say(f"screenshot of the failure: {args.out}/failure.png")
+            except Exception: pass
+            for p in Console(b).problems(): say("  browser:", p)
+        sys.exit(1)
+    finally:
+        if b: b.close()
+        server.terminate()
+        server.wait(timeout=15)
+
+
+main()
