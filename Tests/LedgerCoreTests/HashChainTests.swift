@@ -26,6 +26,28 @@ struct HashChainTests {
         #expect(Hex.encode(next.hash) == "be4c1237bbed55d2668f6e96f7abf2c3684e8ccb93edc03435118f0743b01d81")
     }
 
+    @Test("the field-by-field canonical bytes equal the sorted object's, for envelopes and client content")
+    func fastCanonicalBytesMatchTheObject() {
+        let odd: [String: JSONValue] = [
+            "é": "x\u{1}\"\\\t", "a b": .array([.null, .bool(true), .number(JSONNumber(-12))]), "": "",
+            "😀": .object(["z": "1", "Z": "2", "\u{7F}": "3"]), "aa": "\u{2028}", "b": .number(JSONNumber(jsonText: "1.50")!),
+        ]
+        for (data, metadata) in [(odd, [:]), ([:], odd), (["transaction_id": "t-1"], ["note": "é\n"])] as [([String: JSONValue], [String: JSONValue])] {
+            for key in ["k", "ké\"\\", ""] {
+                let e = RecordedEvent(
+                    eventID: UUID(), subscriberID: "s\t\u{E9}", version: 3, position: 9_000_000_000, type: .purchase,
+                    occurredAt: Fixtures.timestamp("2026-03-01T10:00:00.000001Z"), recordedAt: Fixtures.timestamp("0001-01-01T00:00:00Z"),
+                    source: "apple", environment: .production, idempotencyKey: key, data: data, metadata: metadata,
+                    prevHash: RecordedEvent.genesisHash)
+                #expect(e.canonicalBytes() == e.canonicalContent.canonicalBytes())
+                let n = NewEvent(
+                    subscriberID: e.subscriberID, type: e.type, occurredAt: e.occurredAt, source: e.source,
+                    environment: e.environment, idempotencyKey: key, data: data, metadata: metadata)
+                #expect(n.clientContentBytes() == n.clientContent.canonicalBytes())
+            }
+        }
+    }
+
     @Test("the hash is deterministic and recomputable")
     func deterministic() {
         let a = Self.recorded()

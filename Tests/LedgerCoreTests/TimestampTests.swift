@@ -1,3 +1,4 @@
+import Foundation
 @testable import LedgerCore
 import Testing
 
@@ -249,5 +250,25 @@ struct CivilDateTimeTests {
         }
         #expect(failures.isEmpty)
         #expect(previous == [2000, 1, 1])
+    }
+
+    @Test("the written form reads back as the same instant over the whole range, padded to four-digit years")
+    func writtenFormRoundTrips() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let t = Timestamp(microseconds: Int64.random(in: Timestamp.minimum.microseconds...Timestamp.maximum.microseconds, using: &generator))
+            #expect(try Timestamp(rfc3339: t.rfc3339) == t)
+        }
+        #expect(Timestamp.minimum.rfc3339 == "0001-01-01T00:00:00Z")
+        #expect(Timestamp.maximum.rfc3339 == "9999-12-31T23:59:59.999999Z")
+        #expect(Timestamp(microseconds: 1_500).rfc3339 == "1970-01-01T00:00:00.001500Z")
+    }
+
+    @Test("event ids are written in lower case as Foundation formats them")
+    func uuidText() {
+        for _ in 0..<1_000 {
+            let id = UUID()
+            #expect(id.lowercasedString == id.uuidString.lowercased())
+        }
     }
 }

@@ -100,7 +100,7 @@ public struct AppleTestSigner: Sendable {
 
     /// A signed notification (`{"signedPayload": …}` body) with signed transaction and renewal info.
     public func notificationBody(
-        type: String, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(), signedDate: Timestamp,
+        type: String, subtype: String? = nil, uuid: String = UUID().lowercasedString, signedDate: Timestamp,
         bundleID: String = "com.example.app", environment: String = "Production",
         transaction: [String: JSONValue]? = nil, renewal: [String: JSONValue]? = nil
     ) -> JSONValue {

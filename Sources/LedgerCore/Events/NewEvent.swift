@@ -31,7 +31,22 @@ public struct NewEvent: Sendable, Hashable {
         self.metadata = metadata
         self.expectedVersion = expectedVersion
         self.fingerprint = []
-        self.fingerprint = fingerprint ?? Array(SHA256.hash(data: self.clientContent.canonicalBytes()))
+        self.fingerprint = fingerprint ?? Array(SHA256.hash(data: self.clientContentBytes()))
+    }
+
+    /// `clientContent`'s canonical bytes, written field by field in their sorted order (see
+    /// `RecordedEvent.canonicalBytes`).
+    public func clientContentBytes() -> [UInt8] {
+        var out = CanonicalObject()
+        out.member("data", .object(data))
+        out.member("environment", string: environment.rawValue)
+        out.member("idempotency_key", string: idempotencyKey)
+        out.member("metadata", .object(metadata))
+        out.member("occurred_at", string: occurredAt.rfc3339)
+        out.member("source", string: source)
+        out.member("subscriber_id", string: subscriberID)
+        out.member("type", string: type.rawValue)
+        return out.finish()
     }
 
     /// What the client asserted about the event, the basis of its fingerprint.

@@ -46,7 +46,7 @@ public struct RecordedEvent: Sendable, Hashable {
     /// The bytes the chain hashes: every envelope field the ledger keeps, in canonical JSON.
     public var canonicalContent: JSONValue {
         .object([
-            "event_id": .string(eventID.uuidString.lowercased()),
+            "event_id": .string(eventID.lowercasedString),
             "subscriber_id": .string(subscriberID),
             "version": .number(JSONNumber(version)),
             "position": .number(JSONNumber(position)),
@@ -61,11 +61,30 @@ public struct RecordedEvent: Sendable, Hashable {
         ])
     }
 
+    /// `canonicalContent`'s canonical bytes, written field by field in their sorted order: every append and
+    /// import hashes each event, and building the object to sort its twelve keys cost more than the hash.
+    public func canonicalBytes() -> [UInt8] {
+        var out = CanonicalObject()
+        out.member("data", .object(data))
+        out.member("environment", string: environment.rawValue)
+        out.member("event_id", string: eventID.lowercasedString)
+        out.member("idempotency_key", string: idempotencyKey)
+        out.member("metadata", .object(metadata))
+        out.member("occurred_at", string: occurredAt.rfc3339)
+        out.member("position", integer: position)
+        out.member("recorded_at", string: recordedAt.rfc3339)
+        out.member("source", string: source)
+        out.member("subscriber_id", string: subscriberID)
+        out.member("type", string: type.rawValue)
+        out.member("version", integer: version)
+        return out.finish()
+    }
+
     /// `SHA-256(prev_hash ‖ canonical bytes of the event)` (ledger-semantics section 4).
     public func computedHash() -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: prevHash)
-        hasher.update(data: canonicalContent.canonicalBytes())
+        hasher.update(data: canonicalBytes())
         return Array(hasher.finalize())
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 extension JSONValue {
     /// Canonical JSON bytes: object keys sorted by their UTF-8 bytes, no insignificant whitespace, numbers
     /// in `JSONNumber`'s canonical spelling, only `"`, `\` and control characters escaped.
@@ -16,9 +18,9 @@ extension JSONValue {
 
     public func write(into out: inout [UInt8]) {
         switch self {
-        case .null: out += Array("null".utf8)
-        case .bool(let b): out += Array((b ? "true" : "false").utf8)
-        case .number(let n): out += Array(n.canonical.utf8)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: n.canonical.utf8)
         case .string(let s): Self.writeString(s, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
@@ -29,8 +31,7 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            for (i, key) in keys.enumerated() {
+            for (i, key) in members.keys.sorted(by: Self.utf8Precedes).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 Self.writeString(key, into: &out)
                 out.append(UInt8(ascii: ":"))
@@ -40,8 +41,32 @@ extension JSONValue {
         }
     }
 
+    /// Byte order of the UTF-8 forms (not `String`'s `<`, which compares normalized scalars).
+    static func utf8Precedes(_ a: String, _ b: String) -> Bool {
+        let result = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y -> Bool in
+                let n = min(x.count, y.count)
+                if n > 0, let p = x.baseAddress, let q = y.baseAddress {
+                    let c = memcmp(p, q, n)
+                    if c != 0 { return c < 0 }
+                }
+                return x.count < y.count
+            }
+        }
+        return (result ?? nil) ?? a.utf8.lexicographicallyPrecedes(b.utf8)
+    }
+
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        let plain = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            for b in bytes where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if plain == true {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out += [0x5C, 0x22]

@@ -34,19 +34,43 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// RFC 3339 in UTC with `Z`; the fraction is omitted when zero, else given in 3 or 6 digits.
     public var rfc3339: String {
         let c = civil
-        var s = "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2))"
-        if c.microsecond != 0 {
-            s += c.microsecond % 1000 == 0 ? ".\(pad(c.microsecond / 1000, 3))" : ".\(pad(c.microsecond, 6))"
+        // Written digit by digit: this runs for every timestamp the ledger hashes, stores or shows.
+        var out = [UInt8]()
+        out.reserveCapacity(27)
+        func digits(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            var v = value
+            if v >= divisor * 10 {
+                out.append(contentsOf: String(v).utf8)
+                return
+            }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(v / divisor))
+                v %= divisor
+                divisor /= 10
+            }
         }
-        return s + "Z"
+        digits(c.year, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(c.month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(c.day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(c.hour, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(c.minute, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(c.second, 2)
+        if c.microsecond != 0 {
+            out.append(UInt8(ascii: "."))
+            if c.microsecond % 1000 == 0 { digits(c.microsecond / 1000, 3) } else { digits(c.microsecond, 6) }
+        }
+        out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     public var description: String { rfc3339 }
-}
-
-private func pad(_ value: Int, _ width: Int) -> String {
-    let s = String(value)
-    return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
 }
 
 extension Int64 {

@@ -37,7 +37,7 @@ struct AuditRoutes {
         let sealed = try await checkpoints.verify()
         let first: JSONValue = chains.firstBroken.map { b in
             .object([
-                "event_id": .string(b.eventID.uuidString.lowercased()), "subscriber_id": .string(b.subscriberID),
+                "event_id": .string(b.eventID.lowercasedString), "subscriber_id": .string(b.subscriberID),
                 "version": .number(JSONNumber(b.version)), "position": .number(JSONNumber(b.position)), "reason": .string(b.reason),
             ])
         } ?? .null
@@ -72,7 +72,7 @@ struct AuditRoutes {
                 var buffer = ByteBuffer()
                 for e in page {
                     buffer.writeImmutableBuffer(CSV.line([
-                        String(e.position), e.eventID.uuidString.lowercased(), e.subscriberID, String(e.version), e.type.rawValue,
+                        String(e.position), e.eventID.lowercasedString, e.subscriberID, String(e.version), e.type.rawValue,
                         e.occurredAt.rfc3339, e.recordedAt.rfc3339, e.source, e.environment.rawValue, e.idempotencyKey,
                         JSONValue.object(e.data).canonicalString(), JSONValue.object(e.metadata).canonicalString(),
                         Hex.encode(e.prevHash), Hex.encode(e.hash),
@@ -104,8 +104,8 @@ struct AuditRoutes {
                     let cut = w.effectiveCut
                     buffer.writeImmutableBuffer(CSV.line([
                         subscriber, w.entitlement, w.start.rfc3339, w.end?.rfc3339 ?? "", w.kind.rawValue, w.productID ?? "",
-                        w.transactionID ?? "", w.sourceEventID.uuidString.lowercased(), w.environment.rawValue,
-                        cut?.at.rfc3339 ?? "", cut.map { $0.eventID.uuidString.lowercased() } ?? "", cut?.cause.rawValue ?? "",
+                        w.transactionID ?? "", w.sourceEventID.lowercasedString, w.environment.rawValue,
+                        cut?.at.rfc3339 ?? "", cut.map { $0.eventID.lowercasedString } ?? "", cut?.cause.rawValue ?? "",
                     ]))
                 }
                 try await writer.write(buffer)

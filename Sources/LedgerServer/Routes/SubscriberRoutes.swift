@@ -84,10 +84,10 @@ extension Window {
             "kind": .string(kind.rawValue),
             "product_id": productID.map(JSONValue.string) ?? .null,
             "transaction_id": transactionID.map(JSONValue.string) ?? .null,
-            "source_event_id": .string(sourceEventID.uuidString.lowercased()),
+            "source_event_id": .string(sourceEventID.lowercasedString),
             "environment": .string(environment.rawValue),
             "cut_at": cut.map { .string($0.at.rfc3339) } ?? .null,
-            "cut_by": cut.map { .string($0.eventID.uuidString.lowercased()) } ?? .null,
+            "cut_by": cut.map { .string($0.eventID.lowercasedString) } ?? .null,
             "cut_cause": cut.map { .string($0.cause.rawValue) } ?? .null,
         ])
     }

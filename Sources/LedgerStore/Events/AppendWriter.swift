@@ -138,7 +138,7 @@ struct AppendWriter {
             var buffer = ByteBuffer()
             for (row, fingerprint) in zip(rows, fingerprints) {
                 let fields = [
-                    row.subscriberID, String(row.version), String(row.position), row.eventID.uuidString.lowercased(),
+                    row.subscriberID, String(row.version), String(row.position), row.eventID.lowercasedString,
                     row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
                     row.idempotencyKey, JSONValue.object(row.data).canonicalString(), JSONValue.object(row.metadata).canonicalString(),
                 ]

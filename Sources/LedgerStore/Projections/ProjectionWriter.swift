@@ -95,7 +95,7 @@ struct ProjectionWriter {
             FROM unnest(\(TextArray(subscribers))::text[], \(Int64Array(folded.map(\.version)))::int8[],
                         \(TextArray(folded.map { Self.autoRenewJSON($0.ledger) }))::text[],
                         \(TextArray(folded.map { JSONValue.array($0.ledger.lapsed.sorted().map(JSONValue.string)).canonicalString() }))::text[],
-                        \(TextArray(folded.map { JSONValue.array($0.ledger.unmatchedRefunds.map { .string($0.uuidString.lowercased()) }).canonicalString() }))::text[])
+                        \(TextArray(folded.map { JSONValue.array($0.ledger.unmatchedRefunds.map { .string($0.lowercasedString) }).canonicalString() }))::text[])
                  AS x(s, v, ar, l, u)
             ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
                 lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds
@@ -125,12 +125,12 @@ private struct WindowColumns {
         kind.append(w.kind.rawValue)
         product.append(w.productID ?? "")
         transaction.append(w.transactionID ?? "")
-        source.append(w.sourceEventID.uuidString.lowercased())
+        source.append(w.sourceEventID.lowercasedString)
         position.append(w.sourcePosition)
         environment.append(w.environment.rawValue)
         let cut = w.effectiveCut
         cutAt.append(cut?.at.rfc3339 ?? "")
-        cutBy.append(cut?.eventID.uuidString.lowercased() ?? "")
+        cutBy.append(cut?.eventID.lowercasedString ?? "")
         cutCause.append(cut?.cause.rawValue ?? "")
     }
 }

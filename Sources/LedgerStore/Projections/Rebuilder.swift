@@ -3,14 +3,15 @@ import LedgerCore
 import Logging
 import PostgresNIO
 
-/// Recomputes every projection from the log, a chunk of subscribers per transaction.
+/// Recomputes every projection from the log into fresh tables and swaps them in (schema 0008).
 ///
-/// Two connections work at once: a reader pages through the streams in subscriber order and folds them
-/// (no lock: a plain read of committed events), while a writer stores the previous chunk under the append
-/// lock. So PostgreSQL's reading and writing overlap with the fold. A chunk's fold can be stale only if an
-/// append committed for one of its subscribers after the reader noted the last position; the writer checks
-/// that under the lock (one index probe on `position`) and refolds those subscribers there, so a
-/// concurrent append is never overwritten by a stale fold, and appends wait at most one chunk's write.
+/// One transaction does it all, so a failed rebuild leaves the projections as they were. A reader streams
+/// every event once, in subscriber order, from a REPEATABLE READ snapshot (the log up to position `seen`),
+/// folds each subscriber as its stream ends, and hands the rows over in batches that the writer COPYs into
+/// index-less shadow tables while the reader goes on. The shadows' indexes are then built by sorting, and only
+/// then is the append lock taken: the shadows replace the tables and the subscribers that appends touched
+/// after `seen` are refolded there. Appends wait for the swap and that catch-up, not for the rebuild; readers
+/// read the old tables until the swap. See docs/event-store.md, "Rebuild".
 public struct Rebuilder: Sendable {
     public struct Progress: Sendable {
         public var subscribers: Int
@@ -18,98 +19,142 @@ public struct Rebuilder: Sendable {
         public var totalEvents: Int
     }
 
+    /// Serializes rebuilds (they share the shadow tables' names).
+    static let rebuildLockKey: Int64 = 0x5355_424C_5245_4255
+
     let database: Database
     let chunkSize: Int
 
+    /// `chunkSize`: subscribers per COPY batch handed from the reader to the writer.
     public init(database: Database, chunkSize: Int = 2000) {
         self.database = database
-        self.chunkSize = chunkSize
+        self.chunkSize = max(1, chunkSize)
     }
 
     public init(client: PostgresClient, logger: Logger, chunkSize: Int = 2000) {
         self.init(database: Database(client: client, logger: logger), chunkSize: chunkSize)
     }
 
-    /// One chunk as the reader leaves it for the writer.
-    struct Chunk: Sendable {
-        var subscribers: [String]
-        var folded: [ProjectionWriter.Folded]
-        var events: Int
-        /// The last position committed before the chunk's events were read.
-        var seenPosition: Int64
-    }
-
     @discardableResult
     public func rebuild(progress: (@Sendable (Progress) -> Void)? = nil) async throws -> Progress {
         let logger = database.logger
-        let total = try await database.withConnection { c in
-            try await c.query("SELECT count(*) FROM events", logger: logger).collect()[0].decode(Int64.self)
-        }
-        try await database.transaction { c in
-            try await c.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
-            try await c.query(
-                "DELETE FROM windows w WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.subscriber_id = w.subscriber_id)",
-                logger: logger)
-            try await c.query(
-                "DELETE FROM subscriber_state s WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.subscriber_id = s.subscriber_id)",
-                logger: logger)
-        }
-        var done = Progress(subscribers: 0, events: 0, totalEvents: Int(total))
-        var next: Task<Chunk?, any Error>? = Task { try await read(after: "") }
-        defer { next?.cancel() }
-        while let reading = next, let chunk = try await reading.value {
-            let last = chunk.subscribers.last!
-            next = chunk.subscribers.count < chunkSize ? nil : Task { try await read(after: last) }
-            try await write(chunk)
-            done.subscribers += chunk.subscribers.count
-            done.events += chunk.events
-            progress?(done)
-        }
-        return done
-    }
-
-    /// The next page of subscribers after `after` (by first event, in id order), their streams folded.
-    private func read(after from: String) async throws -> Chunk? {
-        let logger = database.logger
-        let chunkSize = Int64(self.chunkSize)
-        return try await database.withConnection { c -> Chunk? in
-            let seen = try await c.query("SELECT coalesce(max(position), 0) FROM events", logger: logger)
-                .collect()[0].decode(Int64.self)
-            var subscribers: [String] = []
-            let rows = try await c.query(
-                """
-                SELECT subscriber_id FROM events WHERE subscriber_id > \(from) AND version = 1
-                ORDER BY subscriber_id LIMIT \(chunkSize)
-                """, logger: logger)
-            for try await s in rows.decode(String.self) { subscribers.append(s) }
-            guard let last = subscribers.last else { return nil }
-            let streams = try await ProjectionWriter(logger: logger).streams(
-                """
-                SELECT \(unescaped: EventRow.columns) FROM events
-                WHERE subscriber_id > \(from) AND subscriber_id <= \(last) ORDER BY subscriber_id, version
-                """, on: c)
-            return Chunk(
-                subscribers: subscribers, folded: ProjectionWriter.fold(streams),
-                events: streams.values.reduce(0) { $0 + $1.count }, seenPosition: seen)
+        let database = self.database
+        let chunkSize = self.chunkSize
+        let clock = ContinuousClock()
+        let started = clock.now
+        @Sendable func phase(_ name: String) { logger.debug("rebuild phase done", metadata: ["rebuild.phase": "\(name)", "rebuild.elapsed": "\(clock.now - started)"]) }
+        return try await database.transaction { writer in
+            try await writer.query("SELECT pg_advisory_xact_lock(\(Self.rebuildLockKey))", logger: logger)
+            try await writer.query("SELECT subledger_rebuild_prepare()", logger: logger)
+            let (seen, done) = try await database.withConnection { reader in
+                try await Self.load(from: reader, into: writer, chunkSize: chunkSize, logger: logger, progress: progress)
+            }
+            phase("load")
+            try await writer.query("SELECT subledger_rebuild_index()", logger: logger)
+            phase("index")
+            try await writer.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
+            try await writer.query("SELECT subledger_rebuild_swap()", logger: logger)
+            var moved: [String] = []
+            let rows = try await writer.query(
+                "SELECT DISTINCT subscriber_id FROM events WHERE position > \(seen)", logger: logger)
+            for try await s in rows.decode(String.self) { moved.append(s) }
+            try await ProjectionWriter(logger: logger).refold(moved, on: writer)
+            phase("swap")
+            return done
         }
     }
 
-    /// Stores a folded chunk under the append lock, refolding there any of its subscribers that an append
-    /// has touched since the chunk was read.
-    private func write(_ chunk: Chunk) async throws {
-        let logger = database.logger
-        try await database.transaction { c in
-            try await c.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
-            var moved: Set<String> = []
-            let rows = try await c.query(
-                """
-                SELECT DISTINCT subscriber_id FROM events
-                WHERE position > \(chunk.seenPosition) AND subscriber_id = ANY(\(TextArray(chunk.subscribers))::text[])
-                """, logger: logger)
-            for try await s in rows.decode(String.self) { moved.insert(s) }
-            let writer = ProjectionWriter(logger: logger)
-            try await writer.write(chunk.folded.filter { !moved.contains($0.subscriber) }, on: c)
-            try await writer.refold(Array(moved), on: c)
+    /// Streams the log from one snapshot, folds it and COPYs the rows into the shadow tables; returns the last
+    /// position of that snapshot and what was folded.
+    ///
+    /// Three stages overlap: this task reads rows and cuts them into batches of whole streams; up to
+    /// `foldersInFlight` tasks decode and fold batches in parallel; one writer COPYs the folded batches in
+    /// order. Memory holds at most a few batches.
+    private static func load(
+        from reader: PostgresConnection, into writer: PostgresConnection, chunkSize: Int, logger: Logger,
+        progress: (@Sendable (Progress) -> Void)?
+    ) async throws -> (Int64, Progress) {
+        try await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+        var folding: [Task<FoldedBatch, any Error>] = []
+        var writing: Task<Void, any Error>?
+        do {
+            let (seen, total) = try await reader.query(
+                "SELECT coalesce(max(position), 0), count(*) FROM events", logger: logger
+            ).collect()[0].decode((Int64, Int64).self)
+            var done = Progress(subscribers: 0, events: 0, totalEvents: Int(total))
+            var batch: [PostgresRow] = []
+            var subscribersInBatch = 0
+            var lastSubscriber: ByteBuffer?
+
+            func write(_ folded: Task<FoldedBatch, any Error>) async throws {
+                let result = try await folded.value
+                try await writing?.value
+                done.subscribers += result.rows.subscribers
+                done.events += result.events
+                progress?(done)
+                writing = Task { try await result.rows.copy(into: "rebuild_", on: writer, logger: logger) }
+            }
+            func handOver() async throws {
+                let rows = batch
+                batch = []
+                subscribersInBatch = 0
+                folding.append(Task { try fold(rows) })
+                if folding.count > foldersInFlight { try await write(folding.removeFirst()) }
+            }
+
+            let rows = try await reader.query(
+                "SELECT \(unescaped: EventRow.foldColumns) FROM events ORDER BY subscriber_id, version", logger: logger)
+            for try await row in rows {
+                var cells = row.makeIterator()
+                let subscriber = cells.next()?.bytes
+                if subscriber != lastSubscriber {
+                    if subscribersInBatch >= chunkSize { try await handOver() }
+                    subscribersInBatch += 1
+                    lastSubscriber = subscriber
+                }
+                batch.append(row)
+            }
+            if !batch.isEmpty { try await handOver() }
+            while !folding.isEmpty { try await write(folding.removeFirst()) }
+            try await writing?.value
+            try await reader.query("COMMIT", logger: logger)
+            return (seen, done)
+        } catch {
+            for task in folding { task.cancel() }
+            _ = try? await writing?.value
+            _ = try? await reader.query("ROLLBACK", logger: logger)
+            throw error
         }
+    }
+
+    /// Batches being folded while the next is read and the previous written (the machine's cores are shared
+    /// with PostgreSQL's reading and writing backends).
+    private static let foldersInFlight = 2
+
+    private struct FoldedBatch: Sendable {
+        var rows: ProjectionCopyRows
+        var events: Int
+    }
+
+    /// Decodes a batch of whole streams (rows in subscriber and version order) and folds each stream.
+    private static func fold(_ rows: [PostgresRow]) throws -> FoldedBatch {
+        var out = ProjectionCopyRows()
+        var stream: [RecordedEvent] = []
+        func flush() {
+            guard let last = stream.last else { return }
+            let ledger = Fold.fold(stream)
+            out.append(
+                ProjectionWriter.Folded(
+                    subscriber: last.subscriberID, version: last.version, ledger: ledger,
+                    facts: SubscriberFacts.derive(events: stream, ledger: ledger)))
+            stream.removeAll(keepingCapacity: true)
+        }
+        for row in rows {
+            let event = try EventRow.decodeForFold(row)
+            if let last = stream.last, last.subscriberID != event.subscriberID { flush() }
+            stream.append(event)
+        }
+        flush()
+        return FoldedBatch(rows: out, events: rows.count)
     }
 }
