@@ -26,7 +26,8 @@ END
 $$;
 
 -- Step 2, once the shadow tables are loaded: every index of each projection table, built on its shadow
--- under the name `rebuild_<index>` (before the swap, so appends do not wait for the sorts).
+-- under the name `rebuild_<index>` (before the swap, so appends do not wait for the sorts). Building an
+-- index sets the table's row count for the planner; the column statistics are left to autovacuum's ANALYZE.
 CREATE FUNCTION subledger_rebuild_index() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -43,7 +44,6 @@ BEGIN
             EXECUTE format('CREATE %s INDEX %I ON %I %s',
                            CASE WHEN ix.is_unique THEN 'UNIQUE' ELSE '' END, 'rebuild_' || ix.name, 'rebuild_' || t, ix.tail);
         END LOOP;
-        EXECUTE format('ANALYZE %I', 'rebuild_' || t);
     END LOOP;
 END
 $$;

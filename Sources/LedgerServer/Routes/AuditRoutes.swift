@@ -120,17 +120,24 @@ struct AuditRoutes {
 /// RFC 4180 CSV: fields with a comma, quote or line break are quoted, quotes doubled; lines end in CRLF.
 enum CSV {
     static func line(_ fields: [String]) -> ByteBuffer {
-        var out = ""
+        var out = ByteBuffer()
+        out.reserveCapacity(fields.reduce(2) { $0 + $1.utf8.count + 3 })
         for (i, f) in fields.enumerated() {
-            if i > 0 { out += "," }
-            if f.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) {
-                out += "\"" + f.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            if i > 0 { out.writeInteger(UInt8(ascii: ",")) }
+            // Byte checks: all four specials are ASCII, so no grapheme breaking is needed.
+            if f.utf8.contains(where: { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 0x0A || $0 == 0x0D }) {
+                out.writeInteger(UInt8(ascii: "\""))
+                for b in f.utf8 {
+                    if b == UInt8(ascii: "\"") { out.writeInteger(b) }
+                    out.writeInteger(b)
+                }
+                out.writeInteger(UInt8(ascii: "\""))
             } else {
-                out += f
+                out.writeString(f)
             }
         }
-        out += "\r\n"
-        return ByteBuffer(string: out)
+        out.writeStaticString("\r\n")
+        return out
     }
 
     static func headers(filename: String) -> HTTPFields {
