@@ -5,6 +5,7 @@ import LedgerStore
 import Logging
 import PostgresNIO
 import Prometheus
+import ServiceLifecycle
 
 /// What `subledger serve` is told on its command line.
 public struct ServerConfiguration: Sendable {
@@ -21,13 +22,17 @@ public struct ServerConfiguration: Sendable {
     /// How long a valid API key is trusted without asking the database again: the longest a revoked key
     /// keeps working. Zero asks on every request.
     public var keyCacheTTL: Duration
+    /// Bytes (estimated) of subscribers' ledgers kept in memory for entitlement reads; zero reads
+    /// PostgreSQL every time. See docs/entitlement-cache.md.
+    public var entitlementCacheBytes: Int
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
-        keyCacheTTL: Duration = .seconds(2)
+        keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 128 << 20
     ) {
         self.keyCacheTTL = keyCacheTTL
+        self.entitlementCacheBytes = entitlementCacheBytes
         self.appleRootsDER = appleRootsDER
         self.appleBundleID = appleBundleID
         self.host = host
@@ -48,24 +53,30 @@ public func buildApplication(
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) throws -> some ApplicationProtocol {
+    let cache = configuration.entitlementCacheBytes > 0 ? LedgerCache(byteBudget: configuration.entitlementCacheBytes) : nil
     let router = try buildRouter(
-        configuration: configuration, client: client, migrations: migrations, metrics: registry, logger: logger)
+        configuration: configuration, client: client, migrations: migrations, metrics: registry, cache: cache,
+        logger: logger)
+    var services: [any Service] = [client]
+    if let cache { services.append(ProjectionChanges(client: client, cache: cache, logger: logger)) }
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
         server: .http1(configuration: .init(idleTimeout: .seconds(30))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "subledger"),
-        services: [client],
+        services: services,
         logger: logger
     )
 }
 
-/// The router alone, for tests that drive it without a socket.
+/// The router alone, for tests that drive it without a socket. A `cache` serves reads only while a
+/// `ProjectionChanges` service runs for it (buildApplication adds one).
 public func buildRouter(
     configuration: ServerConfiguration,
     client: PostgresClient,
     migrations: [Migration],
     metrics registry: PrometheusCollectorRegistry? = nil,
+    cache: LedgerCache? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
     let database = Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)
@@ -81,10 +92,10 @@ public func buildRouter(
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let catalog = CatalogStore(database: database)
     // One store, so appends from every route share one group-commit queue.
-    let store = EventStore(database: database)
+    let store = EventStore(database: database, onCommit: { cache?.invalidate($0) })
     EventRoutes(store: store, catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
-    SubscriberRoutes(reader: ProjectionReader(database: database)).register(on: v1)
+    SubscriberRoutes(reader: ProjectionReader(database: database, cache: cache)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
         store: store, reader: ProjectionReader(database: database),

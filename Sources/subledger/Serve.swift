@@ -48,6 +48,11 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a valid API key is trusted without asking the database again (the longest a revoked key keeps working); 0 asks every time.")
     var keyCacheSeconds = 2.0
 
+    @Option(
+        name: .customLong("entitlement-cache-mib"),
+        help: "MiB of subscribers' ledgers kept in memory for entitlement and window reads, invalidated by appends and LISTEN/NOTIFY (docs/entitlement-cache.md); 0 reads PostgreSQL every time.")
+    var entitlementCacheMiB = 128
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
@@ -63,7 +68,8 @@ struct Serve: AsyncParsableCommand {
                 host: host, port: port, maxBodyBytes: maxBodyBytes,
                 databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000)), appleRootsDER: try appleRoots(),
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
-                keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000))),
+                keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
+                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         try await app.runService()

@@ -42,7 +42,7 @@ struct MigrationTests {
     func failingMigrationIsAtomic() async throws {
         try await TestDatabase.with { client, _ in
             var migrations = try TestDatabase.migrations()
-            let next = migrations.count + 1
+            let next = (migrations.map(\.version).max() ?? 0) + 1
             migrations.append(Migration(version: next, name: "good", sql: "CREATE TABLE probe_good (x int);"))
             migrations.append(Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int); SELECT no_such_function();"))
             let runner = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)

@@ -24,13 +24,24 @@ public struct EventStore: Sendable {
     /// The key of the advisory lock every append (API, import) holds while it assigns positions.
     public static let appendLockKey: Int64 = 0x5355_424C_4150_5044
 
+    /// Told which subscribers an append touched, once its transaction has ended (committed or not, since
+    /// an outage can leave the outcome unknown) and before its caller hears of it.
+    public typealias CommitObserver = @Sendable (Set<String>) -> Void
+
     let database: Database
     let committer: GroupCommitter
+    let onCommit: CommitObserver
     var logger: Logger { database.logger }
 
-    public init(database: Database) {
+    /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers.
+    public init(database: Database, onCommit: @escaping CommitObserver = { _ in }) {
         self.database = database
-        self.committer = GroupCommitter { jobs in await Self.commit(jobs, database: database) }
+        self.onCommit = onCommit
+        self.committer = GroupCommitter { jobs in
+            let outcomes = await Self.commit(jobs, database: database)
+            onCommit(Set(jobs.lazy.flatMap(\.events).map(\.subscriberID)))
+            return outcomes
+        }
     }
 
     public init(client: PostgresClient, logger: Logger) {
@@ -71,6 +82,7 @@ public struct EventStore: Sendable {
     public func importBatch(_ events: [NewEvent]) async throws -> AppendResult {
         precondition(!events.isEmpty, "an import batch needs at least one event")
         let writer = AppendWriter(logger: logger)
+        defer { onCommit(Set(events.map(\.subscriberID))) }
         return try await StoreError.mapping {
             try await database.transaction { connection in
                 try await writer.append([AppendJob(events: events, replays: .strict)], lookUpKeys: true, bulk: true, on: connection)[0]

@@ -91,7 +91,7 @@ public struct MigrationRunner: Sendable {
 
     private func compare(_ applied: [(Int, String, String)]) -> MigrationStatus {
         var problems: [MigrationError] = []
-        let byVersion = Dictionary(uniqueKeysWithValues: migrations.map { ($0.version, $0) })
+        let byVersion = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         for (version, name, checksum) in applied {
             guard let file = byVersion[version] else {
                 problems.append(.unknownApplied(version: version, name: name))

@@ -14,9 +14,12 @@ public enum AsOf: Sendable, Hashable {
 /// an as-of point (what the ledger said then).
 public struct ProjectionReader: Sendable {
     let database: Database
+    /// Ledgers kept in memory between reads (see `LedgerCache` for why they are never stale).
+    let cache: LedgerCache?
 
-    public init(database: Database) {
+    public init(database: Database, cache: LedgerCache? = nil) {
         self.database = database
+        self.cache = cache
     }
 
     public init(client: PostgresClient, logger: Logger) {
@@ -26,6 +29,16 @@ public struct ProjectionReader: Sendable {
     /// The subscriber's ledger: the kept projection, or, with `asOf`, the fold of the events recorded by then.
     public func ledger(subscriberID: String, asOf: AsOf? = nil) async throws -> SubscriberLedger {
         if let asOf { return try await fold(subscriberID: subscriberID, asOf: asOf) }
+        guard let cache else { return try await projected(subscriberID: subscriberID) }
+        let (cached, ticket) = cache.lookup(subscriberID)
+        if let cached { return cached }
+        let ledger = try await projected(subscriberID: subscriberID)
+        cache.store(subscriberID, ledger, ticket: ticket)
+        return ledger
+    }
+
+    /// The kept projection, read from PostgreSQL.
+    private func projected(subscriberID: String) async throws -> SubscriberLedger {
         let logger = database.logger
         // One round trip: the state row (or NULLs) joined to every window (or one row of NULLs).
         return try await database.withConnection { connection in

@@ -3,7 +3,7 @@ import LedgerCore
 import Logging
 import PostgresNIO
 
-/// Recomputes every projection from the log into fresh tables and swaps them in (schema 0008).
+/// Recomputes every projection from the log into fresh tables and swaps them in (schema 0006).
 ///
 /// One transaction does it all, so a failed rebuild leaves the projections as they were. A reader streams
 /// every event once, in subscriber order, from a REPEATABLE READ snapshot (the log up to position `seen`),
@@ -59,6 +59,9 @@ public struct Rebuilder: Sendable {
                 "SELECT DISTINCT subscriber_id FROM events WHERE position > \(seen)", logger: logger)
             for try await s in rows.decode(String.self) { moved.append(s) }
             try await ProjectionWriter(logger: logger).refold(moved, on: writer)
+            // Delivered at commit: every server's entitlement cache forgets the old tables' ledgers.
+            try await writer.query(
+                "SELECT pg_notify(\(ProjectionChanges.channel), \(ProjectionChanges.resetPayload))", logger: logger)
             phase("swap")
             return done
         }
