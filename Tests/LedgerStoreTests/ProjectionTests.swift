@@ -97,6 +97,24 @@ struct ProjectionTests {
         }
     }
 
+    @Test("a statement error nobody read still fails the transaction: COMMIT answering ROLLBACK is an error")
+    func unreadErrorFailsCommit() async throws {
+        try await TestDatabase.with { client, _ in
+            let database = Database(client: client, logger: TestDatabase.logger)
+            try await client.query("CREATE TABLE probe_commit (x int)", logger: TestDatabase.logger)
+            await #expect(throws: Database.RolledBackAtCommit.self) {
+                try await database.transaction { connection in
+                    try await connection.query("INSERT INTO probe_commit VALUES (1)", logger: TestDatabase.logger)
+                    // The error comes after the row description, in rows this body never reads.
+                    _ = try await connection.query("SELECT 1 / (x - 1) FROM probe_commit", logger: TestDatabase.logger)
+                    return true
+                }
+            }
+            let rows = try await client.query("SELECT count(*) FROM probe_commit", logger: TestDatabase.logger).collect()
+            #expect(try rows[0].decode(Int64.self) == 0)
+        }
+    }
+
     @Test("a projection write that fails rolls the event back with it")
     func projectionFailureRollsBack() async throws {
         try await TestDatabase.with { client, _ in

@@ -50,20 +50,33 @@ public struct Database: Sendable {
         }
     }
 
-    /// Runs `body` in a transaction on a leased connection; a thrown error rolls it back and is rethrown as
-    /// itself (not wrapped in PostgresNIO's `PostgresTransactionError`).
+    /// Runs `body` in a transaction on a leased connection; a thrown error rolls it back and is rethrown.
+    ///
+    /// COMMIT's reply is checked: PostgreSQL answers `ROLLBACK` (not an error) to a COMMIT of a transaction
+    /// that a failed statement aborted, and a statement's error can go unseen when its result rows are
+    /// never read. Without the check such a transaction would report success with nothing stored.
     @discardableResult
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let logger = self.logger
         return try await withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            let value: T
             do {
-                return try await connection.withTransaction(logger: logger) { connection in
-                    try await body(connection)
-                }
-            } catch let error as PostgresTransactionError {
-                throw error.closureError ?? error.beginError ?? error.commitError ?? error
+                value = try await body(connection)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
             }
+            let reply = try await connection.query("COMMIT", []).get().metadata.command
+            guard reply == "COMMIT" else { throw RolledBackAtCommit(reply: reply) }
+            return value
         }
+    }
+
+    /// COMMIT answered something else (`ROLLBACK`): an earlier statement of the transaction failed.
+    public struct RolledBackAtCommit: Error, CustomStringConvertible {
+        public var reply: String
+        public var description: String { "the transaction was rolled back at COMMIT (\(reply)): one of its statements failed" }
     }
 }
 

@@ -29,7 +29,19 @@ struct AppendWriter {
         try await connection.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
         let all = jobs.flatMap(\.events)
         let stored = lookUpKeys ? try await storedByIdempotencyKey(all, on: connection) : [:]
-        let (heads, lastPosition, recordedAt) = try await tail(Set(all.map(\.subscriberID)), on: connection)
+        let subscribers = Set(all.map(\.subscriberID))
+        // Imports leave the projection to a rebuild: heads suffice. Appends read the touched streams whole,
+        // with the tail, so the projection is folded from them plus the new rows without reading again.
+        var (heads, lastPosition, recordedAt) = ([String: StreamHead](), Int64(0), Timestamp(microseconds: 0))
+        var streams: [String: [RecordedEvent]] = [:]
+        if bulk {
+            (heads, lastPosition, recordedAt) = try await tail(subscribers, on: connection)
+        } else {
+            (streams, lastPosition, recordedAt) = try await tailWithStreams(subscribers, on: connection)
+            for (subscriber, events) in streams {
+                heads[subscriber] = StreamHead(version: events.last!.version, hash: events.last!.hash)
+            }
+        }
 
         var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored)
         var outcomes: [Result<AppendResult, StoreError>] = []
@@ -46,7 +58,12 @@ struct AppendWriter {
             try await copy(group.rows, fingerprints: group.fingerprints, on: connection)
         } else {
             try await insert(group.rows, fingerprints: group.fingerprints, on: connection)
-            try await ProjectionWriter(logger: logger).refold(Array(Set(group.rows.map(\.subscriberID))), on: connection)
+            var touched: [String: [RecordedEvent]] = [:]
+            for row in group.rows where touched[row.subscriberID] == nil {
+                touched[row.subscriberID] = streams[row.subscriberID] ?? []
+            }
+            for row in group.rows { touched[row.subscriberID]!.append(row) }
+            try await ProjectionWriter(logger: logger).write(ProjectionWriter.fold(touched), on: connection)
         }
         return outcomes
     }
@@ -196,6 +213,39 @@ struct AppendWriter {
             }
         }
         return (heads, lastPosition, recordedAt)
+    }
+
+    /// The given streams whole (in version order), the last position and the recorded time for this
+    /// append, in one query.
+    private func tailWithStreams(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
+        -> ([String: [RecordedEvent]], Int64, Timestamp)
+    {
+        var streams: [String: [RecordedEvent]] = [:]
+        var lastPosition: Int64 = 0
+        var recordedAt = Timestamp(microseconds: 0)
+        let rows = try await connection.query(
+            """
+            (SELECT NULL::int8, NULL::int8, \(unescaped: EventRow.columns) FROM events
+             WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version)
+            UNION ALL
+            (SELECT coalesce(last.position, 0),
+                    (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8,
+                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+             FROM (SELECT 1) one LEFT JOIN LATERAL
+                  (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true)
+            """, logger: logger)
+        for try await row in rows {
+            guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+            if let position = try cells.optionalInt64() {
+                lastPosition = position
+                recordedAt = Timestamp(microseconds: try cells.int64())
+            } else {
+                _ = try cells.optionalInt64()
+                let event = try EventRow.decode(&cells)
+                streams[event.subscriberID, default: []].append(event)
+            }
+        }
+        return (streams, lastPosition, recordedAt)
     }
 
     private func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws

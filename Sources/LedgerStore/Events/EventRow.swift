@@ -39,20 +39,23 @@ enum EventRow {
     }
 
     static func decode(_ row: PostgresRow) throws -> RecordedEvent {
-        if var cells = BinaryCells(row) {
-            let id = try cells.uuid(), subscriber = try cells.string(), version = try cells.int64(), position = try cells.int64()
-            let type = try cells.string(), occurred = try cells.int64(), recorded = try cells.int64()
-            let source = try cells.string(), environment = try cells.string(), key = try cells.string()
-            let data = try cells.string(), metadata = try cells.string(), prev = try cells.byteArray(), hash = try cells.byteArray()
-            return try make(
-                id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash)
-        }
+        if var cells = BinaryCells(row) { return try decode(&cells) }
         let (id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash) =
             try row.decode(
                 (UUID, String, Int64, Int64, String, Int64, Int64, String, String, String, String, String, ByteBuffer, ByteBuffer).self)
         return try make(
             id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata,
             Array(buffer: prev), Array(buffer: hash))
+    }
+
+    /// An event from the next cells of a row (the `columns` select list, wherever it starts in the row).
+    static func decode(_ cells: inout BinaryCells) throws -> RecordedEvent {
+        let id = try cells.uuid(), subscriber = try cells.string(), version = try cells.int64(), position = try cells.int64()
+        let type = try cells.string(), occurred = try cells.int64(), recorded = try cells.int64()
+        let source = try cells.string(), environment = try cells.string(), key = try cells.string()
+        let data = try cells.string(), metadata = try cells.string(), prev = try cells.byteArray(), hash = try cells.byteArray()
+        return try make(
+            id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash)
     }
 
     private static func make(

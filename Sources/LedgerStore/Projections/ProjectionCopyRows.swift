@@ -57,7 +57,7 @@ struct ProjectionCopyRows {
         for t in f.facts.transactions {
             transactions.field(t.eventID.lowercasedString)
             transactions.field(s)
-            transactions.field(text: ReportFactsWriter.arrayLiteral(t.entitlements.map(ReportFactsWriter.quoted)))
+            transactions.field(text: Self.arrayLiteral(t.entitlements.map(Self.quoted)))
             transactions.field(t.kind.rawValue)
             transactions.field(text: t.currency)
             transactions.field(t.gross)
@@ -68,8 +68,8 @@ struct ProjectionCopyRows {
             transactions.field(t.stop?.microseconds)
             transactions.field(t.serviceEnd?.microseconds)
             transactions.field(t.settledAt.microseconds)
-            transactions.field(ReportFactsWriter.arrayLiteral(t.refunds.map { String($0.at.microseconds) }))
-            transactions.field(ReportFactsWriter.arrayLiteral(t.refunds.map { String($0.amount) }))
+            transactions.field(Self.arrayLiteral(t.refunds.map { String($0.at.microseconds) }))
+            transactions.field(Self.arrayLiteral(t.refunds.map { String($0.amount) }))
             transactions.field(t.monthly.map { String($0.numerator) })
             transactions.field(t.monthly.map { String($0.denominator) }, last: true)
         }
@@ -141,5 +141,16 @@ extension ByteBuffer {
             writeBytes(UnsafeRawBufferPointer(rebasing: buffer[(20 - count)...]))
         }
         writeInteger(UInt8(ascii: last ? "\n" : "\t"))
+    }
+}
+
+extension ProjectionCopyRows {
+    /// A PostgreSQL array literal of already-quoted elements (one COPY field).
+    static func arrayLiteral(_ elements: [String]) -> String { "{" + elements.joined(separator: ",") + "}" }
+
+    /// One array-literal element, double-quoted with `\\` and `"` escaped: any entitlement name survives.
+    static func quoted(_ s: String) -> String {
+        guard s.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }) else { return "\"" + s + "\"" }
+        return "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }

@@ -54,83 +54,21 @@ struct ProjectionWriter {
         var facts: SubscriberFacts
     }
 
-    /// Replaces the projection rows (windows, state and report facts) of the given subscribers.
+    /// Replaces the projection rows (windows, state and report facts) of the given subscribers, in one round
+    /// trip (`subledger_projection_write`, schema 0008).
     func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
-        let subscribers = folded.map(\.subscriber)
-        // One round trip for the four deletes: the report facts go in CTEs that reuse the statement's only
-        // bind ($1, the subscribers) so every delete probes its subscriber index.
+        let rows = ProjectionJSONRows(folded)
         try await connection.query(
             """
-            WITH runs AS (DELETE FROM report_runs WHERE subscriber_id = ANY($1)),
-                 transactions AS (DELETE FROM report_transactions WHERE subscriber_id = ANY($1)),
-                 trials AS (DELETE FROM report_trials WHERE subscriber_id = ANY($1))
-            DELETE FROM windows WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[])
-            """, logger: logger)
-
-        var w = WindowColumns()
-        for f in folded {
-            for (seq, window) in f.ledger.windows.enumerated() { w.append(f.subscriber, Int32(seq), window) }
-        }
-        if !w.subscriber.isEmpty {
-            try await connection.query(
-                """
-                INSERT INTO windows (subscriber_id, seq, entitlement, start_at, end_at, granted_end, kind, product_id,
-                                     transaction_id, source_event_id, source_position, environment, cut_at, cut_by, cut_cause)
-                SELECT s, q, e, st::timestamptz, NULLIF(en, '')::timestamptz, NULLIF(ge, '')::timestamptz, k,
-                       NULLIF(p, ''), NULLIF(t, ''), src::uuid, pos, env,
-                       NULLIF(ca, '')::timestamptz, NULLIF(cb, '')::uuid, NULLIF(cc, '')
-                FROM unnest(\(TextArray(w.subscriber))::text[], \(Int32Array(w.seq))::int4[], \(TextArray(w.entitlement))::text[],
-                            \(TextArray(w.start))::text[], \(TextArray(w.end))::text[], \(TextArray(w.grantedEnd))::text[],
-                            \(TextArray(w.kind))::text[], \(TextArray(w.product))::text[], \(TextArray(w.transaction))::text[],
-                            \(TextArray(w.source))::text[], \(Int64Array(w.position))::int8[], \(TextArray(w.environment))::text[],
-                            \(TextArray(w.cutAt))::text[], \(TextArray(w.cutBy))::text[], \(TextArray(w.cutCause))::text[])
-                     AS u(s, q, e, st, en, ge, k, p, t, src, pos, env, ca, cb, cc)
-                """, logger: logger)
-        }
-        try await connection.query(
-            """
-            INSERT INTO subscriber_state (subscriber_id, version, auto_renew, lapsed, unmatched_refunds)
-            SELECT s, v, ar::jsonb, l::jsonb, u::jsonb
-            FROM unnest(\(TextArray(subscribers))::text[], \(Int64Array(folded.map(\.version)))::int8[],
-                        \(TextArray(folded.map { Self.autoRenewJSON($0.ledger) }))::text[],
-                        \(TextArray(folded.map { JSONValue.array($0.ledger.lapsed.sorted().map(JSONValue.string)).canonicalString() }))::text[],
-                        \(TextArray(folded.map { JSONValue.array($0.ledger.unmatchedRefunds.map { .string($0.lowercasedString) }).canonicalString() }))::text[])
-                 AS x(s, v, ar, l, u)
-            ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
-                lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds
-            """, logger: logger)
-        try await ReportFactsWriter(logger: logger).insert(folded.map { ($0.subscriber, $0.facts) }, on: connection)
+            SELECT subledger_projection_write(
+                \(TextArray(folded.map(\.subscriber)))::text[], \(rows.windows.text)::jsonb, \(rows.states.text)::jsonb,
+                \(rows.runs.text)::jsonb, \(rows.transactions.text)::jsonb, \(rows.trials.text)::jsonb)
+            """, logger: logger
+        ).collect()  // read, so an error raised by the function is thrown here
     }
 
     static func autoRenewJSON(_ ledger: SubscriberLedger) -> String {
         JSONValue.object(ledger.autoRenew.mapValues(JSONValue.bool)).canonicalString()
-    }
-}
-
-/// Column arrays for one multi-row INSERT of windows (NULLs travel as empty strings).
-private struct WindowColumns {
-    var subscriber: [String] = [], seq: [Int32] = [], entitlement: [String] = [], start: [String] = []
-    var end: [String] = [], grantedEnd: [String] = [], kind: [String] = [], product: [String] = []
-    var transaction: [String] = [], source: [String] = [], position: [Int64] = [], environment: [String] = []
-    var cutAt: [String] = [], cutBy: [String] = [], cutCause: [String] = []
-
-    mutating func append(_ s: String, _ q: Int32, _ w: Window) {
-        subscriber.append(s)
-        seq.append(q)
-        entitlement.append(w.entitlement)
-        start.append(w.start.rfc3339)
-        end.append(w.end?.rfc3339 ?? "")
-        grantedEnd.append(w.grantedEnd?.rfc3339 ?? "")
-        kind.append(w.kind.rawValue)
-        product.append(w.productID ?? "")
-        transaction.append(w.transactionID ?? "")
-        source.append(w.sourceEventID.lowercasedString)
-        position.append(w.sourcePosition)
-        environment.append(w.environment.rawValue)
-        let cut = w.effectiveCut
-        cutAt.append(cut?.at.rfc3339 ?? "")
-        cutBy.append(cut?.eventID.lowercasedString ?? "")
-        cutCause.append(cut?.cause.rawValue ?? "")
     }
 }
