@@ -116,6 +116,7 @@ let package = Package(
                 "LedgerAppStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
     ]

@@ -85,7 +85,7 @@ public func buildRouter(
     if registry != nil { router.add(middleware: MetricsMiddleware()) }
 
     OperationsRoutes(
-        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry
+        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 

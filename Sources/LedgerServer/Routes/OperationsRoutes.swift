@@ -8,6 +8,8 @@ import Prometheus
 struct OperationsRoutes {
     let migrations: MigrationRunner
     let registry: PrometheusCollectorRegistry?
+    /// Reported in `/metrics` (size, hits, misses, whether it serves) when the server keeps one.
+    var cache: LedgerCache? = nil
 
     func register(on router: Router<LedgerRequestContext>) {
         router.get("health") { _, _ in Response.json(["status": "ok"]) }
@@ -20,11 +22,22 @@ struct OperationsRoutes {
                 status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
                 body: .init(byteBuffer: .init(bytes: Array(data))))
         }
-        router.get("metrics") { _, _ in
-            Response(
+        router.get("metrics") { [cache] _, _ in
+            if let registry, let cache { Self.report(cache, into: registry) }
+            return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: .init(bytes: registry?.emitToBuffer() ?? [])))
         }
+    }
+
+    /// The entitlement cache's figures as gauges, read when scraped.
+    static func report(_ cache: LedgerCache, into registry: PrometheusCollectorRegistry) {
+        let stats = cache.statistics
+        registry.makeGauge(name: "subledger_entitlement_cache_subscribers").set(to: Double(stats.subscribers))
+        registry.makeGauge(name: "subledger_entitlement_cache_bytes").set(to: Double(stats.bytes))
+        registry.makeGauge(name: "subledger_entitlement_cache_hits").set(to: Double(stats.hits))
+        registry.makeGauge(name: "subledger_entitlement_cache_misses").set(to: Double(stats.misses))
+        registry.makeGauge(name: "subledger_entitlement_cache_enabled").set(to: cache.isEnabled ? 1 : 0)
     }
 
     @Sendable func ready(_ request: Request, context: LedgerRequestContext) async throws -> Response {
