@@ -4,9 +4,11 @@ purchase events to the same PostgreSQL server, for a fixed time. Prints one JSON
 
   --batch 1:  one Application.save per event (a new event on a subscriber's aggregate each time)
   --batch N:  one save per subscriber batch (N events of one aggregate in one save)
+  --processes P: the clients split over P processes (threads of one Python process share its GIL, so
+                 more than one process lets the peer use every core, as the ledger's server does)
 
 Run with the bench venv (.venv-bench, `pip install eventsourcing[postgres]`); tools/bench sets it up.
-usage: bench_peer.py DATABASE_URL --clients C --batch B --seconds S
+usage: bench_peer.py DATABASE_URL --clients C --batch B --seconds S [--processes P]
 """
 import argparse, os, threading, time, urllib.parse, uuid
 
@@ -15,6 +17,8 @@ p.add_argument("url")
 p.add_argument("--clients", type=int, default=1)
 p.add_argument("--batch", type=int, default=1)
 p.add_argument("--seconds", type=float, default=5)
+p.add_argument("--processes", type=int, default=1)
+p.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
 a = p.parse_args()
 u = urllib.parse.urlparse(a.url)
 os.environ.update(
@@ -50,7 +54,25 @@ def purchase(sub, key):
     sub.purchase("2026-03-01T10:00:00Z", "bench", "production", key, dict(DATA, transaction_id=key), {"bench": True})
 
 
+def split():
+    """Runs the clients in several processes of this script and merges what they measured."""
+    import json, subprocess, sys
+    procs = max(1, min(a.processes, a.clients))
+    shares = [a.clients // procs + (1 if i < a.clients % procs else 0) for i in range(procs)]
+    children = [subprocess.Popen([sys.executable, __file__, a.url, "--clients", str(n), "--batch", str(a.batch),
+                                  "--seconds", str(a.seconds), "--raw"], stdout=subprocess.PIPE, text=True)
+                for n in shares]
+    outs = [json.loads(c.communicate()[0].strip().splitlines()[-1]) for c in children]
+    latencies = sorted(x for o in outs for x in o["latencies"])
+    events, seconds = sum(o["events"] for o in outs), max(o["seconds"] for o in outs)
+    q = lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))] * 1000, 3) if latencies else None
+    print(json.dumps({"clients": a.clients, "processes": procs, "batch": a.batch, "events": events, "seconds": seconds,
+                      "events_per_s": round(events / seconds, 1), "p50_ms": q(0.5), "p99_ms": q(0.99)}))
+
+
 def main():
+    if a.processes > 1:
+        return split()
     app = Ledger()
     counts = [0] * a.clients
     latencies = []
@@ -84,8 +106,11 @@ def main():
     latencies.sort()
     q = lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))] * 1000, 3) if latencies else None
     import json
-    print(json.dumps({"clients": a.clients, "batch": a.batch, "events": sum(counts), "seconds": round(elapsed, 3),
-                      "events_per_s": round(sum(counts) / elapsed, 1), "p50_ms": q(0.5), "p99_ms": q(0.99)}))
+    out = {"clients": a.clients, "batch": a.batch, "events": sum(counts), "seconds": round(elapsed, 3),
+           "events_per_s": round(sum(counts) / elapsed, 1), "p50_ms": q(0.5), "p99_ms": q(0.99)}
+    if a.raw:
+        out["latencies"] = latencies
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

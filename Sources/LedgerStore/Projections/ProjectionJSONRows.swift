@@ -104,22 +104,19 @@ struct JSONRows {
 
     mutating func row(_ body: (inout Row) -> Void) {
         if rows > 0 { out.append(UInt8(ascii: ",")) }
+        out.append(UInt8(ascii: "{"))
         rows += 1
-        var row = Row(out: out)
-        out = []
+        // The buffer moves into the row and back (swaps, never copies: appending stays amortized O(1)).
+        var row = Row()
+        swap(&row.out, &out)
         body(&row)
         row.out.append(UInt8(ascii: "}"))
-        out = row.out
+        swap(&row.out, &out)
     }
 
     struct Row {
-        fileprivate var out: [UInt8]
+        fileprivate var out: [UInt8] = []
         private var members = 0
-
-        fileprivate init(out: [UInt8]) {
-            self.out = out
-            self.out.append(UInt8(ascii: "{"))
-        }
 
         private mutating func key(_ name: StaticString) {
             if members > 0 { out.append(UInt8(ascii: ",")) }

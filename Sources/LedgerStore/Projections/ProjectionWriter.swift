@@ -59,13 +59,14 @@ struct ProjectionWriter {
     func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
         let rows = ProjectionJSONRows(folded)
-        try await connection.query(
+        // Read, so an error the function raises after its row description is thrown here.
+        _ = try await connection.query(
             """
             SELECT subledger_projection_write(
                 \(TextArray(folded.map(\.subscriber)))::text[], \(rows.windows.text)::jsonb, \(rows.states.text)::jsonb,
                 \(rows.runs.text)::jsonb, \(rows.transactions.text)::jsonb, \(rows.trials.text)::jsonb)
             """, logger: logger
-        ).collect()  // read, so an error raised by the function is thrown here
+        ).collect()
     }
 
     static func autoRenewJSON(_ ledger: SubscriberLedger) -> String {

@@ -1,0 +1,25 @@
+import LedgerCore
+@testable import LedgerStore
+import Testing
+
+@Suite("JSON rows for subledger_projection_write")
+struct JSONRowsTests {
+    @Test("rows are objects in one array: NULLs, escapes and nested JSON survive a parse")
+    func rows() throws {
+        var rows = JSONRows()
+        #expect(rows.text == "[]")
+        for i in 0..<3 {
+            rows.row { r in
+                r.string("name", i == 1 ? nil : "a\"b\\c\n\(i)")
+                r.integer("n", i == 2 ? nil : Int64(i))
+                r.json("list", .array([.string("pro"), .number(JSONNumber(Int64(i)))]))
+            }
+        }
+        let parsed = try JSONParser.parse(rows.text).arrayValue ?? []
+        #expect(parsed.count == 3)
+        #expect(parsed[0].objectValue?["name"] == .string("a\"b\\c\n0"))
+        #expect(parsed[1].objectValue?["name"] == .null)
+        #expect(parsed[2].objectValue?["n"] == .null)
+        #expect(parsed[2].objectValue?["list"] == .array([.string("pro"), .number(JSONNumber(Int64(2)))]))
+    }
+}
