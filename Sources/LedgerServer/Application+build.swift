@@ -29,7 +29,7 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
-        keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 128 << 20
+        keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20
     ) {
         self.keyCacheTTL = keyCacheTTL
         self.entitlementCacheBytes = entitlementCacheBytes

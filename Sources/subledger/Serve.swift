@@ -51,7 +51,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("entitlement-cache-mib"),
         help: "MiB of subscribers' ledgers kept in memory for entitlement and window reads, invalidated by appends and LISTEN/NOTIFY (docs/entitlement-cache.md); 0 reads PostgreSQL every time.")
-    var entitlementCacheMiB = 128
+    var entitlementCacheMiB = 256
 
     func run() async throws {
         let logger = database.makeLogger("subledger")

@@ -98,14 +98,19 @@ struct ProjectionChangesTests {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { await superuser.run() }
                     let database = try await client.query("SELECT current_database()").collect()[0].decode(String.self)
-                    try await superuser.query(
-                        """
-                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                        WHERE datname = \(database) AND pid <> pg_backend_pid()
-                        """)
+                    // Only the listener's backend (its last statement is its LISTEN or its heartbeat), so the
+                    // test's own pooled connections live on; repeated until the listener notices.
+                    try await Self.eventually("the cache is disabled") {
+                        _ = try await superuser.query(
+                            """
+                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                            WHERE datname = \(database) AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')
+                            """).collect()
+                        try await Task.sleep(for: .milliseconds(100))
+                        return !cache.isEnabled
+                    }
                     group.cancelAll()
                 }
-                try await Self.eventually("the cache is disabled") { !cache.isEnabled }
                 #expect(cache.statistics.subscribers == 0)
                 // Meanwhile the ledger changes; once listening again the cache serves the new state.
                 _ = try await store.append([SampleEvents.autoRenewOff(subscriber: "s1", key: "k2")])

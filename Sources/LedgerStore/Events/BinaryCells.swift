@@ -11,8 +11,11 @@ import PostgresNIO
 struct BinaryCells {
     private var cells: PostgresRow.Iterator
 
+    /// Nil when the row's first cell is in text format; a later text cell is an error when read (PostgresNIO
+    /// asks for binary results, so neither happens; checking every cell up front cost a pass over the row).
     init?(_ row: PostgresRow) {
-        guard row.allSatisfy({ $0.format == .binary }) else { return nil }
+        var probe = row.makeIterator()
+        guard probe.next()?.format ?? .binary == .binary else { return nil }
         cells = row.makeIterator()
     }
 
@@ -24,6 +27,7 @@ struct BinaryCells {
     /// The next cell's bytes, nil for NULL.
     private mutating func optionalBytes() throws -> ByteBuffer? {
         guard let cell = cells.next() else { throw Unexpected(column: "past the last") }
+        guard cell.format == .binary else { throw Unexpected(column: "\(cell.columnName) in text format") }
         return cell.bytes
     }
 
