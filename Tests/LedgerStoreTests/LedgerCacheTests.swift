@@ -69,7 +69,7 @@ struct LedgerCacheTests {
 
     @Test("the estimated bytes stay within the budget; recently read subscribers are evicted last")
     func bounded() {
-        let budget = 256 * 1024
+        let budget = 1024 * 1024
         let cache = LedgerCache(byteBudget: budget)
         cache.enable()
         let one = LedgerCache.cost(of: Self.ledger(windows: 6), key: "subscriber-00000")

@@ -58,6 +58,13 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         config.options.additionalStartupParameters.append(("application_name", "subledger"))
         config.options.maximumConnections = maximumConnections
         config.options.connectTimeout = .seconds(3)
+        // Every release of a pooled connection schedules PostgresNIO's idle (60 s) and keep-alive (30 s)
+        // timers; a cancelled sleep keeps its memory until its deadline, so at thousands of queries per
+        // second those timers held hundreds of MiB (docs/event-store.md, "Connections"). A short idle
+        // timeout bounds that to a few seconds of queries; a connection that died while idle fails its next
+        // query and is replaced, so the keep-alive ping is not needed.
+        config.options.connectionIdleTimeout = .seconds(5)
+        config.options.keepAliveBehavior = nil
         return config
     }
 

@@ -170,23 +170,29 @@ public final class LedgerCache: Sendable {
         return Int(hash % UInt64(shardCount))
     }
 
-    /// An estimate of the heap a cached ledger holds: the slot, the key, the windows and their strings.
+    /// An estimate of the heap a cached ledger holds: the slot, the key, the windows and their strings, each
+    /// allocation with malloc's 16-byte header (checked against the server's RSS: within a few percent for
+    /// the bench's 106,000 subscribers).
     static func cost(of ledger: SubscriberLedger, key: String) -> Int {
-        var bytes = 160 + heap(key) + MemoryLayout<Slot>.stride
-        bytes += 32 + ledger.windows.count * MemoryLayout<Window>.stride
+        // The slot and its index entry, with the spare capacity their array and dictionary keep on average.
+        var bytes = 160 + heap(key) + 2 * MemoryLayout<Slot>.stride
+        bytes += allocation(32 + ledger.windows.count * MemoryLayout<Window>.stride)
         for window in ledger.windows {
             bytes += heap(window.entitlement) + heap(window.productID) + heap(window.transactionID)
-            if !window.cuts.isEmpty { bytes += 32 + window.cuts.count * MemoryLayout<Window.Cut>.stride }
+            if !window.cuts.isEmpty { bytes += allocation(32 + window.cuts.count * MemoryLayout<Window.Cut>.stride) }
         }
-        bytes += ledger.autoRenew.isEmpty ? 0 : 64 + ledger.autoRenew.count * 48
-        bytes += ledger.lapsed.isEmpty ? 0 : 64 + ledger.lapsed.count * 32
-        bytes += ledger.unmatchedRefunds.isEmpty ? 0 : 32 + ledger.unmatchedRefunds.count * 16
+        bytes += ledger.autoRenew.isEmpty ? 0 : allocation(64 + ledger.autoRenew.count * 48)
+        bytes += ledger.lapsed.isEmpty ? 0 : allocation(64 + ledger.lapsed.count * 32)
+        bytes += ledger.unmatchedRefunds.isEmpty ? 0 : allocation(32 + ledger.unmatchedRefunds.count * 16)
         return bytes
     }
 
     /// Heap bytes of a string: none when Swift stores it inline (up to 15 UTF-8 bytes).
     private static func heap(_ string: String?) -> Int {
         guard let count = string?.utf8.count, count > 15 else { return 0 }
-        return 32 + (count + 15) / 16 * 16
+        return allocation(32 + count)
     }
+
+    /// One malloc'd block: the size rounded up to 16 bytes, plus its header.
+    private static func allocation(_ size: Int) -> Int { (size + 15) / 16 * 16 + 16 }
 }

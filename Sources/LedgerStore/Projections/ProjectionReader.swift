@@ -75,7 +75,9 @@ public struct ProjectionReader: Sendable {
                         kind: Window.Kind(rawValue: kind) ?? .paid, productID: product, transactionID: txn, sourceEventID: source,
                         sourcePosition: position, environment: LedgerEnvironment(rawValue: env) ?? .production, cuts: cuts))
             }
-            var ledger = SubscriberLedger(windows: windows, autoRenew: [:], lapsed: [], unmatchedRefunds: [])
+            // An exact-size copy: appending left up to twice the capacity, which a cached ledger would keep.
+            let exact = windows.withUnsafeBufferPointer { Array($0) }
+            var ledger = SubscriberLedger(windows: exact, autoRenew: [:], lapsed: [], unmatchedRefunds: [])
             if let (autoRenew, lapsed, unmatched) = state {
                 if case .object(let o) = try JSONParser.parse(autoRenew) { ledger.autoRenew = o.compactMapValues(\.boolValue) }
                 ledger.lapsed = Set(try JSONParser.parse(lapsed).arrayValue?.compactMap(\.stringValue) ?? [])
