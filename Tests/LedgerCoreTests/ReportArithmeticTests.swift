@@ -1,5 +1,5 @@
 import Foundation
-import LedgerCore
+@testable import LedgerCore
 import Testing
 
 @Suite struct ReportArithmeticTests {
@@ -13,6 +13,18 @@ import Testing
         #expect(Money.commission(5, rate: "0.5") == 3)  // 2.5 rounds up
         #expect(Money.commission(1000, rate: "0.15") == 150)
         #expect(Money.commission(999, rate: "1") == 999)
+    }
+
+    @Test("decimal text: the byte-by-byte reading and the general one agree")
+    func decimals() {
+        #expect(Money.decimal("0.30")! == (30, 100))
+        #expect(Money.decimal("5.")! == (5, 1))
+        #expect(Money.decimal("12")! == (12, 1))
+        #expect(Money.decimal("+0.30")! == (30, 100))
+        #expect(Money.decimal("0.1234567890123456789012")! == (1234567890123456789012, 10_000_000_000_000_000_000_000))
+        for bad in ["", ".5", "1.2.3", "-1", "0,3", "0.3x", " 0.3", "1e3"] {
+            #expect(Money.decimal(bad) == nil, "accepted \(bad)")
+        }
     }
 
     @Test func monthlyAmountsFollowTheSpecFormulas() throws {

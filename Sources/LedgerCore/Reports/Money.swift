@@ -16,6 +16,7 @@ public enum Money {
 
     /// A non-negative decimal text as `units / scale` (`"0.30"` → 30/100); nil if it is not one.
     static func decimal(_ text: String) -> (Int128, Int128)? {
+        if let plain = plainDecimal(text) { return plain }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count <= 2, let whole = Int128(parts[0]), whole >= 0 else { return nil }
         let fraction = parts.count == 2 ? parts[1] : ""
@@ -23,6 +24,35 @@ public enum Money {
         var scale: Int128 = 1
         for _ in fraction { scale *= 10 }
         return (whole * scale + (Int128(fraction) ?? 0), scale)
+    }
+
+    /// `digits[.digits]` with at most 18 digits on each side, read byte by byte (a commission rate per
+    /// transaction in every fold); anything else goes to the general reading above.
+    private static func plainDecimal(_ text: String) -> (Int128, Int128)? {
+        var whole: Int64 = 0, fraction: Int64 = 0, scale: Int64 = 1
+        var wholeDigits = 0, fractionDigits = 0, dot = false
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard !dot else { return nil }
+                dot = true
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                let digit = Int64(byte - UInt8(ascii: "0"))
+                if dot {
+                    fractionDigits += 1
+                    guard fractionDigits <= 18 else { return nil }
+                    fraction = fraction * 10 + digit
+                    scale *= 10
+                } else {
+                    wholeDigits += 1
+                    guard wholeDigits <= 18 else { return nil }
+                    whole = whole * 10 + digit
+                }
+            } else {
+                return nil
+            }
+        }
+        guard wholeDigits > 0 else { return nil }
+        return (Int128(whole) * Int128(scale) + Int128(fraction), Int128(scale))
     }
 
     static func gcd(_ a: Int128, _ b: Int128) -> Int128 {

@@ -7,6 +7,10 @@ public struct ISODuration: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `PnYnMnWnDTnHnMnS` (integers only, at least one part, not all zero).
     public init?(_ text: String) {
+        if let simple = Self.single(text) {
+            self = simple
+            return
+        }
         var rest = Substring(text)
         guard rest.first == "P" else { return nil }
         rest = rest.dropFirst()
@@ -45,6 +49,42 @@ public struct ISODuration: Sendable, Hashable, CustomStringConvertible {
             }
         }
         guard sawPart, !(inTime && lastTimeUnit == 0), months + days + seconds > 0 else { return nil }
+        self.months = months
+        self.days = days
+        self.seconds = seconds
+        self.text = text
+    }
+
+    /// The common one-part date forms (`P1M`, `P1Y`, `P3M`, `P1W`, `P7D`) read byte by byte; anything else
+    /// goes to the general parser (the fold and the report facts parse a period per transaction).
+    private static func single(_ text: String) -> ISODuration? {
+        var n = 0, digits = 0
+        var unit: UInt8 = 0
+        for (i, byte) in text.utf8.enumerated() {
+            if i == 0 {
+                guard byte == UInt8(ascii: "P") else { return nil }
+            } else if unit != 0 {
+                return nil
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                digits += 1
+                guard digits <= 6 else { return nil }
+                n = n * 10 + Int(byte - UInt8(ascii: "0"))
+            } else {
+                guard digits > 0 else { return nil }
+                unit = byte
+            }
+        }
+        guard n > 0 else { return nil }
+        switch unit {
+        case UInt8(ascii: "Y"): return ISODuration(months: 12 * n, days: 0, seconds: 0, text: text)
+        case UInt8(ascii: "M"): return ISODuration(months: n, days: 0, seconds: 0, text: text)
+        case UInt8(ascii: "W"): return ISODuration(months: 0, days: 7 * n, seconds: 0, text: text)
+        case UInt8(ascii: "D"): return ISODuration(months: 0, days: n, seconds: 0, text: text)
+        default: return nil
+        }
+    }
+
+    private init(months: Int, days: Int, seconds: Int, text: String) {
         self.months = months
         self.days = days
         self.seconds = seconds

@@ -50,6 +50,8 @@ public struct Rebuilder: Sendable {
                 try await Self.load(from: reader, into: writer, chunkSize: chunkSize, logger: logger, progress: progress)
             }
             phase("load")
+            // Each index is built by one sort; with the default 64 MB a million-row sort spills to disk.
+            try await writer.query("SET LOCAL maintenance_work_mem = '256MB'", logger: logger)
             try await writer.query("SELECT subledger_rebuild_index()", logger: logger)
             phase("index")
             try await writer.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
