@@ -19,6 +19,7 @@ p.add_argument("--batch", type=int, default=1)
 p.add_argument("--seconds", type=float, default=5)
 p.add_argument("--processes", type=int, default=1)
 p.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
+p.add_argument("--start-at", type=float, default=0, help=argparse.SUPPRESS)
 a = p.parse_args()
 u = urllib.parse.urlparse(a.url)
 os.environ.update(
@@ -59,8 +60,11 @@ def split():
     import json, subprocess, sys
     procs = max(1, min(a.processes, a.clients))
     shares = [a.clients // procs + (1 if i < a.clients % procs else 0) for i in range(procs)]
+    # Every process starts appending at the same moment, once all of them have started up.
+    start_at = time.time() + 2 + procs
     children = [subprocess.Popen([sys.executable, __file__, a.url, "--clients", str(n), "--batch", str(a.batch),
-                                  "--seconds", str(a.seconds), "--raw"], stdout=subprocess.PIPE, text=True)
+                                  "--seconds", str(a.seconds), "--raw", "--start-at", str(start_at)],
+                                 stdout=subprocess.PIPE, text=True)
                 for n in shares]
     outs = [json.loads(c.communicate()[0].strip().splitlines()[-1]) for c in children]
     latencies = sorted(x for o in outs for x in o["latencies"])
@@ -73,7 +77,14 @@ def split():
 def main():
     if a.processes > 1:
         return split()
-    app = Ledger()
+    # The library creates or replaces its tables and functions when an application starts; two processes
+    # doing it at once fail with "tuple concurrently updated", so they start one after the other.
+    import fcntl, tempfile
+    with open(os.path.join(tempfile.gettempdir(), "subledger-bench-peer.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        app = Ledger()
+    if a.start_at:
+        time.sleep(max(0.0, a.start_at - time.time()))
     counts = [0] * a.clients
     latencies = []
     lock = threading.Lock()
