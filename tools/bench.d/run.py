@@ -51,7 +51,17 @@ def psql(url, *args, capture=False):
 
 
 def fresh_db(name):
-    psql(BASE, "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", "-c", f"CREATE DATABASE {name}")
+    # An autovacuum worker still analyzing the last import cannot be terminated by a non-superuser, and
+    # FORCE then fails: wait for it and try again.
+    for attempt in range(30):
+        try:
+            psql(BASE, "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            break
+        except subprocess.CalledProcessError:
+            if attempt == 29:
+                raise
+            time.sleep(2)
+    psql(BASE, "-c", f"CREATE DATABASE {name}")
     url = db_url(name)
     subprocess.run([BIN, "migrate", "--database-url", url], check=True, capture_output=True)
     return url
