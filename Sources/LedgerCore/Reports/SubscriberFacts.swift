@@ -112,6 +112,14 @@ public struct SubscriberFacts: Sendable, Hashable {
     public var transactions: [RevenueTransaction]
     public var trials: [TrialFact]
 
+    /// For each run, in `runs` order: the start of the subscriber's first run of the same entitlement key
+    /// (what tells a new subscriber from a reactivation in churn).
+    public var runFirstStarts: [Timestamp] {
+        var first: [String: Timestamp] = [:]
+        for run in runs where first[run.entitlement] == nil { first[run.entitlement] = run.start }
+        return runs.map { first[$0.entitlement]! }
+    }
+
     /// A paid window starting this long after a trial's end still converts it.
     public static let conversionGrace: Int64 = 24 * 3600 * 1_000_000
     /// An `expiration` this long after a paid run's end still explains the lapse.

@@ -184,6 +184,15 @@ struct AppendWriter {
         init(source: String, key: String) { (self.source, self.key) = (source, key) }
     }
 
+    /// The last position (0 for an empty log) and this append's recorded time in microseconds: the clock,
+    /// but never before the last event's (positions and recorded times both only grow). Selected from
+    /// `lastEvent`, the one-row end of the tail queries' UNIONs.
+    static let lastPositionAndClock =
+        "coalesce(last.position, 0), (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8"
+    static let lastEvent = """
+        (SELECT 1) one LEFT JOIN LATERAL (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true
+        """
+
     /// The heads of the given streams, the last position and the recorded time for this append, in one query.
     private func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
         -> ([String: StreamHead], Int64, Timestamp)
@@ -197,10 +206,7 @@ struct AppendWriter {
             FROM (SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
                   WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version DESC) h
             UNION ALL
-            SELECT NULL, NULL, NULL, coalesce(last.position, 0),
-                   (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8
-            FROM (SELECT 1) one LEFT JOIN LATERAL
-                 (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true
+            SELECT NULL, NULL, NULL, \(unescaped: Self.lastPositionAndClock) FROM \(unescaped: Self.lastEvent)
             """, logger: logger)
         for try await (subscriber, version, hash, position, recorded) in rows.decode(
             (String?, Int64?, ByteBuffer?, Int64?, Int64?).self)
@@ -228,11 +234,9 @@ struct AppendWriter {
             (SELECT NULL::int8, NULL::int8, \(unescaped: EventRow.columns) FROM events
              WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version)
             UNION ALL
-            (SELECT coalesce(last.position, 0),
-                    (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8,
+            (SELECT \(unescaped: Self.lastPositionAndClock),
                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-             FROM (SELECT 1) one LEFT JOIN LATERAL
-                  (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true)
+             FROM \(unescaped: Self.lastEvent))
             """, logger: logger)
         for try await row in rows {
             guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }

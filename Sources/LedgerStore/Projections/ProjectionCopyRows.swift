@@ -5,9 +5,9 @@ import PostgresNIO
 
 /// Folded subscribers as `COPY … FROM STDIN` text rows, one buffer per projection table, for a full rebuild.
 ///
-/// The same rows `ProjectionWriter.write` inserts (windows, state, report facts), in COPY's text format:
-/// tab-separated, `\N` for NULL, backslash escapes (`EventStore.copyEscaped`). COPY skips the planner and the
-/// array binds of a multi-row INSERT, which is what a rebuild of every subscriber pays for.
+/// The same rows `ProjectionWriter.write` sends as JSON (windows, state, report facts), in COPY's text
+/// format: tab-separated, `\N` for NULL, backslash escapes (`EventStore.copyEscaped`). COPY into the
+/// rebuild's index-less shadow tables is what a rebuild of every subscriber pays for.
 struct ProjectionCopyRows {
     private(set) var subscribers = 0
     private var windows = ByteBuffer()
@@ -41,17 +41,16 @@ struct ProjectionCopyRows {
         }
         state.field(s)
         state.field(f.version)
-        state.field(text: ProjectionWriter.autoRenewJSON(f.ledger))
-        state.field(text: JSONValue.array(f.ledger.lapsed.sorted().map(JSONValue.string)).canonicalString())
-        state.field(text: JSONValue.array(f.ledger.unmatchedRefunds.map { .string($0.lowercasedString) }).canonicalString(), last: true)
-        var firstStart: [String: Timestamp] = [:]
-        for run in f.facts.runs where firstStart[run.entitlement] == nil { firstStart[run.entitlement] = run.start }
-        for run in f.facts.runs {
+        let json = ProjectionWriter.stateJSON(f.ledger)
+        state.field(text: json.autoRenew.canonicalString())
+        state.field(text: json.lapsed.canonicalString())
+        state.field(text: json.unmatchedRefunds.canonicalString(), last: true)
+        for (run, firstStart) in zip(f.facts.runs, f.facts.runFirstStarts) {
             runs.field(text: run.entitlement)
             runs.field(s)
             runs.field(run.start.microseconds)
             runs.field(run.end?.microseconds)
-            runs.field(firstStart[run.entitlement]!.microseconds)
+            runs.field(firstStart.microseconds)
             runs.field(run.lapse?.rawValue, last: true)
         }
         for t in f.facts.transactions {

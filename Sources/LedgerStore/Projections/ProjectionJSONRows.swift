@@ -17,9 +17,10 @@ struct ProjectionJSONRows {
             states.row { r in
                 r.string("subscriber_id", f.subscriber)
                 r.integer("version", f.version)
-                r.json("auto_renew", .object(f.ledger.autoRenew.mapValues(JSONValue.bool)))
-                r.json("lapsed", .array(f.ledger.lapsed.sorted().map(JSONValue.string)))
-                r.json("unmatched_refunds", .array(f.ledger.unmatchedRefunds.map { .string($0.lowercasedString) }))
+                let json = ProjectionWriter.stateJSON(f.ledger)
+                r.json("auto_renew", json.autoRenew)
+                r.json("lapsed", json.lapsed)
+                r.json("unmatched_refunds", json.unmatchedRefunds)
             }
             appendFacts(f.subscriber, f.facts)
         }
@@ -47,15 +48,13 @@ struct ProjectionJSONRows {
     }
 
     private mutating func appendFacts(_ subscriber: String, _ facts: SubscriberFacts) {
-        var firstStart: [String: Int64] = [:]
-        for run in facts.runs where firstStart[run.entitlement] == nil { firstStart[run.entitlement] = run.start.microseconds }
-        for run in facts.runs {
+        for (run, firstStart) in zip(facts.runs, facts.runFirstStarts) {
             runs.row { r in
                 r.string("entitlement", run.entitlement)
                 r.string("subscriber_id", subscriber)
                 r.integer("start_us", run.start.microseconds)
                 r.integer("end_us", run.end?.microseconds)
-                r.integer("first_start_us", firstStart[run.entitlement]!)
+                r.integer("first_start_us", firstStart.microseconds)
                 r.string("lapse", run.lapse?.rawValue)
             }
         }

@@ -69,7 +69,9 @@ struct ProjectionWriter {
         ).collect()
     }
 
-    static func autoRenewJSON(_ ledger: SubscriberLedger) -> String {
-        JSONValue.object(ledger.autoRenew.mapValues(JSONValue.bool)).canonicalString()
+    /// The `subscriber_state` row's JSON columns, as both the append path and the rebuild's COPY write them.
+    static func stateJSON(_ ledger: SubscriberLedger) -> (autoRenew: JSONValue, lapsed: JSONValue, unmatchedRefunds: JSONValue) {
+        (.object(ledger.autoRenew.mapValues(JSONValue.bool)), .array(ledger.lapsed.sorted().map(JSONValue.string)),
+         .array(ledger.unmatchedRefunds.map { .string($0.lowercasedString) }))
     }
 }
