@@ -81,8 +81,10 @@ public func buildRouter(
 ) throws -> Router<LedgerRequestContext> {
     let database = Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)
     let router = Router(context: LedgerRequestContext.self)
-    router.add(middleware: ErrorMiddleware())
+    // Metrics outside the error mapping, so that every response is counted under the status it was sent
+    // with (a 403 thrown as an APIError is a 403, not the 500 Hummingbird assumes for unknown errors).
     if registry != nil { router.add(middleware: MetricsMiddleware()) }
+    router.add(middleware: ErrorMiddleware())
 
     OperationsRoutes(
         migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache

@@ -28,14 +28,14 @@ import Testing
     }
 
     @Test func monthlyAmountsFollowTheSpecFormulas() throws {
-        #expect(MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 999, period: "P1M"))]) == 999)
-        #expect(MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 299, period: "P1W"))]) == 1296)  // 299×52/12 = 1295.67
-        #expect(MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 2999, period: "P3M"))]) == 1000)  // 999.67
-        #expect(MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 700, period: "P7D"))]) == 3044)  // 700×30.4375/7 = 3043.75
-        #expect(MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 9999, period: "P1Y"))]) == 833)  // 833.25
+        #expect(try MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 999, period: "P1M"))]) == 999)
+        #expect(try MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 299, period: "P1W"))]) == 1296)  // 299×52/12 = 1295.67
+        #expect(try MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 2999, period: "P3M"))]) == 1000)  // 999.67
+        #expect(try MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 700, period: "P7D"))]) == 3044)  // 700×30.4375/7 = 3043.75
+        #expect(try MonthlyAmount.roundedSum([try #require(MonthlyAmount(price: 9999, period: "P1Y"))]) == 833)  // 833.25
         // Summed exactly, rounded once: two yearly plans are 1666.5 → 1667, not 833 + 833.
         let yearly = try #require(MonthlyAmount(price: 9999, period: "P1Y"))
-        #expect(MonthlyAmount.roundedSum([yearly, yearly]) == 1667)
+        #expect(try MonthlyAmount.roundedSum([yearly, yearly]) == 1667)
         #expect(MonthlyAmount(price: 999, period: "nonsense") == nil)
     }
 

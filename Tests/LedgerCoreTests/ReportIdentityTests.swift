@@ -37,7 +37,7 @@ import Testing
     func revenueIdentitiesHoldForEveryPeriodAndCurrency(grid: Int) {
         var acc = RevenueAccumulator(boundaries: Self.grids[grid])
         for facts in Self.population { for t in facts.transactions { acc.add(t) } }
-        var previous: [String: Int64] = [:]
+        var previous: [String: Int128] = [:]
         for row in acc.periods {
             let f = row.figures
             #expect(row.deferredEnd == row.deferredStart + f.billings - f.recognized - f.refundedUnrecognized)

@@ -64,7 +64,7 @@ struct ReportStoreTests {
             }
             let mrr = try await reports.mrr(at: at, entitlement: nil)
             for line in mrr {
-                #expect(line.mrrMinor == MonthlyAmount.roundedSum(covering.filter { $0.currency == line.currency }.compactMap(\.monthly)))
+                #expect(try line.mrrMinor == MonthlyAmount.roundedSum(covering.filter { $0.currency == line.currency }.compactMap(\.monthly)))
             }
             #expect(Set(mrr.map(\.currency)) == Set(covering.map(\.currency)))
 

@@ -49,9 +49,7 @@ public struct Product: Sendable, Hashable {
 
     /// Reads the body of `PUT /v1/catalog/products/{product_id}`.
     public static func decode(productID: String, _ value: JSONValue) throws(EventValidationError) -> Product {
-        guard !productID.isEmpty, productID.utf8.count <= 200,
-            productID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && $0 != "/" })
-        else { throw EventValidationError(field: "product_id", reason: "must be 1–200 visible characters without '/'") }
+        if let problem = Identifiers.problem(productID) { throw EventValidationError(field: "product_id", reason: problem) }
         guard case .object(let members) = value else {
             throw EventValidationError(field: "$", reason: "must be a product object, not \(value.typeName)")
         }
@@ -83,7 +81,7 @@ public struct Product: Sendable, Hashable {
                 throw r.fail(period != nil ? "period" : "duration", "does not apply to a \(kind.rawValue) product")
             }
         }
-        guard let price = try r.integer("price_minor") else { throw r.fail("price_minor", "is required") }
+        guard let price = try r.integer("price_minor", maximum: Limits.maxMoneyMinor) else { throw r.fail("price_minor", "is required") }
         guard let currency = try r.string("currency") else { throw r.fail("currency", "is required") }
         guard Identifiers.isValidCurrency(currency) else { throw r.fail("currency", "must be an ISO 4217 code such as \"USD\"") }
         let rate: JSONNumber

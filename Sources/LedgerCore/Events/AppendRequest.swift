@@ -98,12 +98,10 @@ public enum EventDecoder {
         guard let environment = try r.oneOf("environment", LedgerEnvironment.self) else {
             throw r.fail("environment", "is required (\"production\" or \"sandbox\")")
         }
-        let key = try r.requiredString("idempotency_key")
-        guard Identifiers.isValidIdempotencyKey(key) else {
-            throw r.fail("idempotency_key", "must be 1–255 bytes without control characters")
-        }
+        let key = try r.requiredIdentifier("idempotency_key", maxBytes: Identifiers.maxIdempotencyKeyLength)
         guard let data = try r.object("data") else { throw r.fail("data", "is required (an object)") }
         let metadata = try r.object("metadata") ?? [:]
+        try Limits.checkMetadata(metadata, field: r.field("metadata"))
         let expected = try r.integer("expected_version", minimum: 0)
         for name in ["event_id", "version", "position", "recorded_at", "hash", "prev_hash"] where r.has(name) {
             throw r.fail(name, "is assigned by the ledger and cannot be sent")

@@ -23,17 +23,17 @@ public enum EventDataValidator {
         case .purchase, .renewal:
             try transaction(&r, type: type)
         case .refund:
-            _ = try r.requiredString("transaction_id")
-            guard try r.integer("amount_minor") != nil else { throw r.fail("amount_minor", "is required") }
+            _ = try r.requiredIdentifier("transaction_id")
+            guard try r.integer("amount_minor", maximum: Limits.maxMoneyMinor) != nil else { throw r.fail("amount_minor", "is required") }
             try currency(&r)
             _ = try r.string("reason")
         case .refundReversal:
-            _ = try r.requiredString("transaction_id")
+            _ = try r.requiredIdentifier("transaction_id")
         case .cancellation:
             _ = try r.stringArray("entitlements")
             guard try r.oneOf("reason", CancellationReason.self) != nil else { throw r.fail("reason", "is required") }
         case .credit:
-            _ = try r.requiredString("entitlement")
+            _ = try r.requiredIdentifier("entitlement")
             let duration = try isoDuration(&r, "duration")
             let start = try r.timestamp("window_start")
             let end = try r.timestamp("window_end")
@@ -51,16 +51,16 @@ public enum EventDataValidator {
             guard isUUID(id) else { throw r.fail("credit_event_id", "must be an event_id (UUID)") }
         case .autoRenewChanged:
             guard try r.bool("enabled") != nil else { throw r.fail("enabled", "is required") }
-            _ = try r.requiredString("product_id")
+            _ = try r.requiredIdentifier("product_id")
             try entitlements(&r)
         case .billingIssue:
-            _ = try r.requiredString("product_id")
+            _ = try r.requiredIdentifier("product_id")
             try entitlements(&r)
             if let grace = try r.timestamp("grace_until"), grace <= occurredAt {
                 throw r.fail("grace_until", "must be after occurred_at")
             }
         case .expiration:
-            _ = try r.requiredString("product_id")
+            _ = try r.requiredIdentifier("product_id")
             try entitlements(&r)
             guard try r.oneOf("reason", ExpirationReason.self) != nil else { throw r.fail("reason", "is required") }
         }
@@ -68,10 +68,10 @@ public enum EventDataValidator {
     }
 
     private static func transaction(_ r: inout FieldReader, type: EventType) throws(EventValidationError) {
-        _ = try r.requiredString("product_id")
+        _ = try r.requiredIdentifier("product_id")
         try entitlements(&r)
-        _ = try r.requiredString("transaction_id")
-        _ = try r.string("original_transaction_id")
+        _ = try r.requiredIdentifier("transaction_id")
+        _ = try r.identifier("original_transaction_id")
         let kind = try r.oneOf("kind", Kind.self)
         guard let kind else { throw r.fail("kind", "is required") }
         if type == .renewal, kind != .autoRenewable {
@@ -101,7 +101,7 @@ public enum EventDataValidator {
         case .free, .lifetime:
             break
         }
-        let price = try r.integer("price_minor")
+        let price = try r.integer("price_minor", maximum: Limits.maxMoneyMinor)
         let hasCurrency = r.value("currency") != nil  // consumes it: `"currency": null` is absent, not unknown
         if hasCurrency { try currency(&r) }
         if kind != .free {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The ledger's event types (ledger-semantics section 2).
 public enum EventType: String, Sendable, Hashable, CaseIterable {
     case purchase
@@ -21,8 +23,34 @@ public enum LedgerEnvironment: String, Sendable, Hashable, CaseIterable {
 /// The identifier alphabets and limits of the contract.
 public enum Identifiers {
     public static let maxSubscriberIDLength = 200
+    /// Every other identifier (idempotency keys, product, transaction and entitlement ids): see `problem(_:)`.
+    public static let maxIdentifierBytes = 200
+    /// Idempotency keys keep the longer limit they always had.
     public static let maxIdempotencyKeyLength = 255
     public static let maxSourceLength = 64
+
+    /// The one rule for identifiers other than subscriber ids and sources: 1–200 bytes of UTF-8, no control
+    /// characters, and in Unicode NFC, so that two spellings of the same text ("café" composed or decomposed)
+    /// can never name two products or two idempotency keys. Nil when `s` follows it, else why not.
+    public static func problem(_ s: String, maxBytes: Int = maxIdentifierBytes) -> String? {
+        let u = s.utf8
+        if u.isEmpty { return "must not be empty" }
+        if u.count > maxBytes { return "must be at most \(maxBytes) bytes of UTF-8, not \(u.count)" }
+        var ascii = true
+        for b in u {
+            if b < 0x20 || b == 0x7F { return "must not contain control characters" }
+            if b >= 0x80 { ascii = false }
+        }
+        guard !ascii else { return nil }
+        if s.unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) }) {
+            return "must not contain control characters"
+        }
+        // ASCII is always NFC; anything else is compared with its own normalisation.
+        if !s.precomposedStringWithCanonicalMapping.utf8.elementsEqual(u) {
+            return "must be in Unicode normalization form C (NFC): compose accents with their letters"
+        }
+        return nil
+    }
 
     /// `[A-Za-z0-9._:@-]{1,200}`
     public static func isValidSubscriberID(_ s: String) -> Bool {
@@ -38,11 +66,8 @@ public enum Identifiers {
             && u.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || "_.-".utf8.contains($0) }
     }
 
-    /// 1–255 bytes, no control characters.
-    public static func isValidIdempotencyKey(_ s: String) -> Bool {
-        let u = s.utf8
-        return !u.isEmpty && u.count <= maxIdempotencyKeyLength && s.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
-    }
+    /// An identifier (`problem(_:)` finds nothing wrong with it).
+    public static func isValidIdempotencyKey(_ s: String) -> Bool { problem(s, maxBytes: maxIdempotencyKeyLength) == nil }
 
     /// ISO 4217 alphabetic code: three upper-case letters.
     public static func isValidCurrency(_ s: String) -> Bool {

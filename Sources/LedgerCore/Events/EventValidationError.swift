@@ -40,9 +40,27 @@ struct FieldReader {
         return false
     }
 
+    /// A string member: at most `Limits.maxTextBytes`, never U+0000 (which PostgreSQL cannot store).
     mutating func string(_ name: String) throws(EventValidationError) -> String? {
         guard let v = value(name) else { return nil }
         guard case .string(let s) = v else { throw fail(name, "must be a string, not \(v.typeName)") }
+        guard s.utf8.count <= Limits.maxTextBytes else {
+            throw fail(name, "must be at most \(Limits.maxTextBytes) bytes of UTF-8, not \(s.utf8.count)")
+        }
+        guard !s.utf8.contains(0) else { throw fail(name, "must not contain the character U+0000") }
+        return s
+    }
+
+    /// An identifier member (`Identifiers.problem`): product, transaction and entitlement ids, keys.
+    mutating func identifier(_ name: String, maxBytes: Int = Identifiers.maxIdentifierBytes) throws(EventValidationError) -> String? {
+        guard let v = value(name) else { return nil }
+        guard case .string(let s) = v else { throw fail(name, "must be a string, not \(v.typeName)") }
+        if let problem = Identifiers.problem(s, maxBytes: maxBytes) { throw fail(name, problem) }
+        return s
+    }
+
+    mutating func requiredIdentifier(_ name: String, maxBytes: Int = Identifiers.maxIdentifierBytes) throws(EventValidationError) -> String {
+        guard let s = try identifier(name, maxBytes: maxBytes) else { throw fail(name, "is required") }
         return s
     }
 
@@ -66,11 +84,16 @@ struct FieldReader {
         }
     }
 
-    mutating func integer(_ name: String, minimum: Int64 = 0) throws(EventValidationError) -> Int64? {
+    /// An integer member within `minimum...maximum` (by default at most `Limits.maxInteger`, 10^15).
+    mutating func integer(_ name: String, minimum: Int64 = 0, maximum: Int64 = Limits.maxInteger) throws(EventValidationError) -> Int64? {
         guard let v = value(name) else { return nil }
         guard case .number(let n) = v else { throw fail(name, "must be an integer, not \(v.typeName)") }
-        guard let i = n.int64Value else { throw fail(name, "must be an integer within 64 bits, not \(n)") }
+        guard let i = n.int64Value else {
+            if n.canonical.contains(".") { throw fail(name, "must be an integer, not \(n)") }
+            throw fail(name, "must be at most \(maximum), not \(n)")
+        }
         guard i >= minimum else { throw fail(name, "must be at least \(minimum)") }
+        guard i <= maximum else { throw fail(name, "must be at most \(maximum), not \(i)") }
         return i
     }
 
@@ -86,15 +109,23 @@ struct FieldReader {
         return o
     }
 
+    /// An array of distinct identifiers (entitlements), at most `Limits.maxEntitlements` of them.
     mutating func stringArray(_ name: String) throws(EventValidationError) -> [String]? {
         guard let v = value(name) else { return nil }
         guard case .array(let a) = v else { throw fail(name, "must be an array of strings, not \(v.typeName)") }
+        guard a.count <= Limits.maxEntitlements else {
+            throw fail(name, "must name at most \(Limits.maxEntitlements) entitlements, not \(a.count)")
+        }
         var out: [String] = []
+        var seen: Set<String> = []
         for (i, e) in a.enumerated() {
             guard case .string(let s) = e, !s.isEmpty else {
                 throw EventValidationError(field: "\(field(name))[\(i)]", reason: "must be a non-empty string")
             }
-            guard !out.contains(s) else {
+            if let problem = Identifiers.problem(s) {
+                throw EventValidationError(field: "\(field(name))[\(i)]", reason: problem)
+            }
+            guard seen.insert(s).inserted else {
                 throw EventValidationError(field: "\(field(name))[\(i)]", reason: "repeats \"\(s)\"")
             }
             out.append(s)

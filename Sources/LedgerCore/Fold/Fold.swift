@@ -44,14 +44,52 @@ private struct FoldState {
     var autoRenew: [String: Bool] = [:]
     var lapsed: Set<String> = []
     var refunds: [Refund] = []
+    /// Indexes into `refunds` per transaction id.
+    var refundsByTransaction: [String: [Int]] = [:]
     var pendingCreditReversals: [UUID: (UUID, Timestamp)] = [:]
+    // Indexes, so that every event touches only the windows it names: a subscriber with n windows folds in
+    // O(n log n), not O(n²) (a refund, a cancellation or a reversal no longer scans every window).
+    /// Windows of each transaction id (refunds, reversals).
+    var byTransaction: [String: [Int]] = [:]
+    /// Windows of each entitlement (coverage for stacked grants).
+    var byEntitlement: [String: [Int]] = [:]
+    /// Per entitlement: windows no cancellation has cut yet. A cancellation's cut is never removed, so a later
+    /// one can change such a window only at the same instant (the earliest cut, ties by event id, wins).
+    var uncancelled: [String: [Int]] = [:]
+    var lastCancellation: [String: (at: Timestamp, windows: [Int])] = [:]
+    /// Per entitlement: grace windows no expiration has cut yet (same reasoning).
+    var unexpiredGrace: [String: [Int]] = [:]
+    var lastExpiration: [String: (at: Timestamp, windows: [Int])] = [:]
+    /// Credit windows by their event id (credit reversals).
+    var creditWindow: [UUID: Int] = [:]
 
     var result: SubscriberLedger {
-        let seen = Set(windows.compactMap(\.transactionID))
+        let seen = Set(byTransaction.keys)
         return SubscriberLedger(
             windows: windows.sorted { ($0.entitlement, $0.start, $0.sourcePosition) < ($1.entitlement, $1.start, $1.sourcePosition) },
             autoRenew: autoRenew, lapsed: lapsed,
             unmatchedRefunds: refunds.filter { !$0.reversed && !seen.contains($0.transactionID) }.map(\.eventID))
+    }
+
+    mutating func add(_ window: Window) {
+        let i = windows.count
+        windows.append(window)
+        if let txn = window.transactionID { byTransaction[txn, default: []].append(i) }
+        byEntitlement[window.entitlement, default: []].append(i)
+        uncancelled[window.entitlement, default: []].append(i)
+        if window.kind == .grace { unexpiredGrace[window.entitlement, default: []].append(i) }
+        if window.kind == .credit { creditWindow[window.sourceEventID] = i }
+    }
+
+    /// Cuts the entitlement's windows that no cut of this kind has ended yet (every window for a
+    /// cancellation, grace windows for an expiration) at `at`. Such a cut is never removed, so those windows
+    /// leave the pending list for good; a later cut at the same instant still reaches them (ties go by event id).
+    mutating func cutForGood(_ e: String, at: Timestamp, eventID: UUID, cause: Window.Cut.Cause) {
+        let isCancellation = cause == .cancellation
+        var cut = (isCancellation ? uncancelled.removeValue(forKey: e) : unexpiredGrace.removeValue(forKey: e)) ?? []
+        if let previous = isCancellation ? lastCancellation[e] : lastExpiration[e], previous.at == at { cut += previous.windows }
+        for i in cut { windows[i].cuts.append(.init(at: at, eventID: eventID, cause: cause)) }
+        if isCancellation { lastCancellation[e] = (at, cut) } else { lastExpiration[e] = (at, cut) }
     }
 
     mutating func apply(_ event: RecordedEvent) {
@@ -60,27 +98,29 @@ private struct FoldState {
         case .purchase, .renewal: transaction(event, d)
         case .refund:
             guard let txn = d.string("transaction_id") else { return }
+            refundsByTransaction[txn, default: []].append(refunds.count)
             refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn))
-            for i in windows.indices where windows[i].transactionID == txn {
+            for i in byTransaction[txn] ?? [] {
                 windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .refund))
             }
         case .refundReversal:
             guard let txn = d.string("transaction_id"),
-                let r = refunds.lastIndex(where: { $0.transactionID == txn && !$0.reversed })
+                let r = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed })
             else { return }
             refunds[r].reversed = true
             let refundID = refunds[r].eventID
-            for i in windows.indices { windows[i].cuts.removeAll { $0.eventID == refundID } }
+            for i in byTransaction[txn] ?? [] { windows[i].cuts.removeAll { $0.eventID == refundID } }
         case .cancellation:
-            let only = Set(d.strings("entitlements"))
-            for i in windows.indices where only.isEmpty || only.contains(windows[i].entitlement) {
-                windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .cancellation))
+            let only = d.strings("entitlements")
+            let entitlements = only.isEmpty ? Array(byEntitlement.keys) : only.filter { byEntitlement[$0] != nil }
+            for e in entitlements {
+                cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .cancellation)
+                lapsed.insert(e)
             }
-            for e in Set(windows.map(\.entitlement)) where only.isEmpty || only.contains(e) { lapsed.insert(e) }
         case .credit: credit(event, d)
         case .creditReversal:
             guard let id = d.string("credit_event_id").flatMap(UUID.init(uuidString:)) else { return }
-            if let i = windows.firstIndex(where: { $0.sourceEventID == id && $0.kind == .credit }) {
+            if let i = creditWindow[id] {
                 windows[i].cuts.append(.init(at: windows[i].start, eventID: event.eventID, cause: .creditReversal))
             } else {
                 pendingCreditReversals[id] = (event.eventID, event.occurredAt)
@@ -91,7 +131,7 @@ private struct FoldState {
         case .billingIssue:
             guard let until = d.timestamp("grace_until"), until > event.occurredAt else { return }
             for e in d.strings("entitlements") {
-                windows.append(
+                add(
                     Window(
                         entitlement: e, start: event.occurredAt, grantedEnd: until, kind: .grace,
                         productID: d.string("product_id"), transactionID: nil, sourceEventID: event.eventID,
@@ -99,9 +139,7 @@ private struct FoldState {
             }
         case .expiration:
             for e in d.strings("entitlements") {
-                for i in windows.indices where windows[i].entitlement == e && windows[i].kind == .grace {
-                    windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .expiration))
-                }
+                cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .expiration)
                 lapsed.insert(e)
             }
         }
@@ -135,10 +173,10 @@ private struct FoldState {
                 entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: d.string("product_id"),
                 transactionID: txn, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
-            for refund in refunds where refund.transactionID == txn && !refund.reversed {
-                window.cuts.append(.init(at: refund.at, eventID: refund.eventID, cause: .refund))
+            for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed {
+                window.cuts.append(.init(at: refunds[r].at, eventID: refunds[r].eventID, cause: .refund))
             }
-            windows.append(window)
+            add(window)
             lapsed.remove(e)
             if kind == "auto_renewable" && (event.type == .purchase || autoRenew[e] == nil) { autoRenew[e] = true }
         }
@@ -162,13 +200,14 @@ private struct FoldState {
         if let (reversal, _) = pendingCreditReversals.removeValue(forKey: event.eventID) {
             window.cuts.append(.init(at: start, eventID: reversal, cause: .creditReversal))
         }
-        windows.append(window)
+        add(window)
     }
 
     /// The end of the entitlement's contiguous coverage containing `t`: `t` itself when nothing covers it,
     /// nil when the coverage never ends (then a stacked grant starts at `t`, beside it).
     func coverageEnd(_ entitlement: String, at t: Timestamp, includingCredits: Bool) -> Timestamp? {
-        let intervals = windows.filter { $0.entitlement == entitlement && !$0.isVoid && (includingCredits || $0.kind != .credit) }
+        let intervals = (byEntitlement[entitlement] ?? []).lazy.map { windows[$0] }
+            .filter { !$0.isVoid && (includingCredits || $0.kind != .credit) }
             .map { ($0.start, $0.end) }
         guard let end = Coverage.runEnd(intervals, containing: t) else { return t }
         return end
@@ -179,19 +218,16 @@ private struct FoldState {
 public enum Coverage {
     /// The end of the maximal run of overlapping/touching intervals that contains `t`:
     /// `nil` if no interval contains `t`, `.some(nil)` if the run never ends.
-    public static func runEnd(_ intervals: [(Timestamp, Timestamp?)], containing t: Timestamp) -> Timestamp?? {
-        guard intervals.contains(where: { $0.0 <= t && ($0.1.map { t < $0 } ?? true) }) else { return nil }
+    /// Sorted by start and swept once: O(n log n) (a fixpoint loop over every interval was O(n²)).
+    public static func runEnd<S: Sequence>(_ intervals: S, containing t: Timestamp) -> Timestamp??
+    where S.Element == (Timestamp, Timestamp?) {
+        let sorted = intervals.sorted { $0.0 < $1.0 }
+        guard sorted.contains(where: { $0.0 <= t && ($0.1.map { t < $0 } ?? true) }) else { return nil }
         var end: Timestamp = t
-        var changed = true
-        while changed {
-            changed = false
-            for (s, e) in intervals where s <= end {
-                guard let e else { return .some(nil) }
-                if e > end {
-                    end = e
-                    changed = true
-                }
-            }
+        for (s, e) in sorted {
+            guard s <= end else { break }
+            guard let e else { return .some(nil) }
+            if e > end { end = e }
         }
         return .some(end)
     }

@@ -14,6 +14,11 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
         self.canonical = String(value)
     }
 
+    /// Report sums are 128-bit; JSON numbers have no width, so they are written exactly.
+    public init(wide value: Int128) {
+        self.canonical = String(value)
+    }
+
     /// Parses JSON number text (RFC 8259 grammar); nil if it is not one or is out of range.
     public init?(jsonText text: Substring) {
         var bytes = Array(text.utf8)[...]

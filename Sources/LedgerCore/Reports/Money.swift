@@ -1,17 +1,35 @@
+/// A report figure that does not fit the 128-bit arithmetic reports use: that request is refused with a
+/// clear error (422 `report_overflow`); the process never traps.
+public struct ReportOverflow: Error, Sendable, Hashable, CustomStringConvertible {
+    public var what: String
+    public init(what: String) { self.what = what }
+    public var description: String { "\(what) does not fit in 128-bit arithmetic" }
+}
+
 /// Exact integer arithmetic for money: every amount is minor units, rounded once, half up.
 public enum Money {
     /// `round_half_up(numerator / denominator)` for a positive denominator.
+    ///
+    /// Written without `2 × numerator` so that it cannot overflow for any 128-bit numerator: floor
+    /// division, then one more when the remainder is at least half the denominator.
     public static func roundHalfUp(_ numerator: Int128, _ denominator: Int128) -> Int128 {
-        precondition(denominator > 0)
-        let twice = 2 * numerator + denominator
-        let q = twice / (2 * denominator)
-        return (twice % (2 * denominator) < 0) ? q - 1 : q
+        guard denominator > 0 else { return 0 }
+        var q = numerator / denominator
+        var r = numerator % denominator
+        if r < 0 {
+            q -= 1
+            r += denominator
+        }
+        // r ≥ d − r ⇔ r ≥ d/2 (half up), without doubling r.
+        return r >= denominator - r ? q + 1 : q
     }
 
     /// `round_half_up(amount × rate)` where `rate` is a decimal text such as `"0.30"` (a commission rate).
+    /// Rates are read to 18 decimals, so `amount × units` stays below 2^63 × 10^18 < 2^127; a rate outside
+    /// 0…1 (never accepted, but stored events are not re-validated) gives 0 rather than a wider product.
     public static func commission(_ amount: Int64, rate: String) -> Int64 {
-        guard let (units, scale) = decimal(rate) else { return 0 }
-        return Int64(roundHalfUp(Int128(amount) * units, scale))
+        guard let (units, scale) = decimal(rate), units <= scale else { return 0 }
+        return Int64(truncatingIfNeeded: roundHalfUp(Int128(amount) * units, scale))
     }
 
     /// A non-negative decimal text as `units / scale` (`"0.30"` → 30/100); nil if it is not one.
@@ -20,10 +38,12 @@ public enum Money {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count <= 2, let whole = Int128(parts[0]), whole >= 0 else { return nil }
         let fraction = parts.count == 2 ? parts[1] : ""
-        guard fraction.count <= 30, fraction.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        guard whole <= 1_000_000_000_000_000_000, fraction.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        // Digits past the 18th are dropped: they move no amount below 2^63 by a whole minor unit's half.
+        let kept = fraction.prefix(18)
         var scale: Int128 = 1
-        for _ in fraction { scale *= 10 }
-        return (whole * scale + (Int128(fraction) ?? 0), scale)
+        for _ in kept { scale *= 10 }
+        return (whole * scale + (Int128(kept) ?? 0), scale)
     }
 
     /// `digits[.digits]` with at most 18 digits on each side, read byte by byte (a commission rate per
@@ -89,17 +109,34 @@ public struct MonthlyAmount: Sendable, Hashable {
     }
 
     /// The exact sum of monthly amounts, rounded once (half up) to minor units.
-    public static func roundedSum<S: Sequence>(_ amounts: S) -> Int64 where S.Element == MonthlyAmount {
+    ///
+    /// Checked throughout: hostile periods (`P999983D`, `P999979D`, …) have denominators whose least common
+    /// multiple outgrows 128 bits; that sum is refused with `ReportOverflow`, never a trap.
+    public static func roundedSum<S: Sequence>(_ amounts: S) throws(ReportOverflow) -> Int128 where S.Element == MonthlyAmount {
         var byDenominator: [Int128: Int128] = [:]
-        for a in amounts { byDenominator[a.denominator, default: 0] += a.numerator }
+        for a in amounts {
+            let (sum, overflow) = byDenominator[a.denominator, default: 0].addingReportingOverflow(a.numerator)
+            guard !overflow else { throw ReportOverflow(what: "the sum of monthly amounts") }
+            byDenominator[a.denominator] = sum
+        }
         var total = MonthlyAmount(numerator: 0, denominator: 1)
-        for (den, num) in byDenominator { total = total + MonthlyAmount(numerator: num, denominator: den) }
-        return Int64(Money.roundHalfUp(total.numerator, total.denominator))
+        for den in byDenominator.keys.sorted() {
+            total = try total.adding(MonthlyAmount(numerator: byDenominator[den]!, denominator: den))
+        }
+        return Money.roundHalfUp(total.numerator, total.denominator)
     }
 
-    static func + (l: MonthlyAmount, r: MonthlyAmount) -> MonthlyAmount {
+    /// `l + r` over the least common denominator, or `ReportOverflow` when it does not fit in 128 bits.
+    func adding(_ r: MonthlyAmount) throws(ReportOverflow) -> MonthlyAmount {
+        let l = self
         let g = Money.gcd(l.denominator, r.denominator)
-        let lcm = l.denominator / g * r.denominator
-        return MonthlyAmount(numerator: l.numerator * (lcm / l.denominator) + r.numerator * (lcm / r.denominator), denominator: lcm)
+        let overflow = ReportOverflow(what: "the sum of monthly amounts over periods of incompatible lengths")
+        let (lcm, o1) = (l.denominator / g).multipliedReportingOverflow(by: r.denominator)
+        let (a, o2) = l.numerator.multipliedReportingOverflow(by: lcm / l.denominator)
+        let (b, o3) = r.numerator.multipliedReportingOverflow(by: lcm / r.denominator)
+        guard !o1, !o2, !o3 else { throw overflow }
+        let (n, o4) = a.addingReportingOverflow(b)
+        guard !o4 else { throw overflow }
+        return MonthlyAmount(numerator: n, denominator: lcm)
     }
 }

@@ -1,17 +1,20 @@
 /// Revenue figures of one period and currency (ledger-semantics section 6).
+///
+/// 128-bit: amounts are at most 10^15 each (and stored events from before that ceiling at most 2^63), so no
+/// sum over any ledger that fits on a disk can overflow, and a report never traps.
 public struct RevenueFigures: Sendable, Hashable {
-    public var billings: Int64 = 0
-    public var commission: Int64 = 0
-    public var refunds: Int64 = 0
-    public var refundedUnrecognized: Int64 = 0
-    public var refundsRecognized: Int64 = 0
-    public var recognized: Int64 = 0
+    public var billings: Int128 = 0
+    public var commission: Int128 = 0
+    public var refunds: Int128 = 0
+    public var refundedUnrecognized: Int128 = 0
+    public var refundsRecognized: Int128 = 0
+    public var recognized: Int128 = 0
 
     public init() {}
 
-    public var proceeds: Int64 { billings - commission }
+    public var proceeds: Int128 { billings - commission }
     /// Money billed and neither recognised nor refunded yet.
-    public var deferred: Int64 { billings - recognized - refundedUnrecognized }
+    public var deferred: Int128 { billings - recognized - refundedUnrecognized }
 
     static func - (l: RevenueFigures, r: RevenueFigures) -> RevenueFigures {
         var d = RevenueFigures()
@@ -49,22 +52,22 @@ public struct RevenueSchedule: Sendable {
     public init(_ t: RevenueTransaction) {
         transaction = t
         var billing = RevenueFigures()
-        billing.billings = t.gross
-        billing.commission = t.commission
+        billing.billings = Int128(t.gross)
+        billing.commission = Int128(t.commission)
         flows.append(Flow(at: t.occurredAt, figures: billing))
-        var lumps: [(at: Timestamp, isRefund: Bool, amount: Int64)] = t.refunds.map { ($0.at, true, $0.amount) }
+        var lumps: [(at: Timestamp, isRefund: Bool, amount: Int128)] = t.refunds.map { ($0.at, true, Int128($0.amount)) }
         if t.kind == .lifetime {
             lumps.append((t.occurredAt, false, 0))
         } else if let stop = t.stop {
             lumps.append((stop, false, 0))
         }
         lumps.sort { ($0.at, $0.isRefund ? 0 : 1) < ($1.at, $1.isRefund ? 0 : 1) }
-        var lumpRecognized: Int64 = 0
-        var refundedUnrecognized: Int64 = 0
+        var lumpRecognized: Int128 = 0
+        var refundedUnrecognized: Int128 = 0
         for lump in lumps {
             var f = RevenueFigures()
             let recognizedSoFar = continuous(at: lump.at) + lumpRecognized
-            let unrecognized = max(0, t.gross - recognizedSoFar - refundedUnrecognized)
+            let unrecognized = max(0, Int128(t.gross) - recognizedSoFar - refundedUnrecognized)
             if lump.isRefund {
                 f.refunds = lump.amount
                 f.refundedUnrecognized = min(lump.amount, unrecognized)
@@ -79,15 +82,16 @@ public struct RevenueSchedule: Sendable {
     }
 
     /// `R(min(x, stop))`: what ratable recognition has reached at `x` (zero for lifetime purchases).
-    func continuous(at x: Timestamp) -> Int64 {
+    func continuous(at x: Timestamp) -> Int128 {
         let t = transaction
         guard t.kind != .lifetime, let end = t.end else { return 0 }
         let x = t.stop.map { min(x, $0) } ?? x
         if x <= t.start { return 0 }
-        if x >= end { return t.gross }
-        let elapsed = Int128(x.microseconds - t.start.microseconds)
-        let length = Int128(end.microseconds - t.start.microseconds)
-        return Int64(Money.roundHalfUp(Int128(t.gross) * elapsed, length))
+        if x >= end { return Int128(t.gross) }
+        // |gross| < 2^63 and the elapsed time < 2^59 µs (years 1–9999): the product fits in 128 bits.
+        let elapsed = Int128(x.microseconds) - Int128(t.start.microseconds)
+        let length = Int128(end.microseconds) - Int128(t.start.microseconds)
+        return Money.roundHalfUp(Int128(t.gross) * elapsed, length)
     }
 
     /// Everything that moved strictly before `x` (instants in `[a, b)` belong to that period).
@@ -105,8 +109,8 @@ public struct RevenuePeriod: Sendable, Hashable {
     public var end: Timestamp
     public var currency: String
     public var figures: RevenueFigures
-    public var deferredStart: Int64
-    public var deferredEnd: Int64
+    public var deferredStart: Int128
+    public var deferredEnd: Int128
 }
 
 /// Sums transactions per period and currency, one transaction at a time.

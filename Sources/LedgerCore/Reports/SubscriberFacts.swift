@@ -139,9 +139,11 @@ public struct SubscriberFacts: Sendable, Hashable {
 
     static func paidRuns(windows: [Window], events: [RecordedEvent]) -> [PaidRun] {
         let relevant = windows.filter { $0.kind.isPaid || $0.kind == .grace }
+        let byEntitlement = Dictionary(grouping: relevant, by: \.entitlement)
+        let index = LapseIndex(events: events)
         var runs: [PaidRun] = []
-        for key in [""] + Set(relevant.map(\.entitlement)).sorted() {
-            let mine = relevant.filter { key.isEmpty || $0.entitlement == key }.sorted { $0.start < $1.start }
+        for key in [""] + byEntitlement.keys.sorted() {
+            let mine = (key.isEmpty ? relevant : byEntitlement[key] ?? []).sorted { $0.start < $1.start }
             var component: [Window] = []
             var end: Timestamp?  // the open component's end; nil = it never ends
             func close() {
@@ -149,7 +151,7 @@ public struct SubscriberFacts: Sendable, Hashable {
                 guard component.contains(where: \.kind.isPaid), let first = component.first else { return }
                 runs.append(PaidRun(
                     entitlement: key, start: first.start, end: end,
-                    lapse: end.map { lapse(of: component, at: $0, events: events) }))
+                    lapse: end.map { lapse(of: component, at: $0, index: index) }))
             }
             for w in mine {
                 if !component.isEmpty, let e = end, w.start > e { close() }
@@ -166,7 +168,7 @@ public struct SubscriberFacts: Sendable, Hashable {
     }
 
     /// The reason a run that ends at `e` lapsed, first match wins: refund, involuntary, voluntary, other.
-    static func lapse(of run: [Window], at e: Timestamp, events: [RecordedEvent]) -> LapseReason {
+    static func lapse(of run: [Window], at e: Timestamp, index: LapseIndex) -> LapseReason {
         let closing = run.filter { $0.end == e }
         if closing.contains(where: { w in
             guard let cut = w.effectiveCut, cut.at == e else { return false }
@@ -174,35 +176,66 @@ public struct SubscriberFacts: Sendable, Hashable {
         }) { return .refund }
         let entitlements = Set(closing.map(\.entitlement))
         let lastPaid = run.filter(\.kind.isPaid).max { ($0.end ?? .maximum, $0.start) < ($1.end ?? .maximum, $1.start) }!
-        let concerns: (RecordedEvent) -> Bool = { event in
-            EventData(event.data).strings("entitlements").contains(where: entitlements.contains)
-        }
-        let billingIssue = events.contains {
-            $0.type == .billingIssue && $0.occurredAt >= lastPaid.start && $0.occurredAt <= e && concerns($0)
-        }
+        let billingIssue = index.last(.billingIssue, of: entitlements, from: lastPaid.start, through: e) != nil
         let slack = Timestamp(microseconds: e.microseconds + expirationSlack)
-        let expiration = events.last {
-            $0.type == .expiration && $0.occurredAt >= lastPaid.start && $0.occurredAt <= slack && concerns($0)
-        }.flatMap { EventData($0.data).string("reason") }
+        let expiration = index.last(.expiration, of: entitlements, from: lastPaid.start, through: slack)
+            .flatMap { EventData($0.data).string("reason") }
         if billingIssue || expiration == "billing" { return .involuntary }
-        let autoRenewOff = events.last { $0.type == .autoRenewChanged && $0.occurredAt <= e && concerns($0) }
+        let autoRenewOff = index.last(.autoRenewChanged, of: entitlements, from: nil, through: e)
             .map { EventData($0.data).bool("enabled") == false } ?? false
         if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" { return .voluntary }
         return .other
     }
 
+    /// The events that explain lapses, per type and entitlement in fold order, so that each run's reason is
+    /// found by binary search instead of a scan of the whole stream (O(n log n) for a subscriber, not O(n²)).
+    struct LapseIndex {
+        let events: [RecordedEvent]
+        /// `[type: [entitlement: indexes into events]]`, ascending.
+        var lists: [EventType: [String: [Int]]] = [:]
+
+        init(events: [RecordedEvent]) {
+            self.events = events
+            for (i, event) in events.enumerated() where [.billingIssue, .expiration, .autoRenewChanged].contains(event.type) {
+                for e in Set(EventData(event.data).strings("entitlements")) { lists[event.type, default: [:]][e, default: []].append(i) }
+            }
+        }
+
+        /// The last event (in fold order) of `type` naming any of `entitlements` with `from <= occurred_at <= through`.
+        func last(_ type: EventType, of entitlements: Set<String>, from: Timestamp?, through: Timestamp) -> RecordedEvent? {
+            var best: Int?
+            for e in entitlements {
+                guard let list = lists[type]?[e] else { continue }
+                // First index whose event occurs after `through`; the one before it is the candidate.
+                var (lo, hi) = (0, list.count)
+                while lo < hi {
+                    let mid = (lo + hi) / 2
+                    if events[list[mid]].occurredAt <= through { lo = mid + 1 } else { hi = mid }
+                }
+                guard lo > 0 else { continue }
+                let candidate = list[lo - 1]
+                if let from, events[candidate].occurredAt < from { continue }
+                if best.map({ candidate > $0 }) ?? true { best = candidate }
+            }
+            return best.map { events[$0] }
+        }
+    }
+
     static func transactions(events: [RecordedEvent], windows: [Window]) -> [RevenueTransaction] {
-        var refunds: [(eventID: UUID, transactionID: String, refund: RevenueTransaction.Refund, reversed: Bool)] = []
+        var refunds: [(transactionID: String, refund: RevenueTransaction.Refund, reversed: Bool)] = []
+        var refundsByTransaction: [String: [Int]] = [:]
         for event in events {
             let d = EventData(event.data)
             if event.type == .refund, let txn = d.string("transaction_id") {
                 let amount = event.data["amount_minor"]?.numberValue?.int64Value ?? 0
-                refunds.append((event.eventID, txn, .init(at: event.occurredAt, amount: amount), false))
+                refundsByTransaction[txn, default: []].append(refunds.count)
+                refunds.append((txn, .init(at: event.occurredAt, amount: amount), false))
             } else if event.type == .refundReversal, let txn = d.string("transaction_id"),
-                let i = refunds.lastIndex(where: { $0.transactionID == txn && !$0.reversed }) {
+                let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed }) {
                 refunds[i].reversed = true
             }
         }
+        let windowsByEvent = Dictionary(grouping: windows, by: \.sourceEventID)
         var result: [RevenueTransaction] = []
         for event in events where event.type == .purchase || event.type == .renewal {
             let d = EventData(event.data)
@@ -210,34 +243,39 @@ public struct SubscriberFacts: Sendable, Hashable {
             guard let price = event.data["price_minor"]?.numberValue?.int64Value, price > 0,
                 let currency = d.string("currency"), kind != "free", d.string("offer") != "trial"
             else { continue }
-            let own = windows.filter { $0.sourceEventID == event.eventID }.sorted { $0.entitlement < $1.entitlement }
+            let own = (windowsByEvent[event.eventID] ?? []).sorted { $0.entitlement < $1.entitlement }
             let window = own.first
             let txn = d.string("transaction_id")
             let windowKind: Window.Kind =
                 kind == "lifetime" ? .lifetime : window.map(\.kind) ?? (d.string("offer") == "intro" ? .intro : d.string("offer") == "promo" ? .promo : .paid)
             let rate = event.data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
             let period = d.string("period") ?? d.string("duration")
+            let ownRefunds = (txn.flatMap { refundsByTransaction[$0] } ?? []).filter { !refunds[$0].reversed }.map { refunds[$0].refund }
             result.append(RevenueTransaction(
                 eventID: event.eventID, entitlements: d.strings("entitlements").sorted(), kind: windowKind,
                 currency: currency, gross: price, commission: Money.commission(price, rate: rate),
                 occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
                 end: kind == "lifetime" ? nil : (window?.grantedEnd ?? event.occurredAt),
                 stop: kind == "lifetime" ? nil : window?.effectiveCut?.at,
-                refunds: refunds.filter { !$0.reversed && $0.transactionID == txn && txn != nil }.map(\.refund)
-                    .sorted { $0.at < $1.at },
+                refunds: ownRefunds.sorted { $0.at < $1.at },
                 monthly: kind == "lifetime" ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
         }
         return result
     }
 
     static func trials(windows: [Window]) -> [TrialFact] {
-        windows.filter { $0.kind == .trial }.map { trial in
+        // Paid windows per entitlement by start, so each trial looks only at those starting in its span.
+        let paid = Dictionary(grouping: windows.filter(\.kind.isPaid), by: \.entitlement).mapValues { $0.sorted { $0.start < $1.start } }
+        return windows.filter { $0.kind == .trial }.map { trial in
             let end = trial.grantedEnd ?? trial.start
             let latest = Timestamp(microseconds: end.microseconds + conversionGrace)
-            let converted = windows.contains { w in
-                w.kind.isPaid && w.entitlement == trial.entitlement && w.start >= trial.start && w.start <= latest
-                    && w.effectiveCut?.cause != .refund
+            let candidates = paid[trial.entitlement] ?? []
+            var (lo, hi) = (0, candidates.count)
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if candidates[mid].start < trial.start { lo = mid + 1 } else { hi = mid }
             }
+            let converted = candidates[lo...].prefix { $0.start <= latest }.contains { $0.effectiveCut?.cause != .refund }
             return TrialFact(eventID: trial.sourceEventID, entitlement: trial.entitlement, start: trial.start, end: end, converted: converted)
         }
     }

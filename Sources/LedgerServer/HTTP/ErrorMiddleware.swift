@@ -2,6 +2,8 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import Logging
+import NIOCore
+import PostgresNIO
 
 /// Turns every error into the contract's JSON error body; nothing reaches the client as HTML or a trace.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -42,6 +44,22 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 e.headers[.retryAfter] = "1"
                 return e
             }
+        case let error as ReportOverflow:
+            return APIError(
+                .unprocessableContent, code: "report_overflow",
+                message: "\(error.description); narrow the report (entitlement, from/to)")
+        case is NIOTooManyBytesError:
+            // A chunked body has no Content-Length to refuse up front; it fails while being collected.
+            return APIError(.contentTooLarge, code: "payload_too_large", message: "the request body is too large")
+        case let error as PSQLError where error.code == .server && (error.sqlState ?? "").hasPrefix("22"):
+            // Data exceptions (a NUL byte, a value out of range) are the request's fault: never a 500.
+            return .invalidRequest("a value in the request cannot be stored or compared: \(error.serverMessage)")
+        case let error as PSQLError where error.code == .server && error.sqlState == "57014":
+            var e = APIError(
+                .serviceUnavailable, code: "unavailable",
+                message: "the request took longer than the statement timeout and was cancelled; nothing was stored")
+            e.headers[.retryAfter] = "1"
+            return e
         case let error as HTTPError:
             switch error.status {
             case .contentTooLarge:

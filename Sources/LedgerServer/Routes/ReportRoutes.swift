@@ -208,6 +208,7 @@ struct ReportQuery {
 extension JSONValue {
     static func int(_ n: Int) -> JSONValue { .number(JSONNumber(Int64(n))) }
     static func int(_ n: Int64) -> JSONValue { .number(JSONNumber(n)) }
+    static func int(_ n: Int128) -> JSONValue { .number(JSONNumber(wide: n)) }
     /// A ratio with six decimals, or null when undefined (nobody to divide by).
     static func ratio(_ r: Double?) -> JSONValue {
         guard let r, r.isFinite else { return .null }

@@ -6,7 +6,8 @@ import PostgresNIO
 /// MRR of one currency at an instant.
 public struct MRRLine: Sendable, Hashable {
     public var currency: String
-    public var mrrMinor: Int64
+    /// 128-bit, like every report sum (`RevenueFigures`).
+    public var mrrMinor: Int128
     /// Subscribers with a paid transaction of this currency covering the instant.
     public var activePaid: Int
 }
@@ -131,7 +132,9 @@ public struct ReportStore: Sendable {
                 GROUP BY currency, monthly_den
                 """, logger: logger)
             for try await (currency, num, den) in sums.decode((String, String, String).self) {
-                guard let n = Int128(num), let d = Int128(den), d > 0 else { continue }
+                guard let n = Int128(num), let d = Int128(den), d > 0 else {
+                    throw ReportOverflow(what: "the monthly amounts of \(currency)")
+                }
                 amounts[currency, default: []].append(MonthlyAmount(numerator: n, denominator: d))
             }
             var lines: [MRRLine] = []
@@ -143,7 +146,7 @@ public struct ReportStore: Sendable {
                 GROUP BY currency ORDER BY currency
                 """, logger: logger)
             for try await (currency, n) in counts.decode((String, Int64).self) {
-                lines.append(MRRLine(currency: currency, mrrMinor: MonthlyAmount.roundedSum(amounts[currency] ?? []), activePaid: Int(n)))
+                lines.append(MRRLine(currency: currency, mrrMinor: try MonthlyAmount.roundedSum(amounts[currency] ?? []), activePaid: Int(n)))
             }
             return lines
         }
