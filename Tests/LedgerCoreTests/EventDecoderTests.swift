@@ -138,7 +138,7 @@ struct EventDecoderTests {
         EnvelopeCase(set: ["idempotency_key": "a\u{7F}"], field: "idempotency_key", reason: "control characters"),
         EnvelopeCase(
             set: ["idempotency_key": .string(String(repeating: "k", count: 256))], field: "idempotency_key",
-            reason: "1–255 bytes"),
+            reason: "at most 255 bytes"),
         EnvelopeCase(remove: ["data"], field: "data", reason: "is required"),
         EnvelopeCase(set: ["data": nil], field: "data", reason: "is required"),
         EnvelopeCase(set: ["data": []], field: "data", reason: "must be an object, not array"),
@@ -148,7 +148,7 @@ struct EventDecoderTests {
         EnvelopeCase(set: ["expected_version": -1], field: "expected_version", reason: "at least 0"),
         EnvelopeCase(set: ["expected_version": "3"], field: "expected_version", reason: "must be an integer, not string"),
         EnvelopeCase(set: ["expected_version": Fixtures.number("1.5")], field: "expected_version", reason: "integer"),
-        EnvelopeCase(set: ["expected_version": Fixtures.number("1e30")], field: "expected_version", reason: "64 bits"),
+        EnvelopeCase(set: ["expected_version": Fixtures.number("1e30")], field: "expected_version", reason: "at most 1000000000000000"),
         EnvelopeCase(
             set: ["event_id": "0b5e6c1a-4f2d-4c7e-9a3b-1c2d3e4f5a6b"], field: "event_id", reason: "assigned by the ledger"),
         EnvelopeCase(set: ["version": 1], field: "version", reason: "assigned by the ledger"),
