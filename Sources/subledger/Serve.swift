@@ -53,11 +53,20 @@ struct Serve: AsyncParsableCommand {
         help: "MiB of subscribers' ledgers kept in memory for entitlement and window reads, invalidated by appends and LISTEN/NOTIFY (docs/entitlement-cache.md); 0 reads PostgreSQL every time.")
     var entitlementCacheMiB = 256
 
+    @Option(
+        name: .customLong("statement-timeout"),
+        help: "Longest a request's database statement may run before it is cancelled (503), e.g. 5s, 500ms, 2m; 0 for none (default: $SUBLEDGER_STATEMENT_TIMEOUT or 10s).")
+    var statementTimeout: String?
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
         let migrations = try Migration.bundled()
-        let clientConfiguration = url.clientConfiguration(role: dbRole, maximumConnections: dbConnections)
+        let timeoutText = statementTimeout ?? ProcessInfo.processInfo.environment["SUBLEDGER_STATEMENT_TIMEOUT"] ?? "10s"
+        guard let timeout = Self.duration(timeoutText) else {
+            throw ValidationError("--statement-timeout must be a duration such as 5s, 500ms or 2m (0 for none), not '\(timeoutText)'")
+        }
+        let clientConfiguration = url.clientConfiguration(role: dbRole, maximumConnections: dbConnections, statementTimeout: timeout)
         try await checkSchema(clientConfiguration, migrations: migrations, logger: logger)
 
         let registry = PrometheusCollectorRegistry()
@@ -73,6 +82,17 @@ struct Serve: AsyncParsableCommand {
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         try await app.runService()
+    }
+
+    /// `5s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+    static func duration(_ text: String) -> Duration? {
+        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]
+        for (suffix, ms) in units where text.hasSuffix(suffix) {
+            guard let n = Int64(text.dropLast(suffix.count)), n >= 0, n <= 86_400_000 / ms else { return nil }
+            return .milliseconds(n * ms)
+        }
+        guard let seconds = Int64(text), seconds >= 0, seconds <= 86_400 else { return nil }
+        return .seconds(seconds)
     }
 
     /// The configured App Store roots, read from DER or PEM files.

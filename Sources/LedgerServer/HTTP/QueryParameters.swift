@@ -47,8 +47,8 @@ struct QueryParameters {
     func entitlement() throws -> String? {
         guard let text = request.uri.queryParameters["entitlement"] else { return nil }
         let value = String(text)
-        guard !value.isEmpty, value.utf8.count <= 200 else {
-            throw APIError.invalidRequest("query parameter 'entitlement' must be 1–200 characters")
+        if let problem = Identifiers.problem(value) {
+            throw APIError.invalidRequest("query parameter 'entitlement' \(problem)")
         }
         return value
     }

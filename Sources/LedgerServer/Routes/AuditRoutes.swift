@@ -116,31 +116,3 @@ struct AuditRoutes {
         return Response(status: .ok, headers: CSV.headers(filename: "windows.csv"), body: body)
     }
 }
-
-/// RFC 4180 CSV: fields with a comma, quote or line break are quoted, quotes doubled; lines end in CRLF.
-enum CSV {
-    static func line(_ fields: [String]) -> ByteBuffer {
-        var out = ByteBuffer()
-        out.reserveCapacity(fields.reduce(2) { $0 + $1.utf8.count + 3 })
-        for (i, f) in fields.enumerated() {
-            if i > 0 { out.writeInteger(UInt8(ascii: ",")) }
-            // Byte checks: all four specials are ASCII, so no grapheme breaking is needed.
-            if f.utf8.contains(where: { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 0x0A || $0 == 0x0D }) {
-                out.writeInteger(UInt8(ascii: "\""))
-                for b in f.utf8 {
-                    if b == UInt8(ascii: "\"") { out.writeInteger(b) }
-                    out.writeInteger(b)
-                }
-                out.writeInteger(UInt8(ascii: "\""))
-            } else {
-                out.writeString(f)
-            }
-        }
-        out.writeStaticString("\r\n")
-        return out
-    }
-
-    static func headers(filename: String) -> HTTPFields {
-        [.contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(filename)\""]
-    }
-}

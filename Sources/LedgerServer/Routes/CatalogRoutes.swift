@@ -15,7 +15,7 @@ struct CatalogRoutes {
 
     @Sendable func put(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.manage)
-        let id = productID(context)
+        let id = try productID(context)
         let body = try await RequestBody.collect(request, limit: maxBodyBytes)
         let value: JSONValue
         do {
@@ -27,7 +27,7 @@ struct CatalogRoutes {
         do {
             product = try Product.decode(productID: id, value)
         } catch {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
+            throw APIError.invalidEvent(error)
         }
         let stored = try await catalog.put(product)
         return .json(stored.json)
@@ -40,14 +40,19 @@ struct CatalogRoutes {
 
     @Sendable func history(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.manage)
-        let id = productID(context)
+        let id = try productID(context)
         let revisions = try await catalog.history(id)
         guard let latest = revisions.last else { throw APIError.notFound("no product \"\(id)\" in the catalog") }
         return .json(.object(["product": latest.json, "revisions": .array(revisions.map(\.json))]))
     }
 
-    private func productID(_ context: LedgerRequestContext) -> String {
+    /// The `{product_id}` path parameter, percent-decoded and held to the identifier rule (400 otherwise).
+    private func productID(_ context: LedgerRequestContext) throws -> String {
         let raw = context.parameters.get("product_id") ?? ""
-        return raw.removingPercentEncoding ?? raw
+        let id = raw.removingPercentEncoding ?? raw
+        if let problem = Identifiers.problem(id) {
+            throw APIError.invalidRequest("path parameter 'product_id' \(problem)")
+        }
+        return id
     }
 }

@@ -6,6 +6,8 @@ import LedgerStore
 /// Entitlement and window reads (readers): from the projection now, or as of an earlier point of the log.
 struct SubscriberRoutes {
     let reader: ProjectionReader
+    /// Windows in one response; `next_after` pages on.
+    static let maxWindowsPerPage = 1000
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
         group.get("subscribers/:subscriber_id/entitlements", use: entitlements)
@@ -32,13 +34,21 @@ struct SubscriberRoutes {
     @Sendable func windows(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.readEntitlements)
         let subscriber = try SubscriberPath.id(context)
-        let asOf = try QueryParameters(request: request).asOf()
+        let query = QueryParameters(request: request)
+        let asOf = try query.asOf()
+        // Paged: a subscriber's windows are unbounded, a response is not.
+        let limit = Int(try query.int64("limit", default: Int64(Self.maxWindowsPerPage), range: 1...Int64(Self.maxWindowsPerPage)))
+        let after = try query.int64("after", default: 0, range: 0...Int64(Int32.max))
         if asOf != nil { try context.require(.audit) }
         let ledger = try await reader.ledger(subscriberID: subscriber, asOf: asOf)
+        let all = ledger.windows
+        let start = min(Int(after), all.count)
+        let end = min(start + limit, all.count)
         var body: [String: JSONValue] = [
             "subscriber_id": .string(subscriber),
-            "windows": .array(ledger.windows.map(\.json)),
+            "windows": .array(all[start..<end].map(\.json)),
         ]
+        if end < all.count { body["next_after"] = .number(JSONNumber(Int64(end))) }
         if let asOf { body["as_of"] = asOf.json }
         return .json(.object(body))
     }

@@ -43,7 +43,11 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
 
     /// A client configuration; `role`, when given, is the role every connection acts as (`SET ROLE` at
     /// connection start-up), so a deployment can log in as the schema owner yet serve as the restricted role.
-    public func clientConfiguration(role: String? = nil, maximumConnections: Int = 20) -> PostgresClient.Configuration {
+    /// The client configuration; `statementTimeout` (the server's request queries) cancels any statement
+    /// that runs longer, so that one request can neither hold the append lock nor fill the disk for long.
+    public func clientConfiguration(
+        role: String? = nil, maximumConnections: Int = 20, statementTimeout: Duration? = nil
+    ) -> PostgresClient.Configuration {
         let tls: PostgresClient.Configuration.TLS
         switch sslMode {
         case "disable": tls = .disable
@@ -56,6 +60,10 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
             config.options.additionalStartupParameters.append(("role", role))
         }
         config.options.additionalStartupParameters.append(("application_name", "subledger"))
+        if let statementTimeout, statementTimeout > .zero {
+            let ms = statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000
+            config.options.additionalStartupParameters.append(("statement_timeout", "\(max(1, ms))"))
+        }
         config.options.maximumConnections = maximumConnections
         config.options.connectTimeout = .seconds(3)
         // Every release of a pooled connection schedules PostgresNIO's idle (60 s) and keep-alive (30 s)

@@ -40,21 +40,26 @@ public struct ProjectionReader: Sendable {
     /// The kept projection, read from PostgreSQL.
     private func projected(subscriberID: String) async throws -> SubscriberLedger {
         let logger = database.logger
-        // One round trip: the state row (or NULLs) joined to every window (or one row of NULLs).
+        // One round trip: the state row first (if any), then every window. The state is sent once, not
+        // joined onto each window row: a subscriber with many windows and a large state would otherwise
+        // multiply it by the window count (issue 13: gigabytes of temporary files for one read).
         return try await database.withConnection { connection in
             var windows: [Window] = []
             var state: (String, String, String)?
             let rows = try await connection.query(
                 """
                 SELECT s.auto_renew::text, s.lapsed::text, s.unmatched_refunds::text,
+                       NULL::text, NULL::int8, NULL::int8, NULL::text, NULL::text, NULL::text, NULL::uuid, NULL::int8,
+                       NULL::text, NULL::int8, NULL::uuid, NULL::text, 0 AS part, 0 AS seq
+                FROM subscriber_state s WHERE s.subscriber_id = \(subscriberID)
+                UNION ALL
+                SELECT NULL, NULL, NULL,
                        w.entitlement, (extract(epoch FROM w.start_at) * 1000000)::int8,
                        (extract(epoch FROM w.granted_end) * 1000000)::int8, w.kind, w.product_id, w.transaction_id,
                        w.source_event_id, w.source_position, w.environment,
-                       (extract(epoch FROM w.cut_at) * 1000000)::int8, w.cut_by, w.cut_cause
-                FROM (SELECT \(subscriberID)::text AS id) one
-                LEFT JOIN subscriber_state s ON s.subscriber_id = one.id
-                LEFT JOIN windows w ON w.subscriber_id = one.id
-                ORDER BY w.seq
+                       (extract(epoch FROM w.cut_at) * 1000000)::int8, w.cut_by, w.cut_cause, 1, w.seq
+                FROM windows w WHERE w.subscriber_id = \(subscriberID)
+                ORDER BY part, seq
                 """, logger: logger)
             for try await row in rows {
                 guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
