@@ -19,6 +19,8 @@ public struct ServerConfiguration: Sendable {
     public var appleRootsDER: [[UInt8]]
     /// When set, App Store payloads for another bundle are refused.
     public var appleBundleID: String?
+    /// Oldest App Store `signedDate` accepted (default 180 days, the reach of Apple's notification history).
+    public var appleMaxAge: Duration
     /// How long a valid API key is trusted without asking the database again: the longest a revoked key
     /// keeps working. Zero asks on every request.
     public var keyCacheTTL: Duration
@@ -29,8 +31,10 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
-        keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20
+        keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
+        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge
     ) {
+        self.appleMaxAge = appleMaxAge
         self.keyCacheTTL = keyCacheTTL
         self.entitlementCacheBytes = entitlementCacheBytes
         self.appleRootsDER = appleRootsDER
@@ -106,7 +110,9 @@ public func buildRouter(
     ReportRoutes(reports: ReportStore(database: database)).register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
-        reader: AppleNotificationReader(verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID),
+        reader: AppleNotificationReader(
+            verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID,
+            maxAge: configuration.appleMaxAge),
         inbox: AppleInbox(database: database), store: store, catalog: catalog,
         maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)

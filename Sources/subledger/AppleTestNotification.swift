@@ -31,10 +31,12 @@ struct AppleTestNotification: AsyncParsableCommand {
     @Option(help: "Production or Sandbox") var environment = "Production"
     @Option(help: "bundleId") var bundleId = "com.example.app"
     @Option(help: "signedDate, RFC 3339 (default: purchase date + 1 s)") var signedDate: String?
+    @Option(help: "Sign with a new leaf valid only from this time (RFC 3339), under the same test root") var leafNotBefore: String?
+    @Option(help: "Sign with a new leaf valid only until this time (RFC 3339), under the same test root") var leafNotAfter: String?
 
     func run() throws {
         let dir = URL(fileURLWithPath: caDir)
-        let signer: AppleTestSigner
+        var signer: AppleTestSigner
         if FileManager.default.fileExists(atPath: dir.appendingPathComponent("root.der").path) {
             signer = try AppleTestSigner(directory: dir)
         } else {
@@ -43,6 +45,12 @@ struct AppleTestNotification: AsyncParsableCommand {
         }
         func time(_ s: String, _ name: String) throws -> Timestamp {
             do { return try Timestamp(rfc3339: s) } catch { throw ValidationError("--\(name) \(error)") }
+        }
+        func date(_ t: Timestamp) -> Date { Date(timeIntervalSince1970: Double(t.microseconds) / 1_000_000) }
+        if leafNotBefore != nil || leafNotAfter != nil {
+            let from = try leafNotBefore.map { try time($0, "leaf-not-before") } ?? Timestamp(microseconds: 946_684_800_000_000)
+            let until = try leafNotAfter.map { try time($0, "leaf-not-after") } ?? Timestamp(microseconds: 4_102_444_800_000_000)
+            signer = try signer.reissuingLeaf(validFrom: date(from), until: date(until))
         }
         func ms(_ t: Timestamp) -> JSONValue { .number(JSONNumber(t.microseconds / 1000)) }
         let purchased = try time(purchaseDate, "purchase-date")

@@ -58,6 +58,11 @@ struct Serve: AsyncParsableCommand {
         help: "Longest a request's database statement may run before it is cancelled (503), e.g. 5s, 500ms, 2m; 0 for none (default: $SUBLEDGER_STATEMENT_TIMEOUT or 10s).")
     var statementTimeout: String?
 
+    @Option(
+        name: .customLong("apple-max-age-days"),
+        help: "Refuse App Store payloads signed longer ago than this (default: $SUBLEDGER_APPLE_MAX_AGE_DAYS or 180).")
+    var appleMaxAgeDays: Int?
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
@@ -69,6 +74,8 @@ struct Serve: AsyncParsableCommand {
         let clientConfiguration = url.clientConfiguration(role: dbRole, maximumConnections: dbConnections, statementTimeout: timeout)
         try await checkSchema(clientConfiguration, migrations: migrations, logger: logger)
 
+        let maxAgeDays = appleMaxAgeDays ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_MAX_AGE_DAYS"].flatMap { Int($0) } ?? 180
+        guard (1...36_500).contains(maxAgeDays) else { throw ValidationError("--apple-max-age-days must be 1 to 36500") }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
@@ -78,7 +85,7 @@ struct Serve: AsyncParsableCommand {
                 databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000)), appleRootsDER: try appleRoots(),
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
-                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20),
+                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400)),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         try await app.runService()

@@ -43,7 +43,9 @@ struct AppleJWSTests {
     func testNotificationVerifies() async throws {
         let verifier = try AppleJWSVerifier(rootsDER: [try AppleFixtures.embeddedRoot("testNotification")])
         let reader = AppleNotificationReader(verifier: verifier, bundleID: "com.example")
-        let n = try await reader.read(signedPayload: try AppleFixtures.text("testNotification"), now: AppleFixtures.now)
+        // Read the day after it was signed: the reader refuses payloads older than 180 days.
+        let n = try await reader.read(
+            signedPayload: try AppleFixtures.text("testNotification"), now: try Timestamp(rfc3339: "2023-04-13T00:00:00Z"))
         #expect(n.type == "TEST")
         #expect(n.notificationUUID == "9ad56bd2-0bc6-42e0-af24-fd996d87a1e6")
         #expect(n.environment == .sandbox)

@@ -42,14 +42,43 @@ func appleEnvironment(_ value: String?) -> LedgerEnvironment {
 }
 
 /// Reads and verifies a `signedPayload` and its nested signed transaction and renewal info.
+///
+/// The chain is validated at the payload's own `signedDate`, as Apple's library does, so a payload may
+/// not choose that date freely: it must not be in the future (beyond `clockSkew`), older than `maxAge`, or
+/// earlier than the transaction it carries (its `purchaseDate`, or the `signedDate` of a nested JWS).
+/// Otherwise a leaked, long-expired signing key could sign new purchases backdated into its validity.
 public struct AppleNotificationReader: Sendable {
     let verifier: AppleJWSVerifier
     /// When set, a payload for another app is refused.
     let bundleID: String?
+    /// Oldest `signedDate` accepted; Apple's notification history reaches 180 days back.
+    let maxAge: Duration
+    /// How far in the future a `signedDate` may be (clocks differ).
+    let clockSkew: Duration
 
-    public init(verifier: AppleJWSVerifier, bundleID: String?) {
+    public static let defaultMaxAge: Duration = .seconds(180 * 86_400)
+
+    public init(verifier: AppleJWSVerifier, bundleID: String?, maxAge: Duration = defaultMaxAge, clockSkew: Duration = .seconds(300)) {
         self.verifier = verifier
         self.bundleID = bundleID
+        self.maxAge = maxAge
+        self.clockSkew = clockSkew
+    }
+
+    /// Refuses a `signedDate` the signer could have chosen to pass an expired certificate (see the type).
+    func checkSignedDate(_ signed: Timestamp?, of what: String, now: Timestamp, notBefore: [(String, Timestamp?)]) throws(AppleSignatureError) {
+        guard let signed else { throw AppleSignatureError("the \(what) has no signedDate") }
+        let skew = clockSkew.components.seconds * 1_000_000
+        let age = maxAge.components.seconds * 1_000_000
+        if signed.microseconds > now.microseconds + skew {
+            throw AppleSignatureError("the \(what)'s signedDate \(signed.rfc3339) is in the future")
+        }
+        if signed.microseconds < now.microseconds - age {
+            throw AppleSignatureError("the \(what)'s signedDate \(signed.rfc3339) is older than the accepted \(maxAge.components.seconds / 86_400) days")
+        }
+        for case let (name, t?) in notBefore where t > signed {
+            throw AppleSignatureError("the \(what) is signed at \(signed.rfc3339), before its \(name) \(t.rfc3339)")
+        }
     }
 
     public func read(signedPayload: String, now: Timestamp) async throws(AppleSignatureError) -> AppleNotification {
@@ -77,6 +106,18 @@ public struct AppleNotificationReader: Sendable {
         if let signed = data["signedRenewalInfo"]?.stringValue {
             renewal = try await verifier.verify(signed, now: now)
             data["signedRenewalInfo"] = .object(renewal!)
+        }
+        let outer = appleTime(payload["signedDate"])
+        try checkSignedDate(
+            outer, of: "notification", now: now,
+            notBefore: [
+                ("transaction's purchaseDate", appleTime(transaction?["purchaseDate"])),
+                ("transaction's signedDate", appleTime(transaction?["signedDate"])),
+                ("renewal info's signedDate", appleTime(renewal?["signedDate"])),
+            ])
+        for (name, inner) in [("transaction", transaction), ("renewal info", renewal)] {
+            guard let inner, inner["signedDate"] != nil else { continue }
+            try checkSignedDate(appleTime(inner["signedDate"]), of: name, now: now, notBefore: [])
         }
         payload["data"] = .object(data)
         return AppleNotification(

@@ -15,10 +15,13 @@ public struct AppleTestSigner: Sendable {
     public let leafDER: [UInt8]
     /// The leaf's private key, raw (CryptoKit keys are not `Sendable`).
     let leafKeyRaw: [UInt8]
+    /// The intermediate's private key, raw, so that a leaf with other dates can be issued under the same root
+    /// (nil for folders saved before it was kept).
+    let intermediateKeyRaw: [UInt8]?
     var leafKey: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: leafKeyRaw) }
 
-    /// A fresh chain valid from 2000 to 2099.
-    public init() throws {
+    /// A fresh chain valid from 2000 to 2099; the leaf alone may be given other dates (an expired signer).
+    public init(leafValidFrom: Date? = nil, leafValidUntil: Date? = nil) throws {
         let rootKey = P256.Signing.PrivateKey()
         let intermediateKey = P256.Signing.PrivateKey()
         let leafKey = P256.Signing.PrivateKey()
@@ -45,18 +48,21 @@ public struct AppleTestSigner: Sendable {
             },
             issuerPrivateKey: .init(rootKey))
         let leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: from,
-            notValidAfter: until, issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: leafValidFrom ?? from,
+            notValidAfter: leafValidUntil ?? until, issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 Certificate.Extension(oid: AppleJWSVerifier.leafMarkerOID, critical: false, value: [0x05, 0x00])
             },
             issuerPrivateKey: .init(intermediateKey))
-        self.init(root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey)
+        self.init(root: root, intermediate: intermediate, leaf: leaf, leafKey: leafKey, intermediateKey: intermediateKey)
     }
 
-    init(root: Certificate, intermediate: Certificate, leaf: Certificate, leafKey: P256.Signing.PrivateKey) {
+    init(
+        root: Certificate, intermediate: Certificate, leaf: Certificate, leafKey: P256.Signing.PrivateKey,
+        intermediateKey: P256.Signing.PrivateKey?
+    ) {
         var serializer = DER.Serializer()
         func der(_ c: Certificate) -> [UInt8] {
             serializer = DER.Serializer()
@@ -67,6 +73,32 @@ public struct AppleTestSigner: Sendable {
         self.intermediateDER = der(intermediate)
         self.leafDER = der(leaf)
         self.leafKeyRaw = Array(leafKey.rawRepresentation)
+        self.intermediateKeyRaw = intermediateKey.map { Array($0.rawRepresentation) }
+    }
+
+    /// The same root and intermediate with a new leaf valid only from `from` until `until` (an expired or
+    /// not-yet-valid signer, to try the server's date checks).
+    public func reissuingLeaf(validFrom from: Date, until: Date) throws -> AppleTestSigner {
+        guard let raw = intermediateKeyRaw else {
+            throw AppleSignatureError("this test CA folder has no intermediate key; create a new one")
+        }
+        let intermediateKey = try P256.Signing.PrivateKey(rawRepresentation: raw)
+        let intermediate = try Certificate(derEncoded: intermediateDER)
+        let leafKey = P256.Signing.PrivateKey()
+        let leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: from,
+            notValidAfter: until, issuer: intermediate.subject,
+            subject: try DistinguishedName { CommonName("subledger test App Store signer (reissued)") },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                Certificate.Extension(oid: AppleJWSVerifier.leafMarkerOID, critical: false, value: [0x05, 0x00])
+            },
+            issuerPrivateKey: .init(intermediateKey))
+        return AppleTestSigner(
+            root: try Certificate(derEncoded: rootDER), intermediate: intermediate, leaf: leaf, leafKey: leafKey,
+            intermediateKey: intermediateKey)
     }
 
     /// Saves the chain and the leaf key to `directory` (root.der, intermediate.der, leaf.der, leaf-key.raw).
@@ -76,6 +108,7 @@ public struct AppleTestSigner: Sendable {
         try Data(intermediateDER).write(to: directory.appendingPathComponent("intermediate.der"))
         try Data(leafDER).write(to: directory.appendingPathComponent("leaf.der"))
         try leafKey.rawRepresentation.write(to: directory.appendingPathComponent("leaf-key.raw"))
+        if let intermediateKeyRaw { try Data(intermediateKeyRaw).write(to: directory.appendingPathComponent("intermediate-key.raw")) }
     }
 
     /// Loads a chain saved by `save(to:)`.
@@ -85,6 +118,7 @@ public struct AppleTestSigner: Sendable {
         self.intermediateDER = try read("intermediate.der")
         self.leafDER = try read("leaf.der")
         self.leafKeyRaw = Array(try P256.Signing.PrivateKey(rawRepresentation: try read("leaf-key.raw")).rawRepresentation)
+        self.intermediateKeyRaw = try? read("intermediate-key.raw")
     }
 
     /// A compact JWS of `payload`, ES256, with the chain in `x5c`.
