@@ -29,7 +29,10 @@ struct APIHarness {
                 configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 20),
                 backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
-                configuration: ServerConfiguration(maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER), client: client,
+                // The App Store scenarios are dated 2026: accept signatures of any age (the limit has its own tests).
+                configuration: ServerConfiguration(
+                    maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER, appleMaxAge: .seconds(100 * 365 * 86_400)),
+                client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 try await body(http, APIHarness(keys: keys))
