@@ -653,6 +653,8 @@ def _csv_formulas():
         missing = [p for p in sorted(raw[name]) if "'" + p not in cellset]
         if missing:
             problems.append(f"{name}: no neutralised cell \"'\" + value for {missing!r}")
+        say(f"csv: {name}: {len(cells)} cells, {len(bad)} starting a formula; {len(raw[name]) - len(missing)} of "
+            f"{len(raw[name])} hostile values stored in a cell of their own came back neutralised")
     if problems:
         raise Check("; ".join(problems))
 
@@ -753,6 +755,7 @@ def _metrics():
         rose500 = [k for k in rose if '"500"' in k]
         if rose403 or rose500:
             break
+    say(f"metrics: rose with the 403: {rose403 or 'nothing'}")
     if rose500:
         raise Check(f"a 500 counter rose: {rose500}")
     if not rose403:
@@ -974,12 +977,14 @@ def _load():
     h99, h50 = percentile(health, 0.99), percentile(health, 0.5)
     ok_appends = [r.elapsed for r in appends if r.status == 201]
     a50 = statistics.median(r.elapsed for r in appends) if appends else float("nan")
+    amax = max((r.elapsed for r in appends), default=float("nan"))
     limit = max(LOAD_APPEND_FACTOR * base_median, LOAD_APPEND_FLOOR)
     say(f"load: {result['threads']} connections for {seconds:.0f}s, {sum(counts.values())} hostile requests "
         f"{dict(sorted(counts.items(), key=lambda kv: -kv[1]))}")
     say(f"load: /health p50 {h50 * 1000:.0f} ms, p99 {h99 * 1000:.0f} ms over {len(health)} requests "
         f"(before the load: p50 {percentile(health_base, 0.5) * 1000:.0f} ms); ordinary appends median "
-        f"{base_median * 1000:.0f} ms before, {a50 * 1000:.0f} ms during over {len(appends)} ({len(ok_appends)} stored; "
+        f"{base_median * 1000:.0f} ms before, {a50 * 1000:.0f} ms during (max {amax * 1000:.0f} ms) over {len(appends)} "
+        f"({len(ok_appends)} stored; "
         f"limit {limit * 1000:.0f} ms)")
     problems = []
     if not server.alive():
