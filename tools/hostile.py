@@ -837,6 +837,19 @@ def _apple_expired_leaf():
     if "--apple-root-cert" not in server.extra:
         raise Check(f"could not create the test CA in {APPLE_CA}")
     expect_status(request("PUT", "/v1/catalog/products/hostile.apple", PRODUCT, role="admin"), 200, "catalog PUT: ")
+    # Control: a notification signed by the CA's ordinary leaf, dated yesterday, is applied; so a refusal below
+    # is about the expired leaf, not an untrusted root.
+    day = 86400
+    iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    control = apple_cli("--type", "SUBSCRIBED", "--subtype", "INITIAL_BUY", "--transaction-id", "7000",
+                        "--product-id", "hostile.apple", "--purchase-date", iso(time.time() - day),
+                        "--expires-date", iso(time.time() + 29 * day),
+                        "--app-account-token", "0c6b1f0e-5a4d-4c3b-9a2f-1e0d9c8b7a60")
+    if control.returncode != 0:
+        raise Check(f"apple-test-notification failed: {control.stderr.strip()[:300]}")
+    r = request("POST", "/v1/stores/apple/notifications", control.stdout.strip(), role="writer")
+    if r.status != 200 or (r.json or {}).get("status") != "applied":
+        raise Check(f"the control notification (ordinary leaf, dated yesterday) was not applied: {r.brief()}")
     who = "6b0c1f0e-5a4d-4c3b-9a2f-1e0d9c8b7a61"
     leaf = ["--leaf-not-after", "2021-01-01T00:00:00Z"]
     if "--leaf-not-before" in APPLE_HELP:
