@@ -26,7 +26,8 @@ MAX_ID_BYTES = 200             # product_id, subscriber_id
 MAX_IDEMPOTENCY_KEY_BYTES = 255
 MAX_METADATA_BYTES = 16 * 1024
 WINDOW_BATCHES = 3             # batches of WINDOW_BATCH_EVENTS purchases x MAX_ENTITLEMENTS windows, one subscriber
-WINDOW_BATCH_EVENTS = 200
+WINDOW_BATCH_EVENTS = 52       # 3 x 52 x 64 = 9,984 windows: just under the per-subscriber limit
+MAX_WINDOWS_PER_SUBSCRIBER = 10000  # an append past it is 422 naming subscriber_id (docs/limits.md)
 WINDOW_APPEND_BUDGET = 40      # seconds for appending those batches
 WINDOW_PAGE_MAX = 1000         # GET .../windows answers at most this many per page
 WINDOW_READ_SECONDS = 5.0      # GET .../windows and .../entitlements of that subscriber
@@ -513,6 +514,15 @@ def _many_windows_append():
             if r.status != 201:
                 problems.append(f"batch {b} answered {r.brief()} after {r.elapsed:.1f}s"); break
             MANY_STORED[0] += WINDOW_BATCH_EVENTS * MAX_ENTITLEMENTS
+        if MANY_STORED[0] + MAX_ENTITLEMENTS > MAX_WINDOWS_PER_SUBSCRIBER:
+            s = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1577872800 + day * 86400))
+            e = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1577872800 + (day + 1) * 86400))
+            over = purchase(MANY, key=f"{MANY}-over", entitlements=ENTS, period="P1D", period_start=s, period_end=e,
+                            price_minor=99)
+            r = request("POST", "/v1/events", over, role="writer", timeout=REQUEST_TIMEOUT)
+            field = r.err[2]
+            if r.status != 422 or field != "subscriber_id":
+                problems.append(f"an append past {MAX_WINDOWS_PER_SUBSCRIBER} windows answered {r.brief()} (want 422 on subscriber_id)")
     finally:
         stop.set(); t.join(timeout=REQUEST_TIMEOUT + 2)
     slow = [(s, round(e, 2)) for s, e in others if s != 201 or e > OTHER_APPEND_SECONDS]

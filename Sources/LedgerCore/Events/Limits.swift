@@ -13,6 +13,11 @@ public enum Limits {
     public static let maxTextBytes = 1_000
     /// `metadata` as canonical JSON.
     public static let maxMetadataBytes = 16 * 1024
+    /// Events in one subscriber's stream, and windows its fold may hold: an append refolds and rewrites the
+    /// subscriber's projection under the append lock, so these bound how long it makes other writers wait.
+    /// Ten years of monthly renewals of five products with every notice is about a thousand.
+    public static let maxEventsPerSubscriber = 20_000
+    public static let maxWindowsPerSubscriber = 10_000
 
     /// Refuses `metadata` over its size limit or holding a string PostgreSQL cannot store (U+0000).
     public static func checkMetadata(_ metadata: [String: JSONValue], field: String) throws(EventValidationError) {

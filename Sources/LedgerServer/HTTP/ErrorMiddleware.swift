@@ -44,6 +44,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 e.headers[.retryAfter] = "1"
                 return e
             }
+        case let error as EventValidationError:
+            return .invalidEvent(error)
         case let error as ReportOverflow:
             return APIError(
                 .unprocessableContent, code: "report_overflow",

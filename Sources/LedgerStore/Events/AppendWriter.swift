@@ -23,6 +23,20 @@ struct AppendWriter {
     /// append that already succeeded, which only a look-up of the keys can tell.
     struct NeedsKeyLookup: Error {}
 
+    /// An append would take a subscriber's stream past `Limits.maxEventsPerSubscriber` events or
+    /// `Limits.maxWindowsPerSubscriber` windows; the group is retried job by job so that only that job fails.
+    struct StreamTooLarge: Error {
+        var subscriberID: String
+        var events: Int
+        var windows: Int
+
+        var validationError: EventValidationError {
+            EventValidationError(
+                field: "subscriber_id",
+                reason: "the stream of \"\(subscriberID)\" would hold \(events) events and \(windows) windows; a subscriber holds at most \(Limits.maxEventsPerSubscriber) events and \(Limits.maxWindowsPerSubscriber) windows")
+        }
+    }
+
     func append(
         _ jobs: [AppendJob], lookUpKeys: Bool, bulk: Bool = false, on connection: PostgresConnection
     ) async throws -> [Result<AppendResult, StoreError>] {
@@ -63,7 +77,16 @@ struct AppendWriter {
                 touched[row.subscriberID] = streams[row.subscriberID] ?? []
             }
             for row in group.rows { touched[row.subscriberID]!.append(row) }
-            try await ProjectionWriter(logger: logger).write(ProjectionWriter.fold(touched), on: connection)
+            let folded = ProjectionWriter.fold(touched)
+            // A stream's whole fold is rewritten under the append lock: its size bounds how long one append
+            // can make every other writer wait (docs/limits.md).
+            for f in folded {
+                let events = touched[f.subscriber]?.count ?? 0
+                if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
+                    throw StreamTooLarge(subscriberID: f.subscriber, events: events, windows: f.ledger.windows.count)
+                }
+            }
+            try await ProjectionWriter(logger: logger).write(folded, on: connection)
         }
         return outcomes
     }

@@ -112,6 +112,12 @@ public struct EventStore: Sendable {
             var outcomes: [Result<AppendResult, any Error>] = []
             for job in jobs { outcomes += await commit([job], database: database) }
             return outcomes
+        } catch is AppendWriter.StreamTooLarge where jobs.count > 1 {
+            var outcomes: [Result<AppendResult, any Error>] = []
+            for job in jobs { outcomes += await commit([job], database: database) }
+            return outcomes
+        } catch let error as AppendWriter.StreamTooLarge {
+            return [.failure(error.validationError)]
         } catch {
             return Array(repeating: .failure(error), count: jobs.count)
         }

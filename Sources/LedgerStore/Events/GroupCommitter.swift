@@ -23,11 +23,14 @@ final class GroupCommitter: Sendable {
     }
 
     let maxEvents: Int
+    /// Most weight (see `weight(_:)`) one group carries, unless a single job is heavier.
+    let maxWeight: Int
     private let commit: Commit
     private let state = Mutex(State())
 
-    init(maxEvents: Int = 2000, commit: @escaping Commit) {
+    init(maxEvents: Int = 2000, maxWeight: Int = 1000, commit: @escaping Commit) {
         self.maxEvents = maxEvents
+        self.maxWeight = maxWeight
         self.commit = commit
     }
 
@@ -53,25 +56,44 @@ final class GroupCommitter: Sendable {
         }
     }
 
-    /// The waiting jobs in arrival order up to `maxEvents` (at least one), or nil, ending the drain, when
-    /// none waits.
+    /// The next group, or nil, ending the drain, when none waits.
+    ///
+    /// Light jobs (a few windows each: an ordinary purchase) go first, in arrival order, then the others, as
+    /// long as the group's weight (events × entitlements, about the windows its commit writes under the lock)
+    /// stays within `maxWeight` and its events within `maxEvents`; a job heavier than that goes alone. So a
+    /// flood of heavy appends (64-entitlement events, big batches) makes each commit short and lets an
+    /// ordinary append into the next one, instead of queueing it behind all of them (issue 13). Concurrent
+    /// requests have no order among themselves, so taking them out of arrival order changes no guarantee.
     private func nextGroup() -> [Waiting]? {
         state.withLock { s in
             guard !s.queue.isEmpty else {
                 s.draining = false
                 return nil
             }
-            var count = 0
-            var events = 0
-            while count < s.queue.count, count == 0 || events + s.queue[count].job.events.count <= maxEvents {
-                events += s.queue[count].job.events.count
-                count += 1
+            var taken: [Int] = []
+            var (events, weight) = (0, 0)
+            for lightPass in [true, false] {
+                for (i, w) in s.queue.enumerated() where (Self.weight(w.job) <= Self.lightWeight) == lightPass {
+                    let (e, g) = (w.job.events.count, Self.weight(w.job))
+                    if !taken.isEmpty && (events + e > maxEvents || weight + g > maxWeight) { continue }
+                    taken.append(i)
+                    (events, weight) = (events + e, weight + g)
+                }
             }
-            let group = Array(s.queue.prefix(count))
-            s.queue.removeFirst(count)
+            taken.sort()
+            let group = taken.map { s.queue[$0] }
+            for i in taken.reversed() { s.queue.remove(at: i) }
             s.groups += 1
-            s.jobs += count
+            s.jobs += group.count
             return group
         }
+    }
+
+    /// A job of at most this weight is light.
+    static let lightWeight = 8
+
+    /// Events × entitlements (at least one per event): the rows a commit of the job writes, roughly.
+    static func weight(_ job: AppendJob) -> Int {
+        job.events.reduce(0) { $0 + max(1, $1.data["entitlements"]?.arrayValue?.count ?? 1) }
     }
 }
