@@ -76,6 +76,15 @@ struct HardeningAPITests {
             #expect(try small.json.objectValue?["next_after"] == 15)
             let entitlements = try await http.execute(uri: "/v1/subscribers/wide/entitlements?at=2026-03-15T00:00:00Z", method: .get, headers: api.headers(.reader))
             #expect(try entitlements.json.objectValue?["entitlements"]?.arrayValue?.count == 64)
+
+            // 157 × 64 = 10,048 windows: past the per-subscriber limit, refused whole, nothing stored.
+            let tooMany: [JSONValue] = (0..<157).map { Self.purchase("huge", key: "h\($0)", price: "1", entitlements: Array(many.prefix(64))) }
+            let over = try await http.execute(
+                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(["events": .array(tooMany)])))
+            #expect(over.status == .unprocessableContent)
+            #expect(over.errorField == "subscriber_id")
+            let none = try await http.execute(uri: "/v1/subscribers/huge/events", method: .get, headers: api.headers(.auditor))
+            #expect(try none.events.isEmpty)
         }
     }
 

@@ -3,6 +3,7 @@ import LedgerCore
 @testable import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
+import Synchronization
 import Testing
 
 /// Group commit (`GroupCommitter`, `EventStore.commit`): appends that share one transaction keep their own
@@ -117,5 +118,45 @@ struct GroupCommitTests {
             #expect(results.filter { $0.createdCount == 1 }.count == 20)
             #expect(try await store.stream(subscriberID: "n", afterVersion: 0, limit: 100).count == 20)
         }
+    }
+}
+
+/// Which jobs a group takes (no database: the commit closure records the groups).
+@Suite("Group commit: light jobs first within a weight budget")
+struct GroupSelectionTests {
+    static func heavy(_ key: String) -> AppendJob {
+        var event = SampleEvents.purchase(subscriber: key, key: key)
+        var data = event.data
+        data["entitlements"] = .array((0..<64).map { .string("e\($0)") })
+        event.data = data
+        return AppendJob(events: [event], replays: .strict)
+    }
+
+    @Test("an ordinary append queued behind heavy ones goes into the next group, and no group exceeds the budget")
+    func lightFirst() async throws {
+        let recorded = Mutex<[[String]]>([])
+        let gate = AsyncStream<Void>.makeStream()
+        let committer = GroupCommitter(maxEvents: 2000, maxWeight: 200) { jobs in
+            recorded.withLock { $0.append(jobs.map { $0.events[0].idempotencyKey }) }
+            if recorded.withLock({ $0.count }) == 1 { for await _ in gate.stream { break } }  // hold the first group
+            return jobs.map { _ in .failure(CancellationError()) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { _ = try? await committer.submit(Self.heavy("first")) }
+            while recorded.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+            for i in 0..<10 { group.addTask { _ = try? await committer.submit(Self.heavy("h\(i)")) } }
+            try await Task.sleep(for: .milliseconds(100))
+            group.addTask { _ = try? await committer.submit(AppendJob(events: [SampleEvents.purchase(subscriber: "o", key: "ordinary")], replays: .strict)) }
+            try await Task.sleep(for: .milliseconds(100))
+            gate.continuation.yield()
+            gate.continuation.finish()
+            try await group.waitForAll()
+        }
+        let groups = recorded.withLock { $0 }
+        #expect(groups.count >= 3)
+        #expect(groups[1].contains("ordinary"), "groups: \(groups)")
+        // 64 each: at most three heavy jobs fit a budget of 200 (with the light one beside them).
+        #expect(groups.dropFirst().allSatisfy { $0.filter { $0 != "ordinary" }.count <= 3 })
+        #expect(Set(groups.flatMap { $0 }).count == 12)
     }
 }
