@@ -27,13 +27,16 @@ public struct ServerConfiguration: Sendable {
     /// Bytes (estimated) of subscribers' ledgers kept in memory for entitlement reads; zero reads
     /// PostgreSQL every time. See docs/entitlement-cache.md.
     public var entitlementCacheBytes: Int
+    /// How long a read that needs a position waits for a replica to reach it before reading the primary.
+    public var replicaWait: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
         keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
-        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge
+        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250)
     ) {
+        self.replicaWait = replicaWait
         self.appleMaxAge = appleMaxAge
         self.keyCacheTTL = keyCacheTTL
         self.entitlementCacheBytes = entitlementCacheBytes
@@ -49,20 +52,48 @@ public struct ServerConfiguration: Sendable {
 /// The ledger's HTTP application: routes, auth and error mapping over a PostgreSQL client.
 ///
 /// The client is added to the application's services so it starts before the server accepts requests
-/// and shuts down gracefully after it (SIGTERM/SIGINT).
+/// and shuts down gracefully after it (SIGTERM/SIGINT). `replicas` (named, for logs and metrics) serve
+/// reads that their position allows (`ReadRouter`); they are run as services too.
 public func buildApplication(
     configuration: ServerConfiguration,
     client: PostgresClient,
+    replicas: [(name: String, client: PostgresClient)] = [],
     migrations: [Migration],
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) throws -> some ApplicationProtocol {
-    let cache = configuration.entitlementCacheBytes > 0 ? LedgerCache(byteBudget: configuration.entitlementCacheBytes) : nil
+    try buildApplication(
+        configuration: configuration, primary: Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout),
+        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations, metrics: registry, logger: logger)
+}
+
+/// The application over a primary `Database` whose client the caller provides as one of `services` (a
+/// failover-aware primary, `PrimaryClient`, is one).
+public func buildApplication(
+    configuration: ServerConfiguration,
+    primary database: Database,
+    services clientServices: [any Service],
+    replicas: [(name: String, client: PostgresClient)] = [],
+    migrations: [Migration],
+    metrics registry: PrometheusCollectorRegistry? = nil,
+    logger: Logger
+) throws -> some ApplicationProtocol {
+    let cache =
+        configuration.entitlementCacheBytes > 0
+        ? LedgerCache(byteBudget: configuration.entitlementCacheBytes, tracksRecentChanges: !replicas.isEmpty) : nil
+    // A replica that does not answer quickly is set aside and the primary answers: a short lease timeout.
+    let readRouter = ReadRouter(
+        primary: database,
+        replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
+        replicaWait: configuration.replicaWait)
     let router = try buildRouter(
-        configuration: configuration, client: client, migrations: migrations, metrics: registry, cache: cache,
-        logger: logger)
-    var services: [any Service] = [client]
-    if let cache { services.append(ProjectionChanges(client: client, cache: cache, logger: logger)) }
+        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        cache: cache, logger: logger)
+    var services = clientServices
+    if let cache {
+        services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
+    }
+    services.append(ReadRouterMonitor(router: readRouter, onFloor: { cache?.forgetChanges(upTo: $0) }))
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
@@ -75,15 +106,15 @@ public func buildApplication(
 
 /// The router alone, for tests that drive it without a socket. A `cache` serves reads only while a
 /// `ProjectionChanges` service runs for it (buildApplication adds one).
-public func buildRouter(
+func buildRouter(
     configuration: ServerConfiguration,
-    client: PostgresClient,
+    database: Database,
+    readRouter: ReadRouter,
     migrations: [Migration],
     metrics registry: PrometheusCollectorRegistry? = nil,
     cache: LedgerCache? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
-    let database = Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)
     let router = Router(context: LedgerRequestContext.self)
     // Metrics outside the error mapping, so that every response is counted under the status it was sent
     // with (a 403 thrown as an APIError is a 403, not the 500 Hummingbird assumes for unknown errors).
@@ -91,29 +122,35 @@ public func buildRouter(
     router.add(middleware: ErrorMiddleware())
 
     OperationsRoutes(
-        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache
+        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache,
+        readRouter: readRouter
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let catalog = CatalogStore(database: database)
     // One store, so appends from every route share one group-commit queue.
-    let store = EventStore(database: database, onCommit: { cache?.invalidate($0) })
-    EventRoutes(store: store, catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
+    // The cache forgets what an append changed (remembering where, for replicas), and the read router
+    // learns a position the primary has committed.
+    let store = EventStore(database: database, onCommit: { changes in
+        cache?.invalidate(changes)
+        if let last = changes.values.max() { readRouter.observedPrimary(last) }
+    })
+    EventRoutes(store: store, router: readRouter, catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
-    SubscriberRoutes(reader: ProjectionReader(database: database, cache: cache)).register(on: v1)
+    SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
-        store: store, reader: ProjectionReader(database: database),
+        store: store, router: readRouter,
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
-    ReportRoutes(reports: ReportStore(database: database)).register(on: v1)
+    ReportRoutes(router: readRouter).register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
         reader: AppleNotificationReader(
             verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID,
             maxAge: configuration.appleMaxAge),
-        inbox: AppleInbox(database: database), store: store, catalog: catalog,
+        inbox: AppleInbox(database: database), store: store, router: readRouter, catalog: catalog,
         maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
     return router

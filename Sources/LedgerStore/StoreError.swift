@@ -36,6 +36,10 @@ extension StoreError {
                 if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") {
                     return StoreError.unavailable(error.serverMessage)
                 }
+                // 25006 read_only_sql_transaction: the server is a standby now (a failover demoted it).
+                if state == "25006" {
+                    return StoreError.unavailable("the database is read-only (a failover is under way): \(error.serverMessage)")
+                }
             default:
                 break
             }

@@ -8,21 +8,35 @@ import PostgresNIO
 struct DatabaseOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
-        help: "postgres://user:password@host:port/database (default: $DATABASE_URL)")
-    var databaseURL: String?
+        help: "postgres://user:password@host:port/database (default: $DATABASE_URL); several hosts (h1:p1,h2:p2, or the option repeated) mean the writable one")
+    var databaseURLs: [String] = []
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default: $LOG_LEVEL or info)")
     var logLevel: String?
 
-    func url() throws -> DatabaseURL {
-        guard let text = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !text.isEmpty else {
+    /// Every host given (`--database-url` repeated, or libpq's `h1:p1,h2:p2`), as one URL.
+    func allHosts() throws -> DatabaseURL {
+        let texts = databaseURLs.isEmpty ? [ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""] : databaseURLs
+        guard let first = texts.first, !first.isEmpty else {
             throw ValidationError("no database: pass --database-url or set DATABASE_URL (tools/pg prints it)")
         }
         do {
-            return try DatabaseURL(text)
+            var url = try DatabaseURL(first)
+            for text in texts.dropFirst() { url = try url.adding(DatabaseURL(text)) }
+            return url
         } catch {
             throw ValidationError("\(error)")
         }
+    }
+
+    /// The database one-shot commands use: with several hosts, the writable one (asked now).
+    func url() async throws -> DatabaseURL {
+        let url = try allHosts()
+        guard url.isMultiHost else { return url }
+        for endpoint in url.endpoints where await PrimaryClient.probe(url.single(endpoint), logger: Logger(label: "subledger")) == .writable {
+            return url.single(endpoint)
+        }
+        throw CommandFailure("none of the database hosts \(url.endpoints.map(\.description)) is writable")
     }
 
     func makeLogger(_ label: String) -> Logger {

@@ -31,7 +31,7 @@ struct Import: AsyncParsableCommand {
         let batchSize = max(1, batch)
         let interactive = isatty(STDERR_FILENO) == 1
         let started = Date()
-        let summary = try await withPostgresClient(try database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
+        let summary = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
             let store = EventStore(client: client, logger: logger)
             let reader = ImportBatchReader(
                 lines: LineReader(handle: handle), batchSize: batchSize, catalog: CatalogStore(client: client, logger: logger))

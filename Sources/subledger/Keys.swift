@@ -25,7 +25,7 @@ struct Keys: AsyncParsableCommand {
             }
             let logger = database.makeLogger("subledger.keys")
             let name = self.name ?? "\(role.rawValue) key"
-            let (key, secret) = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
+            let (key, secret) = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
                 try await APIKeyStore(client: client, logger: logger).create(role: role, name: name)
             }
             print("created key \(key.keyID) (role \(key.role.rawValue), name \"\(key.name)\"); the secret is shown only now:")
@@ -40,7 +40,7 @@ struct Keys: AsyncParsableCommand {
 
         func run() async throws {
             let logger = database.makeLogger("subledger.keys")
-            let keys = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
+            let keys = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
                 try await APIKeyStore(client: client, logger: logger).list()
             }
             for key in keys {
@@ -61,7 +61,7 @@ struct Keys: AsyncParsableCommand {
         func run() async throws {
             guard let id = UUID(uuidString: keyID) else { throw ValidationError("'\(keyID)' is not a key id (a UUID)") }
             let logger = database.makeLogger("subledger.keys")
-            let revoked = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
+            let revoked = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
                 try await APIKeyStore(client: client, logger: logger).revoke(keyID: id)
             }
             guard revoked else { throw CommandFailure("no active key has id \(id)") }

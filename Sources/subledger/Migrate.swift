@@ -12,7 +12,7 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let logger = database.makeLogger("subledger.migrate")
-        let url = try database.url()
+        let url = try await database.url()
         let migrations = try Migration.bundled()
         let status = self.status
         try await withPostgresClient(url.clientConfiguration(), logger: logger) { client in

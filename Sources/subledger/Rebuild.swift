@@ -16,7 +16,7 @@ struct Rebuild: AsyncParsableCommand {
         let interactive = isatty(STDERR_FILENO) == 1
         let chunk = self.chunk
         let started = Date()
-        let done = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
+        let done = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
             try await Rebuilder(client: client, logger: logger, chunkSize: chunk).rebuild { p in
                 if interactive {
                     let pct = p.totalEvents == 0 ? 100 : p.events * 100 / p.totalEvents

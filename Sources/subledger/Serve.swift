@@ -7,6 +7,7 @@ import Logging
 import Metrics
 import PostgresNIO
 import Prometheus
+import ServiceLifecycle
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the HTTP API.")
@@ -59,35 +60,75 @@ struct Serve: AsyncParsableCommand {
     var statementTimeout: String?
 
     @Option(
+        name: .customLong("read-database-url"),
+        help: "A read replica (a streaming standby of the primary); repeatable. Entitlement, window, event, feed, export and report reads go to one that has the position they need (docs/scaling.md).")
+    var readDatabaseURLs: [String] = []
+
+    @Option(
+        name: .customLong("replica-wait"),
+        help: "How long a read with min_position waits for a replica to reach it before reading the primary, e.g. 250ms.")
+    var replicaWait = "250ms"
+
+    @Option(
         name: .customLong("apple-max-age-days"),
         help: "Refuse App Store payloads signed longer ago than this (default: $SUBLEDGER_APPLE_MAX_AGE_DAYS or 180).")
     var appleMaxAgeDays: Int?
 
     func run() async throws {
         let logger = database.makeLogger("subledger")
-        let url = try database.url()
+        let url = try database.allHosts()
         let migrations = try Migration.bundled()
         let timeoutText = statementTimeout ?? ProcessInfo.processInfo.environment["SUBLEDGER_STATEMENT_TIMEOUT"] ?? "10s"
         guard let timeout = Self.duration(timeoutText) else {
             throw ValidationError("--statement-timeout must be a duration such as 5s, 500ms or 2m (0 for none), not '\(timeoutText)'")
         }
-        let clientConfiguration = url.clientConfiguration(role: dbRole, maximumConnections: dbConnections, statementTimeout: timeout)
-        try await checkSchema(clientConfiguration, migrations: migrations, logger: logger)
+        let (role, connections) = (dbRole, dbConnections)
+        let configure: @Sendable (DatabaseURL) -> PostgresClient.Configuration = {
+            $0.clientConfiguration(role: role, maximumConnections: connections, statementTimeout: timeout)
+        }
+        // With several hosts, the schema is checked on the writable one (if any answers now).
+        let checked: DatabaseURL? = url.isMultiHost ? (try? await database.url()) : url
+        if let checked { try await checkSchema(configure(checked), migrations: migrations, logger: logger) }
 
         let maxAgeDays = appleMaxAgeDays ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_MAX_AGE_DAYS"].flatMap { Int($0) } ?? 180
         guard (1...36_500).contains(maxAgeDays) else { throw ValidationError("--apple-max-age-days must be 1 to 36500") }
+        guard let replicaWait = Self.duration(replicaWait) else {
+            throw ValidationError("--replica-wait must be a duration such as 250ms or 2s, not '\(self.replicaWait)'")
+        }
+        let replicas = try readDatabaseURLs.map { text in
+            let replica: DatabaseURL
+            do { replica = try DatabaseURL(text) } catch { throw ValidationError("--read-database-url: \(error)") }
+            return (name: replica.description, client: PostgresClient(configuration: configure(replica), backgroundLogger: logger))
+        }
+        let leaseTimeout = Duration.milliseconds(Int64(dbTimeout * 1000))
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        // One host: one client. Several: the writable one, followed through failovers (PrimaryClient).
+        let primary: Database
+        let primaryService: any Service
+        if url.isMultiHost {
+            let client = PrimaryClient(url: url, logger: logger, configure: configure)
+            (primary, primaryService) = (Database(provider: client, logger: logger, leaseTimeout: leaseTimeout), client)
+        } else {
+            let client = PostgresClient(configuration: configure(url), backgroundLogger: logger)
+            (primary, primaryService) = (Database(client: client, logger: logger, leaseTimeout: leaseTimeout), client)
+        }
         let app = try buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, maxBodyBytes: maxBodyBytes,
-                databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000)), appleRootsDER: try appleRoots(),
+                databaseLeaseTimeout: leaseTimeout, appleRootsDER: try appleRoots(),
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
-                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400)),
-            client: client, migrations: migrations, metrics: registry, logger: logger)
-        logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
+                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
+                replicaWait: replicaWait),
+            primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
+            metrics: registry, logger: logger)
+        logger.info(
+            "starting",
+            metadata: [
+                "http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)",
+                "db.replicas": "\(replicas.map(\.name).joined(separator: ","))",
+            ])
         try await app.runService()
     }
 

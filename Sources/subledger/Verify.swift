@@ -12,7 +12,7 @@ struct Verify: AsyncParsableCommand {
     func run() async throws {
         let logger = database.makeLogger("subledger.verify")
         let interactive = isatty(STDERR_FILENO) == 1
-        let (result, sealed) = try await withPostgresClient(try database.url().clientConfiguration(), logger: logger) { client in
+        let (result, sealed) = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
             let chains = try await ChainVerifier(client: client, logger: logger).verify { checked in
                 if interactive { FileHandle.standardError.write(Data("\rchecked \(checked) events".utf8)) }
             }

@@ -11,6 +11,8 @@ struct AppleStoreRoutes {
     let reader: AppleNotificationReader
     let inbox: AppleInbox
     let store: EventStore
+    /// For the position of answers that append nothing themselves (the primary's, which includes them).
+    let router: ReadRouter
     let catalog: CatalogStore
     let maxBodyBytes: Int
 
@@ -38,7 +40,8 @@ struct AppleStoreRoutes {
             "apple notification",
             metadata: ["apple.notification_uuid": "\(uuid)", "apple.type": "\(notification.type)", "apple.subtype": "\(notification.subtype ?? "")"])
         if let status = try await inbox.status(of: uuid), status != .pending {
-            return .json(["status": "duplicate", "notification_uuid": .string(notification.notificationUUID)])
+            return Response.json(["status": "duplicate", "notification_uuid": .string(notification.notificationUUID)])
+                .ledgerPosition(try await router.primaryHead())
         }
         let drafts: [StoreEventDraft]
         do {
@@ -54,20 +57,22 @@ struct AppleStoreRoutes {
         }
         if drafts.isEmpty {
             try await record(.notice, nil)
-            return .json(["status": "notice", "notification_uuid": .string(notification.notificationUUID)])
+            return Response.json(["status": "notice", "notification_uuid": .string(notification.notificationUUID)])
+                .ledgerPosition(try await router.primaryHead())
         }
         let subscriber = try await resolveSubscriber(notification)
         guard let subscriber else {
             // Kept, not dropped: applied when a receipt upload links the original transaction to a subscriber.
             try await record(.pending, nil)
-            return .json(["status": "pending", "notification_uuid": .string(notification.notificationUUID)])
+            return Response.json(["status": "pending", "notification_uuid": .string(notification.notificationUUID)])
+                .ledgerPosition(try await router.primaryHead())
         }
         let events = try await apply(drafts, subscriber: subscriber)
         try await record(.applied, subscriber)
-        return .json([
+        return Response.json([
             "status": "applied", "notification_uuid": .string(notification.notificationUUID),
             "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)),
-        ])
+        ]).ledgerPosition(events.map(\.position).max() ?? 0)
     }
 
     @Sendable func receipt(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -94,10 +99,13 @@ struct AppleStoreRoutes {
         }
         let events = mapping.drafts.isEmpty ? [] : try await apply(mapping.drafts, subscriber: subscriber)
         let applied = try await applyPending(originalTransactionIDs: mapping.originalTransactionIDs, subscriber: subscriber, logger: context.logger)
-        return .json([
+        // Pending notifications applied here appended events this answer does not list: the primary's
+        // position includes them.
+        let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
+        return Response.json([
             "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)),
             "applied_notifications": .number(JSONNumber(Int64(applied))),
-        ])
+        ]).ledgerPosition(position)
     }
 
     /// `appAccountToken` names the subscriber (and links the original transaction to it); otherwise the

@@ -6,7 +6,8 @@ import LedgerStore
 /// Accountants' routes: checkpoints, verification and streamed CSV exports (auditor role).
 struct AuditRoutes {
     let store: EventStore
-    let reader: ProjectionReader
+    /// Where the exports are read (a replica that has the position asked for, else the primary).
+    let router: ReadRouter
     let checkpoints: CheckpointStore
     let verifier: ChainVerifier
 
@@ -60,6 +61,9 @@ struct AuditRoutes {
         let from = try query.timestamp("from")
         let to = try query.timestamp("to")
         let store = self.store
+        // One source for the whole export; the header's position is where it stood before the first page.
+        let route = try await router.route(atLeast: try LedgerPosition.minimum(request))
+        let source = route.database
         let body = ResponseBody { writer in
             try await writer.write(CSV.line([
                 "position", "event_id", "subscriber_id", "version", "type", "occurred_at", "recorded_at", "source", "environment",
@@ -67,7 +71,8 @@ struct AuditRoutes {
             ]))
             var after: Int64 = 0
             while true {
-                let page = try await store.feed(afterPosition: after, limit: Self.pageSize, recordedFrom: from, recordedTo: to)
+                let page = try await store.feed(
+                    afterPosition: after, limit: Self.pageSize, recordedFrom: from, recordedTo: to, on: source)
                 guard let last = page.last else { break }
                 var buffer = ByteBuffer()
                 for e in page {
@@ -83,13 +88,14 @@ struct AuditRoutes {
             }
             try await writer.finish(nil)
         }
-        return Response(status: .ok, headers: CSV.headers(filename: "events.csv"), body: body)
+        return Response(status: .ok, headers: CSV.headers(filename: "events.csv"), body: body).ledgerPosition(route.position)
     }
 
     /// Every window of every subscriber (void and cut ones included), streamed page by page.
     @Sendable func windowsCSV(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.audit)
-        let reader = self.reader
+        let route = try await router.route(atLeast: try LedgerPosition.minimum(request))
+        let source = route.database
         let body = ResponseBody { writer in
             try await writer.write(CSV.line([
                 "subscriber_id", "entitlement", "start", "end", "kind", "product_id", "transaction_id", "source_event_id",
@@ -97,7 +103,7 @@ struct AuditRoutes {
             ]))
             var cursor: (subscriber: String, seq: Int32)? = nil
             while true {
-                let page = try await reader.windowsPage(after: cursor, limit: Self.pageSize)
+                let page = try await ProjectionReader.windowsPage(after: cursor, limit: Self.pageSize, on: source)
                 guard let last = page.last else { break }
                 var buffer = ByteBuffer()
                 for (subscriber, _, w) in page {
@@ -113,6 +119,6 @@ struct AuditRoutes {
             }
             try await writer.finish(nil)
         }
-        return Response(status: .ok, headers: CSV.headers(filename: "windows.csv"), body: body)
+        return Response(status: .ok, headers: CSV.headers(filename: "windows.csv"), body: body).ledgerPosition(route.position)
     }
 }

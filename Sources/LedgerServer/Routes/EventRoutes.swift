@@ -6,6 +6,8 @@ import LedgerStore
 /// `POST /v1/events` and the two audit feeds.
 struct EventRoutes {
     let store: EventStore
+    /// Where the feeds are read (a replica that has the position a read needs, else the primary).
+    let router: ReadRouter
     let catalog: CatalogStore
     let maxBodyBytes: Int
 
@@ -41,8 +43,10 @@ struct EventRoutes {
         let result = try await store.append(appendRequest.events)
         context.logger.debug(
             "appended", metadata: ["ledger.events.created": "\(result.createdCount)", "ledger.events.total": "\(result.events.count)"])
-        return .json(
-            .object(["events": .array(result.events.map(\.json))]), status: result.isReplay ? .ok : .created)
+        // The highest position reached: a read with it as `min_position` sees every event of this answer.
+        return Response.json(
+            .object(["events": .array(result.events.map(\.json))]), status: result.isReplay ? .ok : .created
+        ).ledgerPosition(result.events.map(\.position).max() ?? 0)
     }
 
     @Sendable func feed(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -50,12 +54,16 @@ struct EventRoutes {
         let query = QueryParameters(request: request)
         let after = try query.int64("after_position", default: 0, range: 0...Int64.max)
         let limit = try query.int64("limit", default: 100, range: 1...1000)
-        let events = try await store.feed(afterPosition: after, limit: Int(limit))
-        return .json(
+        let minimum = try LedgerPosition.minimum(request)
+        let (events, position) = try await router.read(atLeast: minimum) { [store] source in
+            try await store.feed(afterPosition: after, limit: Int(limit), on: source)
+        }
+        return Response.json(
             .object([
                 "events": .array(events.map(\.json)),
                 "next_after_position": .number(JSONNumber(events.last?.position ?? after)),
-            ]))
+            ])
+        ).ledgerPosition(max(position, events.last?.position ?? 0))
     }
 
     @Sendable func stream(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -64,13 +72,17 @@ struct EventRoutes {
         let query = QueryParameters(request: request)
         let after = try query.int64("after", default: 0, range: 0...Int64.max)
         let limit = try query.int64("limit", default: 100, range: 1...1000)
-        let events = try await store.stream(subscriberID: subscriber, afterVersion: after, limit: Int(limit))
-        return .json(
+        let minimum = try LedgerPosition.minimum(request)
+        let (events, position) = try await router.read(atLeast: minimum) { [store] source in
+            try await store.stream(subscriberID: subscriber, afterVersion: after, limit: Int(limit), on: source)
+        }
+        return Response.json(
             .object([
                 "subscriber_id": .string(subscriber),
                 "events": .array(events.map(\.json)),
                 "next_after": .number(JSONNumber(events.last?.version ?? after)),
-            ]))
+            ])
+        ).ledgerPosition(max(position, events.map(\.position).max() ?? 0))
     }
 }
 

@@ -10,6 +10,8 @@ struct OperationsRoutes {
     let registry: PrometheusCollectorRegistry?
     /// Reported in `/metrics` (size, hits, misses, whether it serves) when the server keeps one.
     var cache: LedgerCache? = nil
+    /// Reported in `/metrics` (reads per source, replicas' positions).
+    var readRouter: ReadRouter? = nil
 
     func register(on router: Router<LedgerRequestContext>) {
         router.get("health") { _, _ in Response.json(["status": "ok"]) }
@@ -22,8 +24,9 @@ struct OperationsRoutes {
                 status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
                 body: .init(byteBuffer: .init(bytes: Array(data))))
         }
-        router.get("metrics") { [cache] _, _ in
+        router.get("metrics") { [cache, readRouter] _, _ in
             if let registry, let cache { Self.report(cache, into: registry) }
+            if let registry, let readRouter { Self.report(readRouter, into: registry) }
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: .init(bytes: registry?.emitToBuffer() ?? [])))
@@ -38,6 +41,18 @@ struct OperationsRoutes {
         registry.makeGauge(name: "subledger_entitlement_cache_hits").set(to: Double(stats.hits))
         registry.makeGauge(name: "subledger_entitlement_cache_misses").set(to: Double(stats.misses))
         registry.makeGauge(name: "subledger_entitlement_cache_enabled").set(to: cache.isEnabled ? 1 : 0)
+    }
+
+    /// Where reads ran, and how far each replica is, as gauges read when scraped.
+    static func report(_ router: ReadRouter, into registry: PrometheusCollectorRegistry) {
+        let stats = router.statistics
+        registry.makeGauge(name: "subledger_reads_primary").set(to: Double(stats.primary))
+        registry.makeGauge(name: "subledger_reads_replica").set(to: Double(stats.replica))
+        registry.makeGauge(name: "subledger_reads_replica_fallback").set(to: Double(stats.fallback))
+        for replica in router.replicaStates {
+            registry.makeGauge(name: "subledger_replica_position", labels: [("replica", replica.name)]).set(to: Double(replica.position))
+            registry.makeGauge(name: "subledger_replica_up", labels: [("replica", replica.name)]).set(to: replica.down ? 0 : 1)
+        }
     }
 
     @Sendable func ready(_ request: Request, context: LedgerRequestContext) async throws -> Response {

@@ -5,7 +5,8 @@ import LedgerStore
 
 /// Analysts' reports (ledger-semantics sections 5–6): JSON, or CSV with `Accept: text/csv` (or `format=csv`).
 struct ReportRoutes {
-    let reports: ReportStore
+    /// Reports read the fact tables on a replica that has the position asked for, else on the primary.
+    let router: ReadRouter
     /// Reports never span more periods than this (a day grid over ~2.7 years).
     static let maxPeriods = 1000
 
@@ -20,7 +21,8 @@ struct ReportRoutes {
     @Sendable func churn(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request)
-        let rows = try await reports.churn(boundaries: q.boundaries, entitlement: q.entitlement).map { p -> ReportRow in
+        let (result, position) = try await router.read(atLeast: q.minimum) { try await ReportStore(database: $0).churn(boundaries: q.boundaries, entitlement: q.entitlement) }
+        let rows = result.map { p -> ReportRow in
             [
                 ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
                 ("active_start", .int(p.activeStart)), ("new", .int(p.new)), ("reactivated", .int(p.reactivated)),
@@ -30,13 +32,14 @@ struct ReportRoutes {
                 ("churn_rate", .ratio(p.churnRate)),
             ]
         }
-        return q.respond(name: "churn", rows: rows)
+        return q.respond(name: "churn", rows: rows).ledgerPosition(position)
     }
 
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request)
-        let rows = try await reports.revenue(boundaries: q.boundaries, entitlement: q.entitlement).map { p -> ReportRow in
+        let (result, position) = try await router.read(atLeast: q.minimum) { try await ReportStore(database: $0).revenue(boundaries: q.boundaries, entitlement: q.entitlement) }
+        let rows = result.map { p -> ReportRow in
             let f = p.figures
             return [
                 ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
@@ -46,25 +49,28 @@ struct ReportRoutes {
                 ("recognized", .int(f.recognized)), ("deferred_start", .int(p.deferredStart)), ("deferred_end", .int(p.deferredEnd)),
             ]
         }
-        return q.respond(name: "revenue", rows: rows)
+        return q.respond(name: "revenue", rows: rows).ledgerPosition(position)
     }
 
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request)
-        let rows = try await reports.trials(boundaries: q.boundaries, entitlement: q.entitlement).map { p -> ReportRow in
+        let (result, position) = try await router.read(atLeast: q.minimum) { try await ReportStore(database: $0).trials(boundaries: q.boundaries, entitlement: q.entitlement) }
+        let rows = result.map { p -> ReportRow in
             [
                 ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
                 ("started", .int(p.started)), ("converted", .int(p.converted)), ("conversion_rate", .ratio(p.conversionRate)),
             ]
         }
-        return q.respond(name: "trials", rows: rows)
+        return q.respond(name: "trials", rows: rows).ledgerPosition(position)
     }
 
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month)
-        let cohorts = try await reports.retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
+        let (cohorts, position) = try await router.read(atLeast: q.minimum) {
+            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
+        }
         if q.wantsCSV {
             var rows: [ReportRow] = []
             for c in cohorts {
@@ -75,7 +81,7 @@ struct ReportRoutes {
                     ])
                 }
             }
-            return q.respond(name: "retention", rows: rows)
+            return q.respond(name: "retention", rows: rows).ledgerPosition(position)
         }
         let periods: [JSONValue] = cohorts.map { c in
             .object([
@@ -85,7 +91,7 @@ struct ReportRoutes {
                 }),
             ])
         }
-        return .json(q.envelope(["periods": .array(periods)]))
+        return Response.json(q.envelope(["periods": .array(periods)])).ledgerPosition(position)
     }
 
     @Sendable func mrr(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -93,15 +99,17 @@ struct ReportRoutes {
         let query = QueryParameters(request: request)
         let at = try query.timestamp("at") ?? Timestamp.now()
         let entitlement = try query.entitlement()
-        let lines = try await reports.mrr(at: at, entitlement: entitlement)
+        let minimum = try LedgerPosition.minimum(request)
+        let wantsCSV = try ReportQuery.wantsCSV(request)
+        let (lines, position) = try await router.read(atLeast: minimum) { try await ReportStore(database: $0).mrr(at: at, entitlement: entitlement) }
         let rows: [ReportRow] = lines.map {
             [("currency", .string($0.currency)), ("mrr_minor", .int($0.mrrMinor)), ("active_paid", .int($0.activePaid))]
         }
-        if try ReportQuery.wantsCSV(request) { return ReportQuery.csv(name: "mrr", rows: rows) }
-        return .json([
+        if wantsCSV { return ReportQuery.csv(name: "mrr", rows: rows).ledgerPosition(position) }
+        return Response.json([
             "at": .string(at.rfc3339), "entitlement": entitlement.map(JSONValue.string) ?? .null,
             "currencies": .array(rows.map(ReportQuery.object)),
-        ])
+        ]).ledgerPosition(position)
     }
 }
 
@@ -117,6 +125,8 @@ struct ReportQuery {
     let entitlement: String?
     let boundaries: [Timestamp]
     let wantsCSV: Bool
+    /// `min_position` / `Ledger-Min-Position`.
+    let minimum: Int64
 
     /// Defaults: `to` is the end of the current period, `from` twelve periods (thirty days) earlier.
     init(_ request: Request, interval fixed: ReportInterval? = nil) throws {
@@ -148,6 +158,7 @@ struct ReportQuery {
         entitlement = try query.entitlement()
         boundaries = ReportCalendar.boundaries(from: from, to: to, interval: interval)
         wantsCSV = try Self.wantsCSV(request)
+        minimum = try LedgerPosition.minimum(request)
     }
 
     static func previous(_ start: Timestamp, _ interval: ReportInterval) -> Timestamp {

@@ -21,14 +21,15 @@ struct SubscriberRoutes {
         let at = try query.timestamp("at") ?? Timestamp.now()
         let asOf = try query.asOf()
         if asOf != nil { try context.require(.audit) }
-        let ledger = try await reader.ledger(subscriberID: subscriber, asOf: asOf)
+        let minimum = try LedgerPosition.minimum(request)
+        let (ledger, position) = try await reader.read(subscriberID: subscriber, asOf: asOf, atLeast: minimum)
         var body: [String: JSONValue] = [
             "subscriber_id": .string(subscriber),
             "at": .string(at.rfc3339),
             "entitlements": .array(ledger.entitlements(at: at).map(\.json)),
         ]
         if let asOf { body["as_of"] = asOf.json }
-        return .json(.object(body))
+        return Response.json(.object(body)).ledgerPosition(position)
     }
 
     @Sendable func windows(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -40,7 +41,8 @@ struct SubscriberRoutes {
         let limit = Int(try query.int64("limit", default: Int64(Self.maxWindowsPerPage), range: 1...Int64(Self.maxWindowsPerPage)))
         let after = try query.int64("after", default: 0, range: 0...Int64(Int32.max))
         if asOf != nil { try context.require(.audit) }
-        let ledger = try await reader.ledger(subscriberID: subscriber, asOf: asOf)
+        let minimum = try LedgerPosition.minimum(request)
+        let (ledger, position) = try await reader.read(subscriberID: subscriber, asOf: asOf, atLeast: minimum)
         let all = ledger.windows
         let start = min(Int(after), all.count)
         let end = min(start + limit, all.count)
@@ -50,7 +52,7 @@ struct SubscriberRoutes {
         ]
         if end < all.count { body["next_after"] = .number(JSONNumber(Int64(end))) }
         if let asOf { body["as_of"] = asOf.json }
-        return .json(.object(body))
+        return Response.json(.object(body)).ledgerPosition(position)
     }
 }
 

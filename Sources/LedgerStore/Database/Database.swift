@@ -9,23 +9,41 @@ import Synchronization
 /// would rather get a quick 503 and retry with its idempotency key. Only the wait for a connection is
 /// bounded: a long-running read (a verify, an export) is not cut short once it has its connection.
 public struct Database: Sendable {
-    public let client: PostgresClient
+    let provider: any ClientProvider
     public let logger: Logger
     public let leaseTimeout: Duration
 
     public init(client: PostgresClient, logger: Logger, leaseTimeout: Duration = .seconds(3)) {
-        self.client = client
+        self.init(provider: FixedClient(client: client), logger: logger, leaseTimeout: leaseTimeout)
+    }
+
+    /// A database whose client can change (`PrimaryClient`: the writable host of several).
+    public init(provider: any ClientProvider, logger: Logger, leaseTimeout: Duration = .seconds(3)) {
+        self.provider = provider
         self.logger = logger
         self.leaseTimeout = leaseTimeout
     }
 
     /// Runs `body` on a leased connection.
+    ///
+    /// A failure that means the server is gone or no longer writable (a lost connection, SQLSTATE 25006
+    /// `read_only_sql_transaction`) is reported to the provider, which then looks for the primary again.
     @discardableResult
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await leasing(body)
+        } catch {
+            if case .unavailable = error as? StoreError { provider.connectionFailed(error) }
+            throw error
+        }
+    }
+
+    private func leasing<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let leased = LeaseFlag()
         let timeout = leaseTimeout
         return try await StoreError.mapping {
-            try await withThrowingTaskGroup(of: T?.self) { group in
+            let client = try provider.currentClient()
+            return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask {
                     try await client.withConnection { connection in
                         leased.set()
@@ -78,6 +96,21 @@ public struct Database: Sendable {
         public var reply: String
         public var description: String { "the transaction was rolled back at COMMIT (\(reply)): one of its statements failed" }
     }
+}
+
+/// Supplies the client a `Database` leases from, and hears when it failed in a way that may mean the
+/// server is gone or no longer the primary.
+public protocol ClientProvider: Sendable {
+    /// The client to use now; throws `StoreError.unavailable` while there is none (a failover under way).
+    func currentClient() throws -> PostgresClient
+    func connectionFailed(_ error: any Error)
+}
+
+/// One client for good (a single-host URL).
+struct FixedClient: ClientProvider {
+    let client: PostgresClient
+    func currentClient() throws -> PostgresClient { client }
+    func connectionFailed(_ error: any Error) {}
 }
 
 private final class LeaseFlag: Sendable {

@@ -1,7 +1,9 @@
 import Foundation
 import PostgresNIO
 
-/// A `postgres://user:password@host:port/database?sslmode=disable|prefer|require` URL.
+/// A `postgres://user:password@host:port/database?sslmode=disable|prefer|require` URL, or libpq's multi-host
+/// form `postgresql://user:password@h1:p1,h2:p2/database?target_session_attrs=read-write`: the service then
+/// connects to whichever host is writable and follows a failover (`PrimaryClient`).
 public struct DatabaseURL: Sendable, CustomStringConvertible {
     public enum ParseError: Error, CustomStringConvertible {
         case invalid(String)
@@ -12,23 +14,57 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         }
     }
 
-    public var host: String
-    public var port: Int
+    /// One `host:port` of a (multi-host) URL.
+    public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// Every host, in the order given; `host` and `port` are the first's.
+    public var endpoints: [Endpoint]
     public var username: String
     public var password: String?
     public var database: String
     public var sslMode: String
+    /// libpq's `target_session_attrs` (`any`, `read-write`, `primary`, …), when given.
+    public var targetSessionAttrs: String?
+
+    public var host: String {
+        get { endpoints[0].host }
+        set { endpoints[0].host = newValue }
+    }
+
+    public var port: Int {
+        get { endpoints[0].port }
+        set { endpoints[0].port = newValue }
+    }
+
+    /// More than one host: the writable one is looked for, and looked for again after a failover.
+    public var isMultiHost: Bool { endpoints.count > 1 }
 
     public init(_ text: String) throws(ParseError) {
-        guard let c = URLComponents(string: text), let scheme = c.scheme,
+        // URLComponents knows one host only: the host list is split off and parsed here.
+        guard let schemeEnd = text.range(of: "://") else { throw .invalid("expected postgres://user:password@host:port/database") }
+        let afterScheme = text[schemeEnd.upperBound...]
+        let authorityEnd = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? afterScheme.endIndex
+        let authority = afterScheme[..<authorityEnd]
+        let at = authority.lastIndex(of: "@")
+        let hostList = at.map { authority[authority.index(after: $0)...] } ?? authority
+        var endpoints: [Endpoint] = []
+        for item in hostList.split(separator: ",", omittingEmptySubsequences: false) {
+            endpoints.append(try Self.endpoint(item))
+        }
+        guard let first = endpoints.first else { throw .invalid("no host") }
+        let userInfo = at.map { String(authority[..<$0]) + "@" } ?? ""
+        let single = String(text[..<schemeEnd.upperBound]) + userInfo + first.description + String(afterScheme[authorityEnd...])
+        guard let c = URLComponents(string: single), let scheme = c.scheme,
             scheme == "postgres" || scheme == "postgresql"
         else { throw .invalid("expected postgres://user:password@host:port/database") }
-        guard let host = c.host, !host.isEmpty else { throw .invalid("no host") }
         guard let user = c.user, !user.isEmpty else { throw .invalid("no user name") }
         let database = String(c.path.drop(while: { $0 == "/" }))
         guard !database.isEmpty else { throw .invalid("no database name") }
-        self.host = host
-        self.port = c.port ?? 5432
+        self.endpoints = endpoints
         self.username = user.removingPercentEncoding ?? user
         self.password = c.password.map { $0.removingPercentEncoding ?? $0 }
         self.database = database.removingPercentEncoding ?? database
@@ -36,10 +72,54 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         guard ["disable", "prefer", "require"].contains(sslMode) else {
             throw .invalid("sslmode must be disable, prefer or require")
         }
+        targetSessionAttrs = c.queryItems?.first(where: { $0.name == "target_session_attrs" })?.value
+        if let attrs = targetSessionAttrs, !["any", "read-write", "primary"].contains(attrs) {
+            throw .invalid("target_session_attrs must be any, read-write or primary (the service writes)")
+        }
+    }
+
+    private static func endpoint(_ text: Substring) throws(ParseError) -> Endpoint {
+        var host = text
+        var port = 5432
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { throw .invalid("unclosed [ in host '\(text)'") }
+            let rest = host[host.index(after: close)...]
+            host = host[host.index(after: host.startIndex)..<close]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let p = Int(rest.dropFirst()) else { throw .invalid("bad port in '\(text)'") }
+                port = p
+            }
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let p = Int(host[host.index(after: colon)...]) else { throw .invalid("bad port in '\(text)'") }
+            port = p
+            host = host[..<colon]
+        }
+        guard !host.isEmpty else { throw .invalid("no host") }
+        guard (1...65535).contains(port) else { throw .invalid("port \(port) out of range") }
+        return Endpoint(host: String(host), port: port)
+    }
+
+    /// The hosts of `other` added to these (repeated `--database-url`): same user, password and database.
+    public func adding(_ other: DatabaseURL) throws(ParseError) -> DatabaseURL {
+        guard other.username == username, other.password == password, other.database == database else {
+            throw .invalid("every --database-url must name the same user, password and database (only hosts differ)")
+        }
+        var copy = self
+        for e in other.endpoints where !copy.endpoints.contains(e) { copy.endpoints.append(e) }
+        return copy
+    }
+
+    /// This URL with one host only (to connect to one member of a multi-host URL).
+    public func single(_ endpoint: Endpoint) -> DatabaseURL {
+        var copy = self
+        copy.endpoints = [endpoint]
+        return copy
     }
 
     /// The URL with the password hidden, for logs.
-    public var description: String { "postgres://\(username)@\(host):\(port)/\(database)" }
+    public var description: String {
+        "postgres://\(username)@\(endpoints.map(\.description).joined(separator: ","))/\(database)"
+    }
 
     /// A client configuration; `role`, when given, is the role every connection acts as (`SET ROLE` at
     /// connection start-up), so a deployment can log in as the schema owner yet serve as the restricted role.

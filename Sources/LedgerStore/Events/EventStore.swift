@@ -24,9 +24,10 @@ public struct EventStore: Sendable {
     /// The key of the advisory lock every append (API, import) holds while it assigns positions.
     public static let appendLockKey: Int64 = 0x5355_424C_4150_5044
 
-    /// Told which subscribers an append touched, once its transaction has ended (committed or not, since
-    /// an outage can leave the outcome unknown) and before its caller hears of it.
-    public typealias CommitObserver = @Sendable (Set<String>) -> Void
+    /// Told which subscribers an append touched, each with the highest position it stored for them (0 when
+    /// the outcome is unknown), once its transaction has ended (committed or not, since an outage can leave
+    /// the outcome unknown) and before its caller hears of it.
+    public typealias CommitObserver = @Sendable ([String: Int64]) -> Void
 
     let database: Database
     let committer: GroupCommitter
@@ -39,7 +40,14 @@ public struct EventStore: Sendable {
         self.onCommit = onCommit
         self.committer = GroupCommitter { jobs in
             let outcomes = await Self.commit(jobs, database: database)
-            onCommit(Set(jobs.lazy.flatMap(\.events).map(\.subscriberID)))
+            var changes: [String: Int64] = [:]
+            for (job, outcome) in zip(jobs, outcomes) {
+                if case .success(let result) = outcome {
+                    for e in result.events { changes[e.subscriberID] = max(changes[e.subscriberID] ?? 0, e.position) }
+                }
+                for e in job.events where changes[e.subscriberID] == nil { changes[e.subscriberID] = 0 }
+            }
+            onCommit(changes)
             return outcomes
         }
     }
@@ -82,7 +90,7 @@ public struct EventStore: Sendable {
     public func importBatch(_ events: [NewEvent]) async throws -> AppendResult {
         precondition(!events.isEmpty, "an import batch needs at least one event")
         let writer = AppendWriter(logger: logger)
-        defer { onCommit(Set(events.map(\.subscriberID))) }
+        defer { onCommit(Dictionary(events.map { ($0.subscriberID, Int64(0)) }, uniquingKeysWith: { a, _ in a })) }
         return try await StoreError.mapping {
             try await database.transaction { connection in
                 try await writer.append([AppendJob(events: events, replays: .strict)], lookUpKeys: true, bulk: true, on: connection)[0]
@@ -142,9 +150,9 @@ public struct EventStore: Sendable {
     }
 
     /// One subscriber's stream, oldest first, after `version` (paged by version).
-    public func stream(subscriberID: String, afterVersion: Int64, limit: Int) async throws -> [RecordedEvent] {
+    public func stream(subscriberID: String, afterVersion: Int64, limit: Int, on source: Database? = nil) async throws -> [RecordedEvent] {
         try await StoreError.mapping {
-            try await collect(
+            try await collect(on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
                 WHERE subscriber_id = \(subscriberID) AND version > \(afterVersion) ORDER BY version LIMIT \(Int64(limit))
@@ -153,9 +161,9 @@ public struct EventStore: Sendable {
     }
 
     /// The global feed in position order. Gap-safe: positions are assigned and committed in order (see the type's doc).
-    public func feed(afterPosition: Int64, limit: Int) async throws -> [RecordedEvent] {
+    public func feed(afterPosition: Int64, limit: Int, on source: Database? = nil) async throws -> [RecordedEvent] {
         try await StoreError.mapping {
-            try await collect(
+            try await collect(on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
                 WHERE position > \(afterPosition) ORDER BY position LIMIT \(Int64(limit))
@@ -164,11 +172,13 @@ public struct EventStore: Sendable {
     }
 
     /// A page of the feed restricted to events recorded in `[from, to)` (either bound optional), for exports.
-    public func feed(afterPosition: Int64, limit: Int, recordedFrom: Timestamp?, recordedTo: Timestamp?) async throws -> [RecordedEvent] {
+    public func feed(
+        afterPosition: Int64, limit: Int, recordedFrom: Timestamp?, recordedTo: Timestamp?, on source: Database? = nil
+    ) async throws -> [RecordedEvent] {
         let from = (recordedFrom ?? .minimum).rfc3339
         let to = recordedTo.map(\.rfc3339) ?? "infinity"
         return try await StoreError.mapping {
-            try await collect(
+            try await collect(on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
                 WHERE position > \(afterPosition) AND recorded_at >= \(from)::timestamptz AND recorded_at < \(to)::timestamptz
@@ -177,9 +187,9 @@ public struct EventStore: Sendable {
         }
     }
 
-    private func collect(_ query: PostgresQuery) async throws -> [RecordedEvent] {
+    private func collect(on source: Database?, _ query: PostgresQuery) async throws -> [RecordedEvent] {
         let logger = self.logger
-        return try await database.withConnection { connection in
+        return try await (source ?? database).withConnection { connection in
             var out: [RecordedEvent] = []
             for try await row in try await connection.query(query, logger: logger) {
                 out.append(try EventRow.decode(row))

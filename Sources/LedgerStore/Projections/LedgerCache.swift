@@ -10,12 +10,22 @@ import Synchronization
 /// appends arrive through `ProjectionChanges` (LISTEN), and while that listener is not connected the cache
 /// is disabled (every read goes to PostgreSQL). A read that raced with an invalidation does not store what
 /// it read: each shard counts its invalidations, and a load stores only if the count did not move.
+///
+/// Every entry knows the ledger position it was read at, and the cache knows the position up to which it
+/// has heard of every change (`heard`), so an entry answers a read that needs position `p` only if it
+/// reflects at least `p` (docs/scaling.md, read-your-writes). With read replicas, a load may come from a
+/// replica that is behind a change this server already heard of (NOTIFY is not delivered on standbys), so
+/// each shard also remembers the last change heard per subscriber (`recent`) until every replica has passed
+/// it, and a load older than that is neither stored nor, by the reader, accepted.
 public final class LedgerCache: Sendable {
-    /// What a load must hand back to `store`: the shard's invalidation count when the load began.
+    /// What a load must hand back to `store`: the shard's invalidation count when the load began, and the
+    /// position the load must reflect (the last change heard of for its subscriber).
     public struct Ticket: Sendable {
         let shard: Int
         let epoch: UInt64
         let generation: UInt64
+        /// The loaded ledger must reflect at least this position to be stored (and to be answered).
+        public let floor: Int64
     }
 
     private struct Slot {
@@ -23,6 +33,8 @@ public final class LedgerCache: Sendable {
         var ledger: SubscriberLedger
         var cost: Int
         var referenced: Bool
+        /// The ledger position the ledger was read at (it reflects every event up to at least this one).
+        var position: Int64
     }
 
     private struct Shard {
@@ -32,6 +44,10 @@ public final class LedgerCache: Sendable {
         var hand = 0
         var bytes = 0
         var epoch: UInt64 = 0
+        /// The last change heard of per subscriber, kept while some replica may still be behind it.
+        var recent: [String: Int64] = [:]
+        /// Changes forgotten from `recent` (when it overflowed) were at most at this position.
+        var recentFloor: Int64 = 0
 
         mutating func remove(at position: Int) {
             guard let slot = slots[position] else { return }
@@ -70,20 +86,44 @@ public final class LedgerCache: Sendable {
     private let enabled = Atomic<Bool>(false)
     private let hits = Atomic<Int>(0)
     private let misses = Atomic<Int>(0)
+    /// Every change up to this position has been applied (invalidated) by the change listener.
+    private let heardPosition = Atomic<Int64>(0)
+    /// Whether loads may come from replicas, so that `recent` must be kept (see the type's doc).
+    public let tracksRecentChanges: Bool
+    /// Subscribers remembered in `recent` per shard at most; beyond, the shard keeps one floor for all.
+    static let recentPerShard = 4096
 
-    /// A cache of at most about `byteBudget` bytes; it starts disabled until `enable()`.
-    public init(byteBudget: Int) {
+    /// A cache of at most about `byteBudget` bytes; it starts disabled until `enable()`. `tracksRecentChanges`
+    /// when reads may be served by replicas.
+    public init(byteBudget: Int, tracksRecentChanges: Bool = false) {
         self.byteBudget = byteBudget
+        self.tracksRecentChanges = tracksRecentChanges
         self.shardBudget = max(1, byteBudget / Self.shardCount)
         self.shards = (0..<Self.shardCount).map { _ in ShardLock() }
     }
 
     public var isEnabled: Bool { enabled.load(ordering: .acquiring) }
 
-    /// Starts serving and storing; called once invalidations are known to arrive.
-    public func enable() {
-        reset()
+    /// The position up to which every change has been heard of and invalidated.
+    public var heard: Int64 { heardPosition.load(ordering: .acquiring) }
+
+    /// Starts serving and storing; called once invalidations are known to arrive for every change after `position`.
+    public func enable(heard position: Int64 = 0) {
+        // Changes up to `position` may have gone unheard while disabled: no load older than it is kept.
+        reset(changedUpTo: position)
+        heardPosition.store(position, ordering: .releasing)
         enabled.store(true, ordering: .releasing)
+    }
+
+    /// Every change up to `position` has been invalidated (called by the listener after it did so).
+    public func advance(heard position: Int64) {
+        var current = heardPosition.load(ordering: .acquiring)
+        while current < position {
+            let (exchanged, original) = heardPosition.compareExchange(
+                expected: current, desired: position, ordering: .acquiringAndReleasing)
+            if exchanged { return }
+            current = original
+        }
     }
 
     /// Stops serving and storing and forgets everything: invalidations may be missed from now on.
@@ -92,52 +132,108 @@ public final class LedgerCache: Sendable {
         reset()
     }
 
+    /// Forgets every subscriber after changes up to `position` that were not read one by one (a bulk
+    /// import, a rebuild): with replicas, no load older than that is kept.
+    public func reset(changedUpTo position: Int64) {
+        // Floors first: a load that began before the reset is dropped by it, one after it sees the floor.
+        if tracksRecentChanges {
+            for shard in shards { shard.withLock { $0.recentFloor = max($0.recentFloor, position) } }
+        }
+        reset()
+    }
+
     /// Forgets every subscriber (a rebuild replaced the projection, or changes may have been missed).
     public func reset() {
         generation.wrappingAdd(1, ordering: .acquiringAndReleasing)
         for shard in shards {
             shard.withLock { s in
-                let epoch = s.epoch &+ 1
+                let (epoch, recent, floor) = (s.epoch &+ 1, s.recent, s.recentFloor)
                 s = Shard()
-                s.epoch = epoch
+                // Replicas are no nearer to the changes heard of: keep those.
+                (s.epoch, s.recent, s.recentFloor) = (epoch, recent, floor)
             }
         }
     }
 
+    /// Forgets these subscribers, each changed at the given position (0 when unknown).
+    public func invalidate(_ changes: [String: Int64]) {
+        invalidate(changes: changes.lazy.map { ($0.key, $0.value) })
+    }
+
     /// Forgets these subscribers: their events changed.
     public func invalidate<S: Sequence>(_ subscriberIDs: S) where S.Element == String {
-        for id in subscriberIDs {
+        invalidate(changes: subscriberIDs.lazy.map { ($0, Int64(0)) })
+    }
+
+    /// Forgets these subscribers, each changed at a position (0 when unknown), and remembers the positions
+    /// while replicas may be behind them.
+    public func invalidate<S: Sequence>(changes: S) where S.Element == (String, Int64) {
+        let track = tracksRecentChanges
+        for (id, changedAt) in changes {
             shards[Self.shard(of: id)].withLock { s in
                 s.epoch &+= 1
                 if let position = s.index[id] { s.remove(at: position) }
+                guard track, changedAt > 0 else { return }
+                if changedAt > s.recent[id] ?? 0 { s.recent[id] = changedAt }
+                if s.recent.count > Self.recentPerShard {
+                    s.recentFloor = max(s.recentFloor, s.recent.values.max() ?? 0)
+                    s.recent = [:]
+                }
+            }
+        }
+    }
+
+    /// Forgets remembered changes at or below `position`: every replica has passed them.
+    public func forgetChanges(upTo position: Int64) {
+        guard tracksRecentChanges else { return }
+        for shard in shards {
+            shard.withLock { s in
+                if s.recentFloor <= position { s.recentFloor = 0 }
+                guard !s.recent.isEmpty else { return }
+                s.recent = s.recent.filter { $0.value > position }
             }
         }
     }
 
     /// The cached ledger, or nil (and a ticket for storing what the caller will load).
     public func lookup(_ subscriberID: String) -> (SubscriberLedger?, Ticket) {
-        let shardIndex = Self.shard(of: subscriberID)
-        let generation = generation.load(ordering: .acquiring)
-        guard isEnabled else { return (nil, Ticket(shard: shardIndex, epoch: .max, generation: generation)) }
-        let (hit, epoch) = shards[shardIndex].withLock { s -> (SubscriberLedger?, UInt64) in
-            guard let position = s.index[subscriberID] else { return (nil, s.epoch) }
-            s.slots[position]!.referenced = true
-            return (s.slots[position]!.ledger, s.epoch)
-        }
-        if hit != nil { hits.wrappingAdd(1, ordering: .relaxed) } else { misses.wrappingAdd(1, ordering: .relaxed) }
-        return (hit, Ticket(shard: shardIndex, epoch: epoch, generation: generation))
+        let (hit, ticket) = lookup(subscriberID, atLeast: 0)
+        return (hit?.ledger, ticket)
     }
 
-    /// Keeps a ledger loaded after `lookup` missed, unless an invalidation or reset happened meanwhile.
-    public func store(_ subscriberID: String, _ ledger: SubscriberLedger, ticket: Ticket) {
-        guard isEnabled, ticket.epoch != .max else { return }
+    /// The cached ledger if it reflects at least position `minimum`, with the position it reflects; or nil
+    /// and a ticket for storing what the caller will load (the ticket's `floor` is the least position that
+    /// load must reflect).
+    public func lookup(_ subscriberID: String, atLeast minimum: Int64) -> (hit: (ledger: SubscriberLedger, position: Int64)?, Ticket) {
+        let shardIndex = Self.shard(of: subscriberID)
+        let generation = generation.load(ordering: .acquiring)
+        // Read before the shard: every invalidation of a change up to `heard` happened before it was published.
+        let heard = heardPosition.load(ordering: .acquiring)
+        let enabled = isEnabled
+        let (hit, epoch, floor) = shards[shardIndex].withLock { s -> ((ledger: SubscriberLedger, position: Int64)?, UInt64, Int64) in
+            let floor = max(s.recentFloor, s.recent[subscriberID] ?? 0)
+            guard enabled, let position = s.index[subscriberID] else { return (nil, s.epoch, floor) }
+            let reflects = max(s.slots[position]!.position, heard)
+            guard reflects >= minimum else { return (nil, s.epoch, floor) }
+            s.slots[position]!.referenced = true
+            return ((s.slots[position]!.ledger, reflects), s.epoch, floor)
+        }
+        guard enabled else { return (nil, Ticket(shard: shardIndex, epoch: .max, generation: generation, floor: floor)) }
+        if hit != nil { hits.wrappingAdd(1, ordering: .relaxed) } else { misses.wrappingAdd(1, ordering: .relaxed) }
+        return (hit, Ticket(shard: shardIndex, epoch: epoch, generation: generation, floor: floor))
+    }
+
+    /// Keeps a ledger loaded after `lookup` missed, unless an invalidation or reset happened meanwhile or
+    /// the load reflects less than the ticket's floor. `position`: the position the load reflects.
+    public func store(_ subscriberID: String, _ ledger: SubscriberLedger, position loadedAt: Int64 = .max, ticket: Ticket) {
+        guard isEnabled, ticket.epoch != .max, loadedAt >= ticket.floor else { return }
         let cost = Self.cost(of: ledger, key: subscriberID)
         guard cost <= shardBudget else { return }
         shards[ticket.shard].withLock { s in
             guard s.epoch == ticket.epoch, generation.load(ordering: .acquiring) == ticket.generation else { return }
             if let position = s.index[subscriberID] { s.remove(at: position) }
             s.makeRoom(for: cost, budget: shardBudget)
-            let slot = Slot(key: subscriberID, ledger: ledger, cost: cost, referenced: false)
+            let slot = Slot(key: subscriberID, ledger: ledger, cost: cost, referenced: false, position: loadedAt == .max ? 0 : loadedAt)
             let position: Int
             if let reused = s.free.popLast() {
                 s.slots[reused] = slot

@@ -17,21 +17,30 @@ public struct ProjectionChanges: Service {
     /// More changed events than this in one notification: forgetting everything is cheaper than reading them.
     static let resetThreshold: Int64 = 10_000
 
-    let client: PostgresClient
+    let database: Database
     let cache: LedgerCache
-    let logger: Logger
     let heartbeat: Duration
     let retryDelay: Duration
+    /// Told every position the listener has seen committed on the primary (the read router's lower bound).
+    let onPosition: @Sendable (Int64) -> Void
+    var logger: Logger { database.logger }
+
+    public init(
+        database: Database, cache: LedgerCache, heartbeat: Duration = .seconds(5), retryDelay: Duration = .seconds(1),
+        onPosition: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) {
+        self.database = database
+        self.cache = cache
+        self.heartbeat = heartbeat
+        self.retryDelay = retryDelay
+        self.onPosition = onPosition
+    }
 
     public init(
         client: PostgresClient, cache: LedgerCache, logger: Logger, heartbeat: Duration = .seconds(5),
         retryDelay: Duration = .seconds(1)
     ) {
-        self.client = client
-        self.cache = cache
-        self.logger = logger
-        self.heartbeat = heartbeat
-        self.retryDelay = retryDelay
+        self.init(database: Database(client: client, logger: logger), cache: cache, heartbeat: heartbeat, retryDelay: retryDelay)
     }
 
     public func run() async throws {
@@ -53,10 +62,11 @@ public struct ProjectionChanges: Service {
     }
 
     private func listenOnce() async throws {
-        try await client.withConnection { connection in
+        try await database.withConnection { connection in
             try await connection.listen(on: Self.channel) { notifications in
                 let start = try await lastPosition(connection)
-                cache.enable()
+                cache.enable(heard: start)
+                onPosition(start)
                 logger.debug("entitlement cache enabled", metadata: ["cache.position": "\(start)"])
                 // Notifications that arrive while a catch-up runs collapse into one more catch-up.
                 let (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -80,6 +90,8 @@ public struct ProjectionChanges: Service {
                         var seen = start
                         for await _ in signals {
                             seen = try await catchUp(after: seen, reset: resetAsked.take(), on: connection)
+                            cache.advance(heard: seen)
+                            onPosition(seen)
                         }
                     }
                     try await group.next()
@@ -92,7 +104,7 @@ public struct ProjectionChanges: Service {
     /// Forgets the subscribers with events after `seen` (or everything), and returns the new last position.
     private func catchUp(after seen: Int64, reset: Bool, on connection: PostgresConnection) async throws -> Int64 {
         if !reset {
-            var moved: Set<String> = []
+            var moved: [String: Int64] = [:]
             var last = seen
             let rows = try await connection.query(
                 """
@@ -100,16 +112,16 @@ public struct ProjectionChanges: Service {
                 ORDER BY position LIMIT \(Self.resetThreshold + 1)
                 """, logger: logger)
             for try await (subscriber, position) in rows.decode((String, Int64).self) {
-                moved.insert(subscriber)
+                moved[subscriber] = position
                 last = position
             }
             if last - seen <= Self.resetThreshold {
-                cache.invalidate(moved)
+                cache.invalidate(changes: moved.lazy.map { ($0.key, $0.value) })
                 return last
             }
         }
         let last = try await lastPosition(connection)
-        cache.reset()
+        cache.reset(changedUpTo: last)
         return last
     }
 

@@ -13,13 +13,19 @@ public enum AsOf: Sendable, Hashable {
 /// Reads what the ledger says about one subscriber: from the projection (now), or by folding the log up to
 /// an as-of point (what the ledger said then).
 public struct ProjectionReader: Sendable {
-    let database: Database
+    /// Where reads run (the primary, or a replica that has the position a read needs).
+    let router: ReadRouter
     /// Ledgers kept in memory between reads (see `LedgerCache` for why they are never stale).
     let cache: LedgerCache?
+    var database: Database { router.primary }
+
+    public init(router: ReadRouter, cache: LedgerCache? = nil) {
+        self.router = router
+        self.cache = cache
+    }
 
     public init(database: Database, cache: LedgerCache? = nil) {
-        self.database = database
-        self.cache = cache
+        self.init(router: ReadRouter(primary: database), cache: cache)
     }
 
     public init(client: PostgresClient, logger: Logger) {
@@ -28,17 +34,37 @@ public struct ProjectionReader: Sendable {
 
     /// The subscriber's ledger: the kept projection, or, with `asOf`, the fold of the events recorded by then.
     public func ledger(subscriberID: String, asOf: AsOf? = nil) async throws -> SubscriberLedger {
-        if let asOf { return try await fold(subscriberID: subscriberID, asOf: asOf) }
-        guard let cache else { return try await projected(subscriberID: subscriberID) }
-        let (cached, ticket) = cache.lookup(subscriberID)
-        if let cached { return cached }
-        let ledger = try await projected(subscriberID: subscriberID)
-        cache.store(subscriberID, ledger, ticket: ticket)
-        return ledger
+        try await read(subscriberID: subscriberID, asOf: asOf).ledger
+    }
+
+    /// The subscriber's ledger as of a state that includes position `minimum` (when any source has it), and
+    /// the position that state reflects.
+    ///
+    /// A cached ledger answers only if it reflects `minimum`; a load must also reflect the last change this
+    /// server heard of for the subscriber (the cache ticket's floor), so that a replica behind that change
+    /// never puts an older ledger back (docs/entitlement-cache.md). As-of reads fold the log on the primary.
+    public func read(subscriberID: String, asOf: AsOf? = nil, atLeast minimum: Int64 = 0) async throws -> (ledger: SubscriberLedger, position: Int64) {
+        if let asOf {
+            let (ledger, position) = try await router.read(atLeast: minimum, primaryOnly: true) { database in
+                try await Self.fold(subscriberID: subscriberID, asOf: asOf, on: database)
+            }
+            return (ledger, position)
+        }
+        guard let cache else {
+            let (ledger, position) = try await router.read(atLeast: minimum) { try await Self.projected(subscriberID: subscriberID, on: $0) }
+            return (ledger, position)
+        }
+        let (hit, ticket) = cache.lookup(subscriberID, atLeast: minimum)
+        if let hit { return hit }
+        let (ledger, position) = try await router.read(atLeast: max(minimum, ticket.floor)) {
+            try await Self.projected(subscriberID: subscriberID, on: $0)
+        }
+        cache.store(subscriberID, ledger, position: position, ticket: ticket)
+        return (ledger, position)
     }
 
     /// The kept projection, read from PostgreSQL.
-    private func projected(subscriberID: String) async throws -> SubscriberLedger {
+    private static func projected(subscriberID: String, on database: Database) async throws -> SubscriberLedger {
         let logger = database.logger
         // One round trip: the state row first (if any), then every window. The state is sent once, not
         // joined onto each window row: a subscriber with many windows and a large state would otherwise
@@ -96,6 +122,13 @@ public struct ProjectionReader: Sendable {
 
     /// A page of every window of every subscriber, in `(subscriber_id, seq)` order, for exports.
     public func windowsPage(after cursor: (subscriber: String, seq: Int32)?, limit: Int) async throws -> [(String, Int32, Window)] {
+        try await Self.windowsPage(after: cursor, limit: limit, on: database)
+    }
+
+    /// `windowsPage` on a given database (the replica an export was routed to).
+    public static func windowsPage(
+        after cursor: (subscriber: String, seq: Int32)?, limit: Int, on database: Database
+    ) async throws -> [(String, Int32, Window)] {
         let logger = database.logger
         let (afterSubscriber, afterSeq) = cursor ?? ("", -1)
         return try await database.withConnection { connection in
@@ -126,7 +159,7 @@ public struct ProjectionReader: Sendable {
         }
     }
 
-    private func fold(subscriberID: String, asOf: AsOf) async throws -> SubscriberLedger {
+    private static func fold(subscriberID: String, asOf: AsOf, on database: Database) async throws -> SubscriberLedger {
         let logger = database.logger
         let query: PostgresQuery =
             switch asOf {
