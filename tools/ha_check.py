@@ -60,7 +60,12 @@ class Server:
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
-            self.proc.terminate(); self.proc.wait(timeout=20)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill(); self.proc.wait()
+                raise RuntimeError("the server did not stop within 20 s of SIGTERM")
 
 
 def ha_psql(node, sql):

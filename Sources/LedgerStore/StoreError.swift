@@ -44,6 +44,10 @@ extension StoreError {
                 break
             }
         }
+        // The EventLoopFuture API (the checked COMMIT) reports a lost connection with the older error type.
+        if case .connectionClosed? = error as? PostgresError {
+            return StoreError.unavailable("the database connection closed")
+        }
         if error is ConnectionPoolError {
             return StoreError.unavailable("no database connection (\(error))")
         }

@@ -47,7 +47,7 @@ public struct Database: Sendable {
                 group.addTask {
                     try await client.withConnection { connection in
                         leased.set()
-                        return try await body(connection)
+                        return try await ConnectionWatch.shared.run(connection, body)
                     }
                 }
                 group.addTask {

@@ -36,16 +36,19 @@ public final class PrimaryClient: ClientProvider, Service {
     private let switches = Atomic<Int>(0)
     /// How often the hosts are asked again while none is writable.
     let retryInterval: Duration
+    /// How long a replaced client keeps running (longer than any lease timeout).
+    let retireAfter: Duration
 
     /// `configure` builds the client configuration for one host (role, pool size, timeouts).
     public init(
-        url: DatabaseURL, logger: Logger, retryInterval: Duration = .milliseconds(250),
+        url: DatabaseURL, logger: Logger, retryInterval: Duration = .milliseconds(250), retireAfter: Duration = .seconds(30),
         onSwitch: @escaping @Sendable (DatabaseURL.Endpoint) -> Void = { _ in },
         configure: @escaping @Sendable (DatabaseURL) -> PostgresClient.Configuration
     ) {
         self.url = url
         self.logger = logger
         self.retryInterval = retryInterval
+        self.retireAfter = retireAfter
         self.onSwitch = onSwitch
         self.configure = configure
         (checks, check) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -105,7 +108,14 @@ public final class PrimaryClient: ClientProvider, Service {
                         (s.client, s.endpoint, s.stop) = (nil, nil, nil)
                         return stop
                     }
-                    old?.finish()
+                    // Requests that took the old client just before may still wait for one of its
+                    // connections; a pool whose run() has ended never answers them (nor their
+                    // cancellation), so it keeps running until their lease timeouts have passed.
+                    let retire = self.retireAfter
+                    group.addTask {
+                        try? await Task.sleep(for: retire)
+                        old?.finish()
+                    }
                     if Task.isCancelled { break }
                     self.logger.warning("database primary lost; looking for the new one", metadata: ["db.primary": "\(endpoint)"])
                 }

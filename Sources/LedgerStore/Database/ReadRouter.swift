@@ -36,7 +36,6 @@ public final class ReadRouter: Sendable {
 
         struct State {
             var downUntil: ContinuousClock.Instant?
-            var lastAdvance = ContinuousClock.now
         }
 
         init(database: Database, name: String) {
@@ -51,17 +50,8 @@ public final class ReadRouter: Sendable {
         func observe(_ position: Int64) {
             state.withLock { s in
                 s.downUntil = nil
-                if position > known.load(ordering: .relaxed) {
-                    known.store(position, ordering: .releasing)
-                    s.lastAdvance = .now
-                }
+                if position > known.load(ordering: .relaxed) { known.store(position, ordering: .releasing) }
             }
-        }
-
-        /// Behind the primary and not moving for a while (replay paused, a broken stream): waiting is futile.
-        func isStalled(primary: Int64) -> Bool {
-            let k = known.load(ordering: .acquiring)
-            return k < primary && state.withLock { ContinuousClock.now - $0.lastAdvance > .seconds(1) }
         }
     }
 
@@ -70,6 +60,8 @@ public final class ReadRouter: Sendable {
     /// How long a read waits for a replica to reach its position before reading the primary.
     public let replicaWait: Duration
     private let primaryKnown = Atomic<Int64>(-1)
+    /// The primary's known position at each refresh of the last two seconds (oldest first).
+    private let history = Mutex<[(at: ContinuousClock.Instant, position: Int64)]>([])
     private let next = Atomic<Int>(0)
     private let counts = Counts()
 
@@ -118,7 +110,7 @@ public final class ReadRouter: Sendable {
             let head = try await primaryHead()
             if head < need { return try await primaryRoute(atLeast: need) }
         }
-        if !replica.isStalled(primary: primaryKnown.load(ordering: .acquiring)) {
+        if !isStalled(replica) {
             let deadline = ContinuousClock.now + replicaWait
             while true {
                 let head: Int64
@@ -176,6 +168,20 @@ public final class ReadRouter: Sendable {
             }
         }
         _ = try? await primaryHead()
+        let now = ContinuousClock.now
+        let position = primaryKnown.load(ordering: .acquiring)
+        history.withLock { h in
+            h.append((now, position))
+            h.removeAll { now - $0.at > .seconds(2) }
+        }
+    }
+
+    /// A replica more than a second behind (replay paused, a broken stream, a long conflict): it has not
+    /// reached what the primary had a second ago, so a short wait for it is futile.
+    private func isStalled(_ replica: Replica) -> Bool {
+        let aSecondAgo = ContinuousClock.now - .seconds(1)
+        guard let then = history.withLock({ h in h.last(where: { $0.at <= aSecondAgo }) }) else { return false }
+        return replica.known.load(ordering: .acquiring) < then.position
     }
 
     private func primaryRoute(atLeast need: Int64) async throws -> ReadRoute {

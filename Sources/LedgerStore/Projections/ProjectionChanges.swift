@@ -45,15 +45,19 @@ public struct ProjectionChanges: Service {
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
+            // One warning per outage (the listener was in place), not one per failed retry.
+            var first = true
             while !Task.isCancelled {
                 do {
                     try await listenOnce()
                 } catch where Task.isCancelled {
                 } catch {
-                    logger.warning(
+                    logger.log(
+                        level: cache.isEnabled || first ? .warning : .debug,
                         "entitlement cache disabled: change notifications interrupted",
                         metadata: ["cache.error": "\(String(reflecting: error))"])
                 }
+                first = false
                 cache.disable()
                 try? await Task.sleep(for: retryDelay)
             }
