@@ -59,12 +59,16 @@ struct ProjectionWriter {
     func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
         let rows = ProjectionJSONRows(folded)
-        // Read, so an error the function raises after its row description is thrown here.
+        // Read, so an error the function raises after its row description is thrown here. The last statement
+        // before COMMIT also lifts the statement timeout for the rest of the transaction: a timeout cancels a
+        // COMMIT that waits for the synchronous standby into a mere WARNING, leaving the append committed
+        // on the primary alone yet acknowledged (docs/scaling.md, "Zero acknowledged loss").
         _ = try await connection.query(
             """
             SELECT subledger_projection_write(
                 \(TextArray(folded.map(\.subscriber)))::text[], \(rows.windows.text)::jsonb, \(rows.states.text)::jsonb,
-                \(rows.runs.text)::jsonb, \(rows.transactions.text)::jsonb, \(rows.trials.text)::jsonb)
+                \(rows.runs.text)::jsonb, \(rows.transactions.text)::jsonb, \(rows.trials.text)::jsonb),
+                set_config('statement_timeout', '0', true)
             """, logger: logger
         ).collect()
     }
