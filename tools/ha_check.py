@@ -99,6 +99,12 @@ def active(body):
 server = Server()
 server.start()
 AT = "at=2026-03-10T00:00:00Z"
+# The change listener in place first: until then every replica load must reflect the position it starts at.
+for _ in range(200):
+    if gauge("subledger_entitlement_cache_enabled") == 1: break
+    time.sleep(0.05)
+else:
+    fail("the entitlement cache was not enabled")
 
 # ---------------------------------------------------------------- 1. replica lag
 say("replica lag: replay paused on the secondary (the read replica)")
