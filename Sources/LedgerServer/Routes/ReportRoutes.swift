@@ -21,7 +21,9 @@ struct ReportRoutes {
     @Sendable func churn(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request)
-        let (result, position) = try await router.read(atLeast: q.minimum) { try await ReportStore(database: $0).churn(boundaries: q.boundaries, entitlement: q.entitlement) }
+        let (result, position) = try await router.read(atLeast: q.minimum) {
+            try await ReportStore(database: $0).churn(boundaries: q.boundaries, entitlement: q.entitlement)
+        }
         let rows = result.map { p -> ReportRow in
             [
                 ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
@@ -38,7 +40,9 @@ struct ReportRoutes {
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request)
-        let (result, position) = try await router.read(atLeast: q.minimum) { try await ReportStore(database: $0).revenue(boundaries: q.boundaries, entitlement: q.entitlement) }
+        let (result, position) = try await router.read(atLeast: q.minimum) {
+            try await ReportStore(database: $0).revenue(boundaries: q.boundaries, entitlement: q.entitlement)
+        }
         let rows = result.map { p -> ReportRow in
             let f = p.figures
             return [
@@ -55,7 +59,9 @@ struct ReportRoutes {
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request)
-        let (result, position) = try await router.read(atLeast: q.minimum) { try await ReportStore(database: $0).trials(boundaries: q.boundaries, entitlement: q.entitlement) }
+        let (result, position) = try await router.read(atLeast: q.minimum) {
+            try await ReportStore(database: $0).trials(boundaries: q.boundaries, entitlement: q.entitlement)
+        }
         let rows = result.map { p -> ReportRow in
             [
                 ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
@@ -101,7 +107,9 @@ struct ReportRoutes {
         let entitlement = try query.entitlement()
         let minimum = try LedgerPosition.minimum(request)
         let wantsCSV = try ReportQuery.wantsCSV(request)
-        let (lines, position) = try await router.read(atLeast: minimum) { try await ReportStore(database: $0).mrr(at: at, entitlement: entitlement) }
+        let (lines, position) = try await router.read(atLeast: minimum) {
+            try await ReportStore(database: $0).mrr(at: at, entitlement: entitlement)
+        }
         let rows: [ReportRow] = lines.map {
             [("currency", .string($0.currency)), ("mrr_minor", .int($0.mrrMinor)), ("active_paid", .int($0.activePaid))]
         }
