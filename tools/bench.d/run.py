@@ -676,6 +676,10 @@ def main():
     notes = os.environ.get("BENCH_NOTES", os.path.join(HERE, "notes.md"))
     if notes and os.path.exists(notes):
         text += "\n" + open(notes).read()
+    # Issue 19's section comes from its own run (tools/bench-scaling) and is kept as it was measured.
+    scaling = os.path.join(HERE, "scaling.md")
+    if os.path.exists(scaling):
+        text = text.rstrip("\n") + "\n\n<!-- scaling:begin -->\n" + open(scaling).read() + "<!-- scaling:end -->\n"
     with open(out, "w") as f:
         f.write(text)
     print(tables)

@@ -36,15 +36,28 @@ def get(url, timeout=2):
         return None, ""
 
 
-def cpu_seconds(pids):
+def cpu_seconds(pids, reaped=()):
+    """CPU seconds of live processes, plus what `reaped` parents have collected from children that ended
+    (PostgreSQL backends come and go during a run)."""
     total = 0.0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f: fields = f.read().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            if pid in reaped: total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
         except (OSError, IndexError):
             pass
     return total
+
+
+def postmasters():
+    out = []
+    for d in NODE_DIRS:
+        try:
+            with open(os.path.join(d, "postmaster.pid")) as f: out.append(int(f.readline()))
+        except (OSError, ValueError):
+            pass
+    return out
 
 
 def children(pid):
@@ -155,10 +168,10 @@ def measure(name, setup, mode="read", key=None, connections=CONNECTIONS, path=No
     hits0, misses0 = setup.metric("subledger_entitlement_cache_hits"), setup.metric("subledger_entitlement_cache_misses")
     for run in range(RUNS):
         servers, nginx = setup.pids()
-        pg = postgres_pids()
-        before = (cpu_seconds(servers), cpu_seconds(nginx), cpu_seconds(pg), time.monotonic())
+        pms = set(postmasters())
+        before = (cpu_seconds(servers), cpu_seconds(nginx), cpu_seconds(postgres_pids(), pms), time.monotonic())
         r = wrk(setup.front, mode, SECONDS, key, connections, tag=f"{name}-{run}-{time.time_ns()}")
-        after = (cpu_seconds(servers), cpu_seconds(nginx), cpu_seconds(pg), time.monotonic())
+        after = (cpu_seconds(servers), cpu_seconds(nginx), cpu_seconds(postgres_pids(), pms), time.monotonic())
         wall = after[3] - before[3]
         cpu.append(tuple((a - b) / wall for a, b in zip(after[:3], before[:3])))
         rates.append(r["requests"] / r["seconds"]); p50s.append(r["p50_ms"]); p99s.append(r["p99_ms"]); errors += r["errors"]
@@ -174,6 +187,17 @@ def measure(name, setup, mode="read", key=None, connections=CONNECTIONS, path=No
 
 
 results = {"reads": [], "appends": [], "meta": {}}
+SAVED = os.path.join(SCRATCH, "results.json")
+# BENCH_RESUME=1 keeps the scenarios a previous, interrupted run finished (a shared machine's other work
+# sometimes ends a long run) and measures the rest.
+if os.environ.get("BENCH_RESUME") == "1" and os.path.exists(SAVED):
+    results = json.load(open(SAVED))
+done = {r["name"] for r in results["reads"] + results["appends"]}
+
+
+def save():
+    with open(SAVED, "w") as f: json.dump(results, f, indent=1)
+
 plans = [
     ("1 instance, cache on", 1, 256, False, False),
     ("1 instance behind nginx, cache on", 1, 256, False, True),
@@ -184,6 +208,7 @@ plans = [
     ("2 instances behind nginx, cache off: + 1 replica", 2, 0, True, True),
 ]
 for name, n, cache, replica, nginx in plans:
+    if name in done: continue
     setup = Setup(n, cache, replica, nginx)
     try:
         row = measure(name, setup)
@@ -193,19 +218,24 @@ for name, n, cache, replica, nginx in plans:
         else:
             row["replica_share"] = None
         results["reads"].append(row)
+        save()
     finally:
         setup.stop()
 for name, n in (("/health, 1 instance", 1), ("/health, 2 instances behind nginx", 2)):
+    if name in done: continue
     setup = Setup(n, 256, False, n > 1)
     try:
         results["reads"].append(measure(name, setup, path="/health"))
+        save()
     finally:
         setup.stop()
 for name, n, conns in (("appends, 1 instance, 32 clients", 1, 32), ("appends, 2 instances behind nginx, 32 clients", 2, 32),
                        ("appends, 1 instance, 64 clients", 1, 64)):
+    if name in done: continue
     setup = Setup(n, 256, False, n > 1)
     try:
         results["appends"].append(measure(name, setup, mode="append", key=WRITER, connections=conns))
+        save()
     finally:
         setup.stop()
 
@@ -251,5 +281,5 @@ if begin in current:
 else:
     current = current.rstrip("\n") + "\n\n" + block
 with open(bench, "w") as f: f.write(current)
-with open(os.path.join(SCRATCH, "results.json"), "w") as f: json.dump(results, f, indent=1)
+save()
 say("wrote tools/bench.d/scaling.md and its section of BENCHMARKS.md")
