@@ -31,14 +31,14 @@ let package = Package(
             ]
         ),
         .target(
-            name: "LedgerAppStore",
+            name: "StoreAdapters",
             dependencies: [
                 "LedgerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
-            resources: [.copy("Resources/AppleRootCA-G3.cer")]
+            resources: [.copy("Apple/Resources/AppleRootCA-G3.cer")]
         ),
         .target(
             name: "LedgerStore",
@@ -54,7 +54,7 @@ let package = Package(
         .target(
             name: "LedgerServer",
             dependencies: [
-                "LedgerAppStore",
+                "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -68,7 +68,7 @@ let package = Package(
         .executableTarget(
             name: "subledger",
             dependencies: [
-                "LedgerAppStore",
+                "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerServer",
@@ -94,9 +94,9 @@ let package = Package(
             dependencies: ["LedgerCore", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
-            name: "LedgerAppStoreTests",
+            name: "StoreAdaptersTests",
             dependencies: [
-                "LedgerAppStore", "LedgerCore",
+                "StoreAdapters", "LedgerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -113,7 +113,7 @@ let package = Package(
         .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "LedgerAppStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
+                "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

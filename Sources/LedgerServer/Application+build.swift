@@ -1,5 +1,5 @@
 import Hummingbird
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import LedgerStore
 import Logging
@@ -97,10 +97,10 @@ public func buildRouter(
 
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let catalog = CatalogStore(database: database)
-    // One store, so appends from every route share one group-commit queue.
+    // One store, so appends from every route share one group-commit queue; one intake for every source.
     let store = EventStore(database: database, onCommit: { cache?.invalidate($0) })
-    EventRoutes(store: store, catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
-        .register(on: v1)
+    let intake = EventIntake(store: store, catalog: catalog, database: database)
+    EventRoutes(intake: intake, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(database: database, cache: cache)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
@@ -113,8 +113,7 @@ public func buildRouter(
         reader: AppleNotificationReader(
             verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID,
             maxAge: configuration.appleMaxAge),
-        inbox: AppleInbox(database: database), store: store, catalog: catalog,
-        maxBodyBytes: configuration.maxBodyBytes
+        intake: intake, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
     return router
 }

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 
 /// Signs App Store notifications with a local test chain, so a newcomer can try the Apple endpoint with curl

@@ -36,6 +36,8 @@ private struct Refund {
     var eventID: UUID
     var at: Timestamp
     var transactionID: String
+    /// False for a refund that moves money back and leaves access as it is (`cut: false`).
+    var cuts: Bool
     var reversed = false
 }
 
@@ -98,8 +100,10 @@ private struct FoldState {
         case .purchase, .renewal: transaction(event, d)
         case .refund:
             guard let txn = d.string("transaction_id") else { return }
+            let cuts = d.bool("cut") ?? true
             refundsByTransaction[txn, default: []].append(refunds.count)
-            refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn))
+            refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn, cuts: cuts))
+            guard cuts else { return }
             for i in byTransaction[txn] ?? [] {
                 windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .refund))
             }
@@ -137,6 +141,8 @@ private struct FoldState {
                         productID: d.string("product_id"), transactionID: nil, sourceEventID: event.eventID,
                         sourcePosition: event.position, environment: event.environment))
             }
+        case .storeNotice:
+            return
         case .expiration:
             for e in d.strings("entitlements") {
                 cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .expiration)
@@ -173,7 +179,7 @@ private struct FoldState {
                 entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: d.string("product_id"),
                 transactionID: txn, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
-            for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed {
+            for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed && refunds[r].cuts {
                 window.cuts.append(.init(at: refunds[r].at, eventID: refunds[r].eventID, cause: .refund))
             }
             add(window)

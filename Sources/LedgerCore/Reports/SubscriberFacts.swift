@@ -33,9 +33,13 @@ public struct RevenueTransaction: Sendable, Hashable {
     public struct Refund: Sendable, Hashable {
         public var at: Timestamp
         public var amount: Int64
-        public init(at: Timestamp, amount: Int64) {
+        /// False for a price adjustment (`cut: false`): access continues and what is left is recognised
+        /// ratably over the rest of the window (ledger-semantics section 6).
+        public var cut: Bool
+        public init(at: Timestamp, amount: Int64, cut: Bool = true) {
             self.at = at
             self.amount = amount
+            self.cut = cut
         }
     }
 
@@ -183,7 +187,7 @@ public struct SubscriberFacts: Sendable, Hashable {
         if billingIssue || expiration == "billing" { return .involuntary }
         let autoRenewOff = index.last(.autoRenewChanged, of: entitlements, from: nil, through: e)
             .map { EventData($0.data).bool("enabled") == false } ?? false
-        if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" { return .voluntary }
+        if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" || expiration == "paused" { return .voluntary }
         return .other
     }
 
@@ -229,7 +233,7 @@ public struct SubscriberFacts: Sendable, Hashable {
             if event.type == .refund, let txn = d.string("transaction_id") {
                 let amount = event.data["amount_minor"]?.numberValue?.int64Value ?? 0
                 refundsByTransaction[txn, default: []].append(refunds.count)
-                refunds.append((txn, .init(at: event.occurredAt, amount: amount), false))
+                refunds.append((txn, .init(at: event.occurredAt, amount: amount, cut: d.bool("cut") ?? true), false))
             } else if event.type == .refundReversal, let txn = d.string("transaction_id"),
                 let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed }) {
                 refunds[i].reversed = true

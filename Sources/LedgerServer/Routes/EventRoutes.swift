@@ -5,8 +5,8 @@ import LedgerStore
 
 /// `POST /v1/events` and the two audit feeds.
 struct EventRoutes {
-    let store: EventStore
-    let catalog: CatalogStore
+    let intake: EventIntake
+    var store: EventStore { intake.store }
     let maxBodyBytes: Int
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
@@ -18,7 +18,7 @@ struct EventRoutes {
     @Sendable func append(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.append)
         let body = try await RequestBody.collect(request, limit: maxBodyBytes)
-        var appendRequest: AppendRequest
+        let appendRequest: AppendRequest
         do {
             appendRequest = try AppendRequest.decode(body.readableBytesView, validateData: false)
         } catch {
@@ -27,18 +27,7 @@ struct EventRoutes {
             case .invalid(let invalid): throw APIError.invalidEvent(invalid)
             }
         }
-        // Events are self-describing: fill what they leave out from the catalog, then check every payload.
-        let needed = CatalogFill.productsNeeded(by: appendRequest.events)
-        let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
-        do {
-            for i in appendRequest.events.indices {
-                try CatalogFill.apply(&appendRequest.events[i], products: products, path: appendRequest.path(i))
-            }
-            try appendRequest.validateData()
-        } catch {
-            throw APIError.invalidEvent(error)
-        }
-        let result = try await store.append(appendRequest.events)
+        let result = try await intake.append(appendRequest.events, path: appendRequest.path)
         context.logger.debug(
             "appended", metadata: ["ledger.events.created": "\(result.createdCount)", "ledger.events.total": "\(result.events.count)"])
         return .json(

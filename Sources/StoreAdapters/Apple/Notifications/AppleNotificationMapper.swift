@@ -26,7 +26,7 @@ public enum AppleNotificationMapper {
         }
     }
 
-    public static func drafts(for n: AppleNotification) throws(AppleMappingError) -> [StoreEventDraft] {
+    public static func drafts(for n: AppleNotification) throws(AppleMappingError) -> [EventDraft] {
         if isNoticeOnly(n) { return [] }
         let meta: [String: JSONValue] = [
             "store": "apple", "origin": "notification", "notification_uuid": .string(n.notificationUUID),
@@ -34,8 +34,8 @@ public enum AppleNotificationMapper {
             "raw": .object(n.payload),
         ]
         let at = n.signedDate
-        func draft(_ type: EventType, _ occurred: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> StoreEventDraft {
-            StoreEventDraft(
+        func draft(_ type: EventType, _ occurred: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> EventDraft {
+            EventDraft(
                 type: type, occurredAt: occurred, environment: n.environment, idempotencyKey: key, productID: product,
                 originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
         }
@@ -122,7 +122,7 @@ public enum AppleNotificationMapper {
     }
 
     /// A purchase or renewal from a decoded `signedTransactionInfo`.
-    static func transactionDraft(_ t: [String: JSONValue], n: AppleNotification, meta: [String: JSONValue]) throws(AppleMappingError) -> StoreEventDraft {
+    static func transactionDraft(_ t: [String: JSONValue], n: AppleNotification, meta: [String: JSONValue]) throws(AppleMappingError) -> EventDraft {
         let txn = try string(t, "transactionId")
         let original = t["originalTransactionId"]?.stringValue ?? txn
         let product = try string(t, "productId")
@@ -145,7 +145,7 @@ public enum AppleNotificationMapper {
             data["currency"] = .string(currency)
         }
         let renewal = txn != original && data["kind"] == "auto_renewable"
-        return StoreEventDraft(
+        return EventDraft(
             type: renewal ? .renewal : .purchase, occurredAt: purchased, environment: appleEnvironment(t["environment"]?.stringValue ?? (n.environment == .production ? "Production" : "Sandbox")),
             idempotencyKey: "apple:txn:\(txn)", productID: product, originalTransactionID: original, data: data, metadata: meta)
     }
