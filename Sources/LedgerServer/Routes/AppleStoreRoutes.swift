@@ -89,7 +89,7 @@ struct AppleStoreRoutes {
             guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
             do {
                 return try AppleNotificationMapper.drafts(for: n)
-            } catch let error as AppleMappingError {
+            } catch let error as StoreMappingError {
                 throw EventValidationError(field: error.field, reason: error.description)
             }
         }
