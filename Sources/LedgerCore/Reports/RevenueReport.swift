@@ -1,4 +1,4 @@
-/// Revenue figures of one period and currency (ledger-semantics section 6).
+/// Revenue figures of one period and currency (docs/semantics.md section 6).
 public struct RevenueFigures: Sendable, Hashable {
     public var billings: Int64 = 0
     public var commission: Int64 = 0
