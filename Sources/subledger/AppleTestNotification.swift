@@ -32,6 +32,18 @@ struct AppleTestNotification: AsyncParsableCommand {
     @Option(help: "bundleId") var bundleId = "com.example.app"
     @Option(help: "signedDate, RFC 3339 (default: purchase date + 1 s)") var signedDate: String?
 
+    func validate() throws {
+        let dates: [(String, String?)] = [
+            ("purchase-date", purchaseDate), ("expires-date", expiresDate), ("revocation-date", revocationDate),
+            ("signed-date", signedDate),
+        ]
+        for case let (name, value?) in dates { _ = try Self.time(value, name) }
+    }
+
+    private static func time(_ s: String, _ name: String) throws -> Timestamp {
+        do { return try Timestamp(rfc3339: s) } catch { throw ValidationError("--\(name) \(error)") }
+    }
+
     func run() throws {
         let dir = URL(fileURLWithPath: caDir)
         let signer: AppleTestSigner
@@ -41,9 +53,7 @@ struct AppleTestNotification: AsyncParsableCommand {
             signer = try AppleTestSigner()
             try signer.save(to: dir)
         }
-        func time(_ s: String, _ name: String) throws -> Timestamp {
-            do { return try Timestamp(rfc3339: s) } catch { throw ValidationError("--\(name) \(error)") }
-        }
+        func time(_ s: String, _ name: String) throws -> Timestamp { try Self.time(s, name) }
         func ms(_ t: Timestamp) -> JSONValue { .number(JSONNumber(t.microseconds / 1000)) }
         let purchased = try time(purchaseDate, "purchase-date")
         var t: [String: JSONValue] = [

@@ -53,16 +53,22 @@ struct Serve: AsyncParsableCommand {
         help: "MiB of subscribers' ledgers kept in memory for entitlement and window reads, invalidated by appends and LISTEN/NOTIFY (docs/entitlement-cache.md); 0 reads PostgreSQL every time.")
     var entitlementCacheMiB = 256
 
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
+        _ = try appleRoots()
+    }
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
+        try await checkAddressFree()
         let migrations = try Migration.bundled()
         let clientConfiguration = url.clientConfiguration(role: dbRole, maximumConnections: dbConnections)
         try await checkSchema(clientConfiguration, migrations: migrations, logger: logger)
 
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger.forConnectionPool)
         let app = try buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, maxBodyBytes: maxBodyBytes,
@@ -72,7 +78,32 @@ struct Serve: AsyncParsableCommand {
                 entitlementCacheBytes: max(0, entitlementCacheMiB) << 20),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
-        try await app.runService()
+        do {
+            try await runUntilSignalled(app, logger: logger)
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw addressInUse()
+        }
+        logger.info("stopped")
+    }
+
+    /// Fails at once, before the database is touched, when another process already listens on the address.
+    private func checkAddressFree() async throws {
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw addressInUse()
+        } catch {
+            // Anything else (a host name that does not resolve, a privileged port) the server reports itself.
+            return
+        }
+        try await channel.close()
+    }
+
+    private func addressInUse() -> CommandFailure {
+        CommandFailure("\(host):\(port) is already in use (another subledger serve?): stop it, or choose another port with --port")
     }
 
     /// The configured App Store roots, read from DER or PEM files.
