@@ -61,7 +61,9 @@ public func buildApplication(
     let router = try buildRouter(
         configuration: configuration, client: client, migrations: migrations, metrics: registry, cache: cache,
         logger: logger)
-    var services: [any Service] = [client]
+    var services: [any Service] = [
+        client, DatabaseWatch(database: Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)),
+    ]
     if let cache { services.append(ProjectionChanges(client: client, cache: cache, logger: logger)) }
     return Application(
         router: router,
@@ -116,4 +118,27 @@ public func buildRouter(
         intake: intake, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
     return router
+}
+
+/// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.
+public func runUntilSignalled(_ service: some Service, logger: Logger) async throws {
+    let group = ServiceGroup(
+        configuration: .init(
+            services: [service, ShutdownNotice(logger: logger)], gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+    try await group.run()
+}
+
+/// The last service of the group, so the first to hear of a graceful shutdown: it logs that one has begun.
+struct ShutdownNotice: Service {
+    let logger: Logger
+
+    func run() async throws {
+        do {
+            try await gracefulShutdown()
+        } catch {
+            return
+        }
+        logger.info("shutting down: finishing requests in flight, then closing database connections")
+    }
 }

@@ -14,9 +14,14 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default: $LOG_LEVEL or info)")
     var logLevel: String?
 
+    /// Checked while parsing, so a missing database is reported with the subcommand's own usage.
+    func validate() throws {
+        _ = try url()
+    }
+
     func url() throws -> DatabaseURL {
         guard let text = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !text.isEmpty else {
-            throw ValidationError("no database: pass --database-url or set DATABASE_URL (tools/pg prints it)")
+            throw ValidationError("no database: pass --database-url or set DATABASE_URL (in a checkout: eval \"$(tools/pg env)\")")
         }
         do {
             return try DatabaseURL(text)

@@ -23,10 +23,16 @@ struct Import: AsyncParsableCommand {
     @Option(help: "Lines per transaction.")
     var batch = 5000
 
+    func validate() throws {
+        guard file == "-" || FileManager.default.isReadableFile(atPath: file) else {
+            throw ValidationError("cannot read \(file)")
+        }
+    }
+
     func run() async throws {
         let logger = database.makeLogger("subledger.import")
         guard let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file) else {
-            throw ValidationError("cannot open \(file)")
+            throw CommandFailure("cannot open \(file)")
         }
         let batchSize = max(1, batch)
         let interactive = isatty(STDERR_FILENO) == 1

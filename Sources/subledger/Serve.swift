@@ -63,9 +63,15 @@ struct Serve: AsyncParsableCommand {
         help: "Refuse App Store payloads signed longer ago than this (default: $SUBLEDGER_APPLE_MAX_AGE_DAYS or 180).")
     var appleMaxAgeDays: Int?
 
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
+        _ = try appleRoots()
+    }
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.url()
+        try await checkAddressFree()
         let migrations = try Migration.bundled()
         let timeoutText = statementTimeout ?? ProcessInfo.processInfo.environment["SUBLEDGER_STATEMENT_TIMEOUT"] ?? "10s"
         guard let timeout = Self.duration(timeoutText) else {
@@ -78,7 +84,7 @@ struct Serve: AsyncParsableCommand {
         guard (1...36_500).contains(maxAgeDays) else { throw ValidationError("--apple-max-age-days must be 1 to 36500") }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger.forConnectionPool)
         let app = try buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, maxBodyBytes: maxBodyBytes,
@@ -88,7 +94,32 @@ struct Serve: AsyncParsableCommand {
                 entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400)),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
-        try await app.runService()
+        do {
+            try await runUntilSignalled(app, logger: logger)
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw addressInUse()
+        }
+        logger.info("stopped")
+    }
+
+    /// Fails at once, before the database is touched, when another process already listens on the address.
+    private func checkAddressFree() async throws {
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw addressInUse()
+        } catch {
+            // Anything else (a host name that does not resolve, a privileged port) the server reports itself.
+            return
+        }
+        try await channel.close()
+    }
+
+    private func addressInUse() -> CommandFailure {
+        CommandFailure("\(host):\(port) is already in use (another subledger serve?): stop it, or choose another port with --port")
     }
 
     /// `5s`, `500ms`, `2m`, `1h` or a plain number of seconds.

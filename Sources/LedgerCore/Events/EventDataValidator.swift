@@ -1,4 +1,4 @@
-/// Checks an event's `data` against its type's payload (ledger-semantics section 2).
+/// Checks an event's `data` against its type's payload (docs/semantics.md section 2).
 ///
 /// Events are self-describing: everything the fold and the reports need must be in `data` when it is
 /// stored. Unknown members are refused (raw store payloads belong in `metadata`).

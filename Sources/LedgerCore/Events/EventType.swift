@@ -1,6 +1,6 @@
 import Foundation
 
-/// The ledger's event types (ledger-semantics section 2).
+/// The ledger's event types (docs/semantics.md section 2).
 public enum EventType: String, Sendable, Hashable, CaseIterable {
     case purchase
     case renewal

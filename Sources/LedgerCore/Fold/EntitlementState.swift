@@ -1,4 +1,4 @@
-/// Whether a subscriber has an entitlement at an instant (ledger-semantics section 3, "Entitlement state").
+/// Whether a subscriber has an entitlement at an instant (docs/semantics.md section 3, "Entitlement state").
 public struct EntitlementState: Sendable, Hashable {
     public var entitlement: String
     public var active: Bool

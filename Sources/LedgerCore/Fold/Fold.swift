@@ -20,7 +20,7 @@ public struct SubscriberLedger: Sendable, Hashable {
     public static let empty = SubscriberLedger(windows: [], autoRenew: [:], lapsed: [], unmatchedRefunds: [])
 }
 
-/// The window fold (ledger-semantics section 3): a pure function of one subscriber's events.
+/// The window fold (docs/semantics.md section 3): a pure function of one subscriber's events.
 public enum Fold {
     /// Folds events in `(occurred_at, position)` order, whatever order they are given in.
     public static func fold(_ events: [RecordedEvent]) -> SubscriberLedger {

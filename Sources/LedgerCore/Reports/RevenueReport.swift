@@ -1,4 +1,4 @@
-/// Revenue figures of one period and currency (ledger-semantics section 6).
+/// Revenue figures of one period and currency (docs/semantics.md section 6).
 ///
 /// 128-bit: amounts are at most 10^15 each (and stored events from before that ceiling at most 2^63), so no
 /// sum over any ledger that fits on a disk can overflow, and a report never traps.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Why a paid run ended (ledger-semantics section 5, first match wins).
+/// Why a paid run ended (docs/semantics.md section 5, first match wins).
 public enum LapseReason: String, Sendable, Hashable, CaseIterable {
     case refund, involuntary, voluntary, other
 }
@@ -28,7 +28,7 @@ public struct PaidRun: Sendable, Hashable {
     }
 }
 
-/// A paid transaction as revenue sees it (ledger-semantics section 6).
+/// A paid transaction as revenue sees it (docs/semantics.md section 6).
 public struct RevenueTransaction: Sendable, Hashable {
     public struct Refund: Sendable, Hashable {
         public var at: Timestamp
@@ -90,7 +90,7 @@ public struct RevenueTransaction: Sendable, Hashable {
     }
 }
 
-/// A trial window and whether it converted (ledger-semantics section 5).
+/// A trial window and whether it converted (docs/semantics.md section 5).
 public struct TrialFact: Sendable, Hashable {
     public var eventID: UUID
     public var entitlement: String

@@ -1,6 +1,6 @@
 import LedgerCore
 
-/// Turns App Store Server Notifications V2 into ledger event drafts (ledger-semantics section 7).
+/// Turns App Store Server Notifications V2 into ledger event drafts (docs/semantics.md section 7).
 ///
 /// Transaction facts get keys derived from Apple's transaction ids (`apple:txn:…`, `apple:refund:…`), the
 /// same keys the receipt mapping uses, so a renewal learnt from both a notification and a receipt upload is
@@ -124,8 +124,10 @@ public enum AppleNotificationMapper {
             "product_id": .string(product), "transaction_id": .string(txn), "original_transaction_id": .string(original),
             "offer": .string(offer(t)),
         ]
-        switch t["type"]?.stringValue {
-        case "Auto-Renewable Subscription"?, nil where t["expiresDate"] != nil:
+        // A transaction without a `type` is a subscription when it has an expiry date.
+        let type = t["type"]?.stringValue ?? (t["expiresDate"] == nil ? nil : "Auto-Renewable Subscription")
+        switch type {
+        case "Auto-Renewable Subscription"?:
             data["kind"] = "auto_renewable"
             data["period_start"] = .string(purchased.rfc3339)
             data["period_end"] = .string(try time(t, "expiresDate").rfc3339)
