@@ -152,23 +152,17 @@ private struct FoldState {
     }
 
     mutating func transaction(_ event: RecordedEvent, _ d: EventData) {
-        let kind = d.string("kind") ?? "auto_renewable"
-        let txn = d.string("transaction_id")
-        let windowKind: Window.Kind =
-            switch d.string("offer") {
-            case "trial": .trial
-            case "intro": .intro
-            case "promo": .promo
-            default: kind == "free" ? .free : kind == "lifetime" ? .lifetime : .paid
-            }
-        for e in d.strings("entitlements") {
+        let t = TransactionData(d.members)
+        let txn = t.transactionID
+        let windowKind = t.windowKind
+        for e in t.entitlements {
             let start: Timestamp
             let end: Timestamp?
-            if let ps = d.timestamp("period_start"), let pe = d.timestamp("period_end") {
+            if let ps = t.periodStart, let pe = t.periodEnd {
                 (start, end) = (ps, pe)
-            } else if kind == "free" || kind == "lifetime" {
+            } else if t.kind == .free || t.kind == .lifetime {
                 (start, end) = (event.occurredAt, nil)
-            } else if let duration = d.duration("duration") {
+            } else if let duration = t.duration {
                 // Time stacks: a pack bought while covered starts where the coverage ends (credits excluded).
                 let s = coverageEnd(e, at: event.occurredAt, includingCredits: false) ?? event.occurredAt
                 (start, end) = (s, duration.added(to: s))
@@ -176,7 +170,7 @@ private struct FoldState {
                 continue
             }
             var window = Window(
-                entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: d.string("product_id"),
+                entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: t.productID,
                 transactionID: txn, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
             for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed && refunds[r].cuts {
@@ -184,7 +178,7 @@ private struct FoldState {
             }
             add(window)
             lapsed.remove(e)
-            if kind == "auto_renewable" && (event.type == .purchase || autoRenew[e] == nil) { autoRenew[e] = true }
+            if t.kind == .autoRenewable && (event.type == .purchase || autoRenew[e] == nil) { autoRenew[e] = true }
         }
     }
 

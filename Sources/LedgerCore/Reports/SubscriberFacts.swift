@@ -242,27 +242,25 @@ public struct SubscriberFacts: Sendable, Hashable {
         let windowsByEvent = Dictionary(grouping: windows, by: \.sourceEventID)
         var result: [RevenueTransaction] = []
         for event in events where event.type == .purchase || event.type == .renewal {
-            let d = EventData(event.data)
-            let kind = d.string("kind") ?? "auto_renewable"
-            guard let price = event.data["price_minor"]?.numberValue?.int64Value, price > 0,
-                let currency = d.string("currency"), kind != "free", d.string("offer") != "trial"
-            else { continue }
+            let t = TransactionData(event.data)
+            guard t.isPaid, let price = t.priceMinor, let currency = t.currency else { continue }
+            let lifetime = t.kind == .lifetime
             let own = (windowsByEvent[event.eventID] ?? []).sorted { $0.entitlement < $1.entitlement }
             let window = own.first
-            let txn = d.string("transaction_id")
-            let windowKind: Window.Kind =
-                kind == "lifetime" ? .lifetime : window.map(\.kind) ?? (d.string("offer") == "intro" ? .intro : d.string("offer") == "promo" ? .promo : .paid)
-            let rate = event.data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
-            let period = d.string("period") ?? d.string("duration")
+            let txn = t.transactionID
+            // Revenue books a lifetime purchase at once whatever its offer; otherwise the window's own kind.
+            let windowKind: Window.Kind = lifetime ? .lifetime : window?.kind ?? t.windowKind
+            let rate = t.commissionRate
+            let period = t.period
             let ownRefunds = (txn.flatMap { refundsByTransaction[$0] } ?? []).filter { !refunds[$0].reversed }.map { refunds[$0].refund }
             result.append(RevenueTransaction(
-                eventID: event.eventID, entitlements: d.strings("entitlements").sorted(), kind: windowKind,
+                eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
                 currency: currency, gross: price, commission: Money.commission(price, rate: rate),
                 occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
-                end: kind == "lifetime" ? nil : (window?.grantedEnd ?? event.occurredAt),
-                stop: kind == "lifetime" ? nil : window?.effectiveCut?.at,
+                end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
+                stop: lifetime ? nil : window?.effectiveCut?.at,
                 refunds: ownRefunds.sorted { $0.at < $1.at },
-                monthly: kind == "lifetime" ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+                monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
         }
         return result
     }
