@@ -16,19 +16,9 @@ public struct AppleReceiptMapping: Sendable, Hashable {
     }
 }
 
-/// Why a verifyReceipt response cannot be mapped; `field` is a JSON path such as
-/// `latest_receipt_info[2].expires_date_ms`.
-public struct AppleReceiptError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var field: String
-    public var reason: String
-
-    public init(field: String, reason: String) {
-        self.field = field
-        self.reason = reason
-    }
-
-    public var description: String { "\(field): \(reason)" }
-}
+/// Why a verifyReceipt response cannot be mapped (`field` is a JSON path such as
+/// `latest_receipt_info[2].expires_date_ms`): the error every store mapping throws.
+public typealias AppleReceiptError = StoreMappingError
 
 /// Translates Apple's legacy `verifyReceipt` JSON responses into ledger event drafts, without I/O.
 ///
