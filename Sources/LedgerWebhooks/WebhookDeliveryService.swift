@@ -51,7 +51,7 @@ public struct WebhookDeliveryService: Service {
             timeout: .init(connect: Self.timeAmount(configuration.connectTimeout), read: Self.timeAmount(configuration.responseTimeout)))
         httpConfiguration.decompression = .disabled
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
-        let sender = WebhookSender(client: client, policy: configuration.policy, responseTimeout: configuration.responseTimeout)
+        let sender = WebhookSender(client: client, policy: configuration.policy)
         let state = SharedState(concurrency: configuration.concurrency)
         logger.info("webhook delivery started", metadata: ["webhooks.instance": "\(instance)"])
         await cancelWhenGracefulShutdown {
@@ -109,6 +109,9 @@ public struct WebhookDeliveryService: Service {
         var logger = self.logger
         logger[metadataKey: "webhooks.endpoint"] = "\(id.lowercasedString)"
         var folds = FoldCache()
+        // The page being delivered and the streams it needs, kept across a retry: a failure must not cost a
+        // page and its streams read again.
+        var batch: Batch? = nil
         while !Task.isCancelled {
             guard state.leaseLeft(id) > configuration.responseTimeout + Self.leaseMargin else {
                 if state.leaseLeft(id) <= .zero { return }
@@ -123,12 +126,21 @@ public struct WebhookDeliveryService: Service {
                     await state.wait(untilHeadPasses: nil, orEditsChangeFrom: edits, atMost: .milliseconds(min(current.retryInMilliseconds, 30_000)))
                     continue
                 }
-                let page = try await store.feed(after: current.endpoint.deliveredThrough, limit: Self.pageSize)
-                if page.isEmpty {
-                    await state.wait(untilHeadPasses: current.endpoint.deliveredThrough, orEditsChangeFrom: edits, atMost: .seconds(30))
-                    continue
+                let cursor = current.endpoint.deliveredThrough
+                if let kept = batch, kept.generation == current.generation, let rest = kept.after(cursor) {
+                    batch = rest
+                } else {
+                    let page = try await store.feed(after: cursor, limit: Self.pageSize)
+                    if page.isEmpty {
+                        batch = nil
+                        await state.wait(untilHeadPasses: cursor, orEditsChangeFrom: edits, atMost: .seconds(30))
+                        continue
+                    }
+                    let wanted = page.filter(current.endpoint.filter.wantsType)
+                    let streams = try await store.streams(Set(wanted.map(\.subscriberID)), through: page.last!.position)
+                    batch = Batch(generation: current.generation, page: page, streams: streams)
                 }
-                try await deliver(page, current, state: state, sender: sender, folds: &folds, logger: logger)
+                try await deliver(batch!, current, state: state, sender: sender, folds: &folds, logger: logger)
             } catch where Task.isCancelled {
                 return
             } catch {
@@ -141,13 +153,12 @@ public struct WebhookDeliveryService: Service {
     /// Walks one page of the feed: passes over what the filters exclude, delivers the rest in order, and
     /// stops at the first failure (the next attempt waits for its retry time).
     private func deliver(
-        _ page: [RecordedEvent], _ current: WebhookDeliveryState, state: SharedState, sender: WebhookSender,
+        _ batch: Batch, _ current: WebhookDeliveryState, state: SharedState, sender: WebhookSender,
         folds: inout FoldCache, logger: Logger
     ) async throws {
         let endpoint = current.endpoint
         let filter = endpoint.filter
-        let wanted = page.filter(filter.wantsType)
-        let streams = try await store.streams(Set(wanted.map(\.subscriberID)), through: page.last!.position)
+        let (page, streams) = (batch.page, batch.streams)
         var passedOver: Int64? = nil
         var failedBefore = endpoint.failedAttempts
         for event in page {
@@ -165,9 +176,16 @@ public struct WebhookDeliveryService: Service {
                 guard try await store.skip(endpoint.id, through: p, instance: instance, generation: current.generation) else { return }
                 passedOver = nil
             }
-            guard state.leaseLeft(endpoint.id) > configuration.responseTimeout + Self.leaseMargin else { return }
             let message = WebhookMessage(endpointID: endpoint.id, event: event, after: after, changes: changes)
-            let result = await state.limited { await sender.send(url: endpoint.url, message: message, secrets: current.secrets) }
+            // The lease is checked once a request slot is free, right before sending, and the request may not
+            // outlive it: another instance can never have a request in flight to this endpoint meanwhile.
+            let timeout = configuration.responseTimeout
+            let sent = await state.limited { () -> WebhookSender.Result? in
+                let left = state.leaseLeft(endpoint.id) - Self.leaseMargin
+                guard left > timeout else { return nil }
+                return await sender.send(url: endpoint.url, message: message, secrets: current.secrets, timeout: min(timeout, left))
+            }
+            guard let result = sent else { return }
             if Task.isCancelled && result.outcome != .delivered { return }
             let failures = failedBefore + 1
             let delay = configuration.retrySchedule.delay(afterFailures: failures, random: Double.random(in: 0..<1))
@@ -226,6 +244,20 @@ public struct WebhookDeliveryService: Service {
 
     static func timeAmount(_ d: Duration) -> TimeAmount {
         .nanoseconds(d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000)
+    }
+}
+
+/// A page of the feed with the streams (up to its last position) of the subscribers whose events the
+/// endpoint's type filter wants, read under one generation of the endpoint.
+struct Batch {
+    var generation: Int64
+    var page: [RecordedEvent]
+    var streams: [String: [RecordedEvent]]
+
+    /// The part after `cursor`, if the page reaches past it and starts at or before it (else a new read).
+    func after(_ cursor: Int64) -> Batch? {
+        guard let first = page.first, first.position <= cursor + 1, let last = page.last, last.position > cursor else { return nil }
+        return Batch(generation: generation, page: page.filter { $0.position > cursor }, streams: streams)
     }
 }
 

@@ -17,7 +17,6 @@ import Darwin
 struct WebhookSender: Sendable {
     let client: HTTPClient
     let policy: WebhookDestinationPolicy
-    let responseTimeout: Duration
 
     static let userAgent = "subledger-webhooks/1"
     /// Bytes of a response body read (to reuse the connection) and of it kept in an error message.
@@ -30,7 +29,8 @@ struct WebhookSender: Sendable {
         var latencyMilliseconds: Int
     }
 
-    func send(url: String, message: WebhookMessage, secrets: [WebhookSecret]) async -> Result {
+    /// Sends the message, giving up after `timeout` (connecting included).
+    func send(url: String, message: WebhookMessage, secrets: [WebhookSecret], timeout: Duration) async -> Result {
         let clock = ContinuousClock()
         let started = clock.now
         func elapsed() -> Int {
@@ -51,11 +51,10 @@ struct WebhookSender: Sendable {
             name: "webhook-signature",
             value: WebhookSignature.header(id: message.id, timestamp: timestamp, body: message.body, secrets: secrets))
         request.body = .bytes(ByteBuffer(bytes: message.body))
-        let timeout = TimeAmount.nanoseconds(
-            responseTimeout.components.seconds * 1_000_000_000 + responseTimeout.components.attoseconds / 1_000_000_000)
+        let deadline = NIODeadline.now() + .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
         do {
-            let response = try await client.execute(request, timeout: timeout)
-            let body = (try? await response.body.collect(upTo: Self.maxResponseBytes)) ?? ByteBuffer()
+            let response = try await client.execute(request, deadline: deadline)
+            let body = (try? await Self.collect(response.body, before: deadline)) ?? ByteBuffer()
             let code = Int(response.status.code)
             switch code {
             case 200..<300:
@@ -70,6 +69,21 @@ struct WebhookSender: Sendable {
             }
         } catch {
             return Result(outcome: .failed, httpStatus: nil, error: Self.describe(error), latencyMilliseconds: elapsed())
+        }
+    }
+
+    /// Reads up to `maxResponseBytes` of a response body, abandoning it at the deadline (a body that trickles
+    /// must not hold the endpoint past its lease).
+    static func collect(_ body: HTTPClientResponse.Body, before deadline: NIODeadline) async throws -> ByteBuffer {
+        try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+            group.addTask { try await body.collect(upTo: maxResponseBytes) }
+            group.addTask {
+                let left = deadline - NIODeadline.now()
+                if left > .zero { try await Task.sleep(nanoseconds: UInt64(left.nanoseconds)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            return (try await group.next() ?? nil) ?? ByteBuffer()
         }
     }
 

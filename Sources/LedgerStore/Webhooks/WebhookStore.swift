@@ -215,6 +215,13 @@ public struct WebhookStore: Sendable {
 
     // MARK: - Delivery service
 
+    /// Makes the statement's own transaction commit without waiting for its WAL flush (`synchronous_commit`
+    /// for this transaction only). The delivery service's writes may be lost in a crash of PostgreSQL itself
+    /// (at most the WAL writer's last fraction of a second): the cursor then stands a little earlier and those
+    /// events are delivered again, which at-least-once allows. Waiting for a disk flush per delivered event
+    /// was what bounded throughput (measured: about 15 deliveries a second per endpoint on this disk).
+    static let relaxedCommit = "set_config('synchronous_commit', 'off', true)"
+
     /// Renews this instance's leases and takes free or expired ones of active endpoints, up to `limit` in
     /// all; answers the endpoints it now holds. Rows another instance is taking at the same moment are
     /// skipped, not waited for.
@@ -284,7 +291,7 @@ public struct WebhookStore: Sendable {
                 UPDATE webhook_endpoints SET delivered_through = \(position)
                 WHERE endpoint_id = \(id) AND generation = \(generation) AND status = 'active'
                   AND leased_by = \(instance) AND lease_until > clock_timestamp() AND delivered_through < \(position)
-                RETURNING 1
+                RETURNING \(unescaped: Self.relaxedCommit)
                 """, logger: logger
             ).collect()
             return !rows.isEmpty
@@ -316,7 +323,7 @@ public struct WebhookStore: Sendable {
         return try await database.withConnection { c in
             let rows = try await c.query(
                 """
-                WITH target AS (
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), target AS (
                     SELECT endpoint_id, failed_attempts, coalesce(failing_since, clock_timestamp()) AS since,
                            (generation = \(generation) AND status = 'active' AND leased_by = \(instance)
                             AND lease_until > clock_timestamp()) AS mine
@@ -349,7 +356,7 @@ public struct WebhookStore: Sendable {
                            \(status), \(latency), \(error), CASE WHEN p.mine AND NOT p.pause THEN p.next END, \(instance)
                     FROM plan p
                 )
-                SELECT next, pause FROM moved
+                SELECT next, pause FROM moved, relaxed
                 """, logger: logger
             ).collect()
             guard let row = rows.first else { return .stale }
