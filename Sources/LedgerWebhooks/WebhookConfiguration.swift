@@ -18,15 +18,13 @@ public struct WebhookConfiguration: Sendable {
     public var pollInterval: Duration
     /// Deliveries log rows older than this are deleted.
     public var deliveriesRetention: Duration
-    /// Whether this instance delivers at all (the routes work either way).
-    public var deliver: Bool
 
     public init(
         policy: WebhookDestinationPolicy = WebhookDestinationPolicy(), concurrency: Int = 16,
         connectTimeout: Duration = .seconds(5), responseTimeout: Duration = .seconds(10),
         retrySchedule: WebhookRetrySchedule = .standard, leaseDuration: Duration = .seconds(15),
         leaseInterval: Duration = .seconds(2), pollInterval: Duration = .milliseconds(200),
-        deliveriesRetention: Duration = .seconds(7 * 86_400), deliver: Bool = true
+        deliveriesRetention: Duration = .seconds(7 * 86_400)
     ) {
         self.policy = policy
         self.concurrency = concurrency
@@ -37,6 +35,5 @@ public struct WebhookConfiguration: Sendable {
         self.leaseInterval = leaseInterval
         self.pollInterval = pollInterval
         self.deliveriesRetention = deliveriesRetention
-        self.deliver = deliver
     }
 }

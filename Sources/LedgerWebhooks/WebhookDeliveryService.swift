@@ -42,10 +42,6 @@ public struct WebhookDeliveryService: Service {
     }
 
     public func run() async throws {
-        guard configuration.deliver else {
-            try? await gracefulShutdown()
-            return
-        }
         var httpConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: Self.timeAmount(configuration.connectTimeout), read: Self.timeAmount(configuration.responseTimeout)))
