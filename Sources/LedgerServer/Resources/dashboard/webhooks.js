@@ -8,7 +8,7 @@ import { fill, run, status } from "./page.js";
 
 function lag(e) {
   if (e.lag_positions === 0) return "caught up";
-  return `${count(e.lag_positions)} positions, ${e.lag_seconds < 90 ? `${e.lag_seconds.toFixed(1)} s` : `${(e.lag_seconds / 60).toFixed(0)} min`}`;
+  return `${count(e.lag_positions)} position${e.lag_positions === 1 ? "" : "s"}, ${e.lag_seconds < 90 ? `${e.lag_seconds.toFixed(1)} s` : `${(e.lag_seconds / 60).toFixed(0)} min`}`;
 }
 
 function replayForm(section, e) {
