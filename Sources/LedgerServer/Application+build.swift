@@ -2,6 +2,7 @@ import Hummingbird
 import StoreAdapters
 import LedgerCore
 import LedgerStore
+import LedgerWebhooks
 import Logging
 import PostgresNIO
 import Prometheus
@@ -27,13 +28,16 @@ public struct ServerConfiguration: Sendable {
     /// Bytes (estimated) of subscribers' ledgers kept in memory for entitlement reads; zero reads
     /// PostgreSQL every time. See docs/entitlement-cache.md.
     public var entitlementCacheBytes: Int
+    /// Outbound webhooks: which URLs are allowed, timeouts, retries, leases (docs/webhooks.md).
+    public var webhooks: WebhookConfiguration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
         keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
-        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge
+        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, webhooks: WebhookConfiguration = WebhookConfiguration()
     ) {
+        self.webhooks = webhooks
         self.appleMaxAge = appleMaxAge
         self.keyCacheTTL = keyCacheTTL
         self.entitlementCacheBytes = entitlementCacheBytes
@@ -65,6 +69,10 @@ public func buildApplication(
         client, DatabaseWatch(database: Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout)),
     ]
     if let cache { services.append(ProjectionChanges(client: client, cache: cache, logger: logger)) }
+    services.append(
+        WebhookDeliveryService(
+            store: WebhookStore(database: Database(client: client, logger: logger)), configuration: configuration.webhooks,
+            logger: logger))
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
@@ -110,6 +118,8 @@ public func buildRouter(
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
     ReportRoutes(reports: ReportStore(database: database)).register(on: v1)
+    WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
+        .register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
         reader: AppleNotificationReader(

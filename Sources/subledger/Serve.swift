@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import LedgerCore
 import LedgerServer
 import LedgerStore
+import LedgerWebhooks
 import Logging
 import Metrics
 import PostgresNIO
@@ -63,6 +65,39 @@ struct Serve: AsyncParsableCommand {
         help: "Refuse App Store payloads signed longer ago than this (default: $SUBLEDGER_APPLE_MAX_AGE_DAYS or 180).")
     var appleMaxAgeDays: Int?
 
+    @Flag(
+        name: .customLong("webhooks-allow-http"),
+        help: "Accept http:// webhook URLs as well as https:// (also SUBLEDGER_WEBHOOKS_ALLOW_HTTP=1).")
+    var webhooksAllowHTTP = false
+
+    @Flag(
+        name: .customLong("webhooks-allow-private"),
+        help: "Deliver webhooks to loopback, private and link-local addresses (also SUBLEDGER_WEBHOOKS_ALLOW_PRIVATE=1).")
+    var webhooksAllowPrivate = false
+
+    @Option(name: .customLong("webhook-concurrency"), help: "Webhook requests in flight at once, across all endpoints.")
+    var webhookConcurrency = 16
+
+    @Option(
+        name: .customLong("webhook-timeout"),
+        help: "Longest a webhook delivery waits for the response, e.g. 10s (connecting: at most 5s of it).")
+    var webhookTimeout = "10s"
+
+    @Option(
+        name: .customLong("webhook-retry-schedule"),
+        help: "Delays between failed attempts, the last repeating, e.g. 5s,5m,30m,2h,5h,10h (the default).")
+    var webhookRetrySchedule = "5s,5m,30m,2h,5h,10h"
+
+    @Option(
+        name: .customLong("webhook-give-up-after"),
+        help: "How long an endpoint may keep failing before it is paused (failing), e.g. 3d (the default).")
+    var webhookGiveUpAfter = "3d"
+
+    @Option(
+        name: .customLong("webhook-lease-seconds"),
+        help: "Seconds a webhook endpoint's lease lasts without renewal: how soon another instance takes over a dead one's endpoints.")
+    var webhookLeaseSeconds = 15
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
         _ = try appleRoots()
@@ -82,6 +117,7 @@ struct Serve: AsyncParsableCommand {
 
         let maxAgeDays = appleMaxAgeDays ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_MAX_AGE_DAYS"].flatMap { Int($0) } ?? 180
         guard (1...36_500).contains(maxAgeDays) else { throw ValidationError("--apple-max-age-days must be 1 to 36500") }
+        let webhooks = try webhookConfiguration()
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger.forConnectionPool)
@@ -91,7 +127,8 @@ struct Serve: AsyncParsableCommand {
                 databaseLeaseTimeout: .milliseconds(Int64(dbTimeout * 1000)), appleRootsDER: try appleRoots(),
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
-                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400)),
+                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
+                webhooks: webhooks),
             client: client, migrations: migrations, metrics: registry, logger: logger)
         logger.info("starting", metadata: ["http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)"])
         do {
@@ -120,6 +157,34 @@ struct Serve: AsyncParsableCommand {
 
     private func addressInUse() -> CommandFailure {
         CommandFailure("\(host):\(port) is already in use (another subledger serve?): stop it, or choose another port with --port")
+    }
+
+    /// The webhook options, checked.
+    private func webhookConfiguration() throws -> WebhookConfiguration {
+        let env = ProcessInfo.processInfo.environment
+        let policy = WebhookDestinationPolicy(
+            allowHTTP: webhooksAllowHTTP || env["SUBLEDGER_WEBHOOKS_ALLOW_HTTP"] == "1",
+            allowPrivate: webhooksAllowPrivate || env["SUBLEDGER_WEBHOOKS_ALLOW_PRIVATE"] == "1")
+        guard (1...1000).contains(webhookConcurrency) else { throw ValidationError("--webhook-concurrency must be 1 to 1000") }
+        guard let timeout = WebhookRetrySchedule.duration(webhookTimeout), timeout >= .milliseconds(100), timeout <= .seconds(60) else {
+            throw ValidationError("--webhook-timeout must be a duration from 100ms to 60s, such as 10s")
+        }
+        guard let delays = WebhookRetrySchedule.durations(webhookRetrySchedule) else {
+            throw ValidationError("--webhook-retry-schedule must be durations separated by commas, such as 5s,5m,30m")
+        }
+        guard let giveUp = WebhookRetrySchedule.duration(webhookGiveUpAfter), giveUp > .zero else {
+            throw ValidationError("--webhook-give-up-after must be a duration such as 3d or 72h")
+        }
+        guard (3...3600).contains(webhookLeaseSeconds) else { throw ValidationError("--webhook-lease-seconds must be 3 to 3600") }
+        let lease = Duration.seconds(webhookLeaseSeconds)
+        // An attempt starts only with the response timeout and a margin left on the lease.
+        guard lease > timeout + .seconds(3) else {
+            throw ValidationError("--webhook-lease-seconds must exceed the webhook timeout by more than 3 seconds")
+        }
+        return WebhookConfiguration(
+            policy: policy, concurrency: webhookConcurrency, connectTimeout: min(.seconds(5), timeout), responseTimeout: timeout,
+            retrySchedule: WebhookRetrySchedule(delays: delays, giveUpAfter: giveUp), leaseDuration: lease,
+            leaseInterval: min(.seconds(2), lease / 5))
     }
 
     /// `5s`, `500ms`, `2m`, `1h` or a plain number of seconds.

@@ -11,6 +11,21 @@ public struct EntitlementState: Sendable, Hashable {
     public var productID: String?
 }
 
+extension EntitlementState {
+    /// As the API shows it (entitlement reads, webhook payloads).
+    public var json: JSONValue {
+        .object([
+            "entitlement": .string(entitlement),
+            "active": .bool(active),
+            "expires_at": expiresAt.map { .string($0.rfc3339) } ?? .null,
+            "in_grace": .bool(inGrace),
+            "in_trial": .bool(inTrial),
+            "will_renew": .bool(willRenew),
+            "product_id": productID.map(JSONValue.string) ?? .null,
+        ])
+    }
+}
+
 extension SubscriberLedger {
     /// The state of every entitlement this subscriber ever had a window for, at `t`.
     public func entitlements(at t: Timestamp) -> [EntitlementState] {
