@@ -136,7 +136,7 @@ public struct WebhookDeliveryService: Service {
                     let streams = try await store.streams(Set(wanted.map(\.subscriberID)), through: page.last!.position)
                     batch = Batch(generation: current.generation, page: page, streams: streams)
                 }
-                try await deliver(batch!, current, state: state, sender: sender, folds: &folds, logger: logger)
+                try await deliver(batch!, current, edits: edits, state: state, sender: sender, folds: &folds, logger: logger)
             } catch where Task.isCancelled {
                 return
             } catch {
@@ -149,7 +149,7 @@ public struct WebhookDeliveryService: Service {
     /// Walks one page of the feed: passes over what the filters exclude, delivers the rest in order, and
     /// stops at the first failure (the next attempt waits for its retry time).
     private func deliver(
-        _ batch: Batch, _ current: WebhookDeliveryState, state: SharedState, sender: WebhookSender,
+        _ batch: Batch, _ current: WebhookDeliveryState, edits: Int64, state: SharedState, sender: WebhookSender,
         folds: inout FoldCache, logger: Logger
     ) async throws {
         let endpoint = current.endpoint
@@ -172,6 +172,8 @@ public struct WebhookDeliveryService: Service {
                 guard try await store.skip(endpoint.id, through: p, instance: instance, generation: current.generation) else { return }
                 passedOver = nil
             }
+            // An endpoint edited or given a new secret since its state was read: read it again first.
+            guard state.edits == edits else { break }
             let message = WebhookMessage(endpointID: endpoint.id, event: event, after: after, changes: changes)
             // The lease is checked once a request slot is free, right before sending, and the request may not
             // outlive it: another instance can never have a request in flight to this endpoint meanwhile.
@@ -271,7 +273,7 @@ struct FoldCache {
             before = Fold.fold(earlier)
         }
         let after = Fold.fold(earlier + [event])
-        if last.count > 10_000 { last.removeAll(keepingCapacity: true) }
+        if last.count > 500 { last.removeAll(keepingCapacity: true) }
         last[event.subscriberID] = (event.position, after)
         return (before, after)
     }

@@ -11,6 +11,7 @@ import PostgresNIO
 /// bump: a delivery that was in flight while its lease passed to another instance, or while an admin replayed
 /// the endpoint, cannot move the cursor afterwards.
 public struct WebhookStore: Sendable {
+    static let createLockKey: Int64 = 0x5355_424C_5748_4B43
     /// At most this many endpoints exist at once (hostile input: each one is a delivery loop).
     public static let maxEndpoints = 1000
     /// How long the previous secret keeps signing after a rotation.
@@ -53,8 +54,8 @@ public struct WebhookStore: Sendable {
         let logger = self.logger
         return try await StoreError.mapping {
             try await database.transaction { c in
-                // Serializes creations, so the limit holds under concurrent requests.
-                try await c.query("LOCK TABLE webhook_endpoints IN SHARE ROW EXCLUSIVE MODE", logger: logger)
+                // Serializes creations, so the limit holds under concurrent requests (deliveries are not blocked).
+                try await c.query("SELECT pg_advisory_xact_lock(\(Self.createLockKey))", logger: logger)
                 let count = try await c.query("SELECT count(*)::int8 FROM webhook_endpoints", logger: logger)
                     .collect().first?.decode(Int64.self) ?? 0
                 guard count < Self.maxEndpoints else { throw WebhookStoreError.tooManyEndpoints(limit: Self.maxEndpoints) }
@@ -98,6 +99,8 @@ public struct WebhookStore: Sendable {
         let status: String? = patch.enabled.map { $0 ? "active" : "disabled" }
         let reason: String? = patch.enabled == false ? "disabled by an admin" : nil
         let resetRetries = patch.enabled == true || patch.url != nil
+        // What changes deliveries fences the attempts in flight; a new description does not.
+        let delivery = patch.url != nil || patch.eventTypes != nil || patch.entitlements != nil || patch.enabled != nil
         return try await StoreError.mapping {
             try await database.transaction { c in
                 let rows = try await c.query(
@@ -112,7 +115,7 @@ public struct WebhookStore: Sendable {
                         failed_attempts = CASE WHEN \(resetRetries) THEN 0 ELSE failed_attempts END,
                         failing_since = CASE WHEN \(resetRetries) THEN NULL ELSE failing_since END,
                         next_attempt_at = CASE WHEN \(resetRetries) THEN NULL ELSE next_attempt_at END,
-                        generation = generation + 1,
+                        generation = generation + CASE WHEN \(delivery) THEN 1 ELSE 0 END,
                         updated_at = clock_timestamp()
                     WHERE endpoint_id = \(id)
                     RETURNING 1
@@ -382,14 +385,16 @@ public struct WebhookStore: Sendable {
     }
 
     /// The last position of the feed (0 when empty) and a number that changes whenever an endpoint is
-    /// created, edited, replayed or deleted: what wakes idle delivery loops.
+    /// created, edited, replayed, deleted or given a new secret: what wakes delivery loops to read their
+    /// endpoint again.
     public func pulse() async throws -> (head: Int64, edits: Int64) {
         let logger = self.logger
         return try await database.withConnection { c in
             let rows = try await c.query(
                 """
                 SELECT (SELECT coalesce(max(position), 0) FROM events)::int8,
-                       (SELECT coalesce(sum(generation), 0) + count(*) FROM webhook_endpoints)::int8
+                       (SELECT coalesce(sum(generation), 0) + count(*)
+                               + coalesce(sum(extract(epoch FROM previous_secret_until)::int8), 0) FROM webhook_endpoints)::int8
                 """, logger: logger
             ).collect()
             return try rows.first?.decode((Int64, Int64).self) ?? (0, 0)
