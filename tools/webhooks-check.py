@@ -16,7 +16,8 @@ A = argparse.ArgumentParser()
 A.add_argument("--bin", required=True); A.add_argument("--url", required=True)
 A.add_argument("--admin", required=True); A.add_argument("--writer", required=True)
 A.add_argument("--events", type=int, default=5000); A.add_argument("--subscribers", type=int, default=200)
-A.add_argument("--load-seconds", type=float, default=15); A.add_argument("--load-rate", type=float, default=200)
+A.add_argument("--load-seconds", type=float, default=10); A.add_argument("--load-rate", type=float, default=200)
+A.add_argument("--bench", action="store_true", help="also time a replay of the bulk events to a fresh fast endpoint (drain rate)")
 A.add_argument("--report", help="write the measurements as JSON here")
 args = A.parse_args()
 T0 = time.monotonic()
@@ -166,7 +167,7 @@ SERVERS = []
 
 
 class Server:
-    def __init__(self, give_up="4s"):
+    def __init__(self, give_up="3s"):
         self.port, self.proc, self.give_up = free_port(), None, give_up
         SERVERS.append(self)
 
@@ -316,6 +317,7 @@ fast = register(a, "fast", "ok")
 say(f"appending {args.events} events across {args.subscribers} subscribers")
 t_append = time.monotonic()
 first, last, _ = append(a, args.events, args.subscribers, "bulk")
+bulk_range = (first, last)
 append_s = time.monotonic() - t_append
 expected = list(range(first, last + 1))
 wait_delivered(fast, expected, 180, "bulk, fast endpoint")
@@ -380,9 +382,9 @@ say(f"load: ok ({RESULTS['load']})")
 
 say("kill -9 mid-delivery")
 slow = register(a, "slow", "slow")
-first, last, _ = append(a, 600, 50, "k9")
+first, last, _ = append(a, 400, 50, "k9")
 expected = list(range(first, last + 1))
-while len(slow.delivered) < 150: time.sleep(0.01)
+while len(slow.delivered) < 100: time.sleep(0.01)
 a.kill9()
 killed_at = len(slow.delivered)
 cursor = int(psql(f"SELECT delivered_through FROM webhook_endpoints WHERE endpoint_id = '{slow.hook_id}'"))
@@ -401,7 +403,7 @@ b = Server().start()
 pair = []
 for i in range(4):   # one at a time: each goes to whichever instance takes free leases first
     pair.append(register(a, f"pair{i}", "slow")); time.sleep(0.6)
-first, last, _ = append(a, 400, 40, "pair")
+first, last, _ = append(a, 200, 40, "pair")
 time.sleep(1)
 for ep in pair: wait_delivered(ep, list(range(first, last + 1)), 120, "two instances")
 owners = set()
@@ -414,7 +416,7 @@ survivor = b if victim is a else a
 say(f"leases held by {holders}; killing {'a' if victim is a else 'b'} with kill -9")
 victim.kill9()
 t_kill = time.monotonic()
-first, last, _ = append(survivor, 200, 20, "takeover")
+first, last, _ = append(survivor, 100, 20, "takeover")
 for ep in pair: wait_delivered(ep, list(range(first, last + 1)), 60, "takeover")
 takeover = max(max(ep.delivered[p] for p in range(first, last + 1)) for ep in pair) - t_kill
 for ep in pair:
@@ -487,6 +489,18 @@ while True:
     time.sleep(0.1)
 if len(gone.arrivals) != 1: fail(f"a gone endpoint was tried {len(gone.arrivals)} times")
 say("410: ok")
+
+if args.bench:
+    say(f"bench: replaying the {args.events} bulk events to a fresh fast endpoint")
+    drain = register(a, "drain", "ok")
+    first, last = bulk_range
+    t = time.monotonic()
+    a.api("POST", f"/v1/webhooks/{drain.hook_id}/replay", {"from_position": first})
+    wait_delivered(drain, [last], 300, "bench")
+    took = time.monotonic() - t
+    check_order(drain, "bench")
+    RESULTS["drain"] = {"events": last - first + 1, "seconds": round(took, 2), "delivered_per_second": round((last - first + 1) / took, 1)}
+    say(f"bench: {RESULTS['drain']}")
 
 metrics = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
 metrics.request("GET", "/metrics"); text = metrics.getresponse().read().decode()

@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -37,7 +38,8 @@ struct WebhookSender: Sendable {
             let d = clock.now - started
             return Int(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
         }
-        if let refusal = await destinationProblem(url) {
+        let deadline = NIODeadline.now() + .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        if let refusal = await destinationProblem(url, within: timeout) {
             return Result(outcome: .failed, httpStatus: nil, error: refusal, latencyMilliseconds: elapsed())
         }
         let timestamp = Int64(Date().timeIntervalSince1970)
@@ -51,7 +53,6 @@ struct WebhookSender: Sendable {
             name: "webhook-signature",
             value: WebhookSignature.header(id: message.id, timestamp: timestamp, body: message.body, secrets: secrets))
         request.body = .bytes(ByteBuffer(bytes: message.body))
-        let deadline = NIODeadline.now() + .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
         do {
             let response = try await client.execute(request, deadline: deadline)
             let body = (try? await Self.collect(response.body, before: deadline)) ?? ByteBuffer()
@@ -90,25 +91,29 @@ struct WebhookSender: Sendable {
     /// Why the URL may not be reached now, if it may not: the policy again (it may have changed since the
     /// URL was registered) and, for names, every address they resolve to. AsyncHTTPClient resolves the name
     /// again when it connects; docs/webhooks.md says what that leaves open.
-    func destinationProblem(_ url: String) async -> String? {
+    func destinationProblem(_ url: String, within timeout: Duration) async -> String? {
         let target: WebhookDestinationPolicy.Target
         switch policy.parse(url) {
         case .refused(let why): return "the URL is refused: it \(why)"
         case .accepted(let t): target = t
         }
         guard !policy.allowPrivate, target.literal == nil else { return nil }
-        let addresses = await Self.resolve(target.host)
+        guard let addresses = await Self.resolve(target.host, within: timeout) else { return "resolving \(target.host) timed out" }
         guard !addresses.isEmpty else { return "cannot resolve \(target.host)" }
         return policy.check(resolved: addresses)
     }
 
-    /// The host's addresses (4 or 16 bytes each), resolved on a thread of its own: getaddrinfo blocks.
-    static func resolve(_ host: String) async -> [[UInt8]] {
-        await withCheckedContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(returning: lookUp(host))
+    /// The host's addresses (4 or 16 bytes each), resolved on a thread of its own (getaddrinfo blocks); nil
+    /// if that takes longer than `timeout` (the attempt's time, which its lease bounds).
+    static func resolve(_ host: String, within timeout: Duration) async -> [[UInt8]]? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[[UInt8]]?, Never>) in
+            let once = Mutex(false)
+            let finish = { @Sendable (value: [[UInt8]]?) in
+                if once.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: value) }
             }
-            thread.start()
+            Thread { finish(lookUp(host)) }.start()
+            let ms = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(ms)) { finish(nil) }
         }
     }
 

@@ -3,7 +3,7 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import LedgerTestSupport
-import LedgerWebhooks
+@testable import LedgerWebhooks
 import Logging
 import NIOCore
 import PostgresNIO
@@ -189,5 +189,16 @@ struct WebhookDeliveryTests {
             try await Self.eventually("the cursor passes everything") { try await store.get(e.id).deliveredThrough == 3 }
             #expect(receiver.deliveries.map(\.position) == [2])
         }
+    }
+}
+
+@Suite("Webhook destinations resolved at delivery")
+struct WebhookResolutionTests {
+    @Test("a name is resolved on its own thread, and its loopback addresses are refused by the default policy")
+    func resolvesAndRefuses() async throws {
+        let addresses = try #require(await WebhookSender.resolve("localhost", within: .seconds(5)))
+        #expect(addresses.contains([127, 0, 0, 1]) || addresses.contains(Array(repeating: 0, count: 15) + [1]))
+        #expect(WebhookDestinationPolicy().check(resolved: addresses) != nil)
+        #expect(WebhookDestinationPolicy(allowPrivate: true).check(resolved: addresses) == nil)
     }
 }
