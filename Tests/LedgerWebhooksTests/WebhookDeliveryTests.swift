@@ -151,6 +151,8 @@ struct WebhookDeliveryTests {
             _ = try await events.append([SampleEvents.autoRenewOff(subscriber: "s", key: "k2")])
             try await Self.eventually("both delivered") { receiver.deliveries.count >= 2 }
             #expect(receiver.deliveries.map(\.position) == [1, 2])
+            // A delivered event's record is written while the next one is sent: wait for the last record.
+            try await Self.eventually("every attempt logged") { try await store.deliveries(e.id, before: nil, limit: 100).count >= 5 }
             let log = try await store.deliveries(e.id, before: nil, limit: 100)
             #expect(log.map(\.outcome) == [.delivered, .delivered, .failed, .failed, .failed])
             #expect(Set(log.filter { $0.position == 1 }.map(\.webhookID)).count == 1)

@@ -54,12 +54,13 @@ struct WebhookStoreTests {
     func leases() async throws {
         try await Self.withStore { store, _ in
             let e = try await store.create(url: "https://example.com/h", description: nil, eventTypes: nil, entitlements: nil, secret: Self.secret)
-            #expect(try await store.acquireLeases(instance: "a", duration: .milliseconds(400), limit: 10) == [e.id])
+            // Long enough that a loaded machine runs the next checks within it.
+            #expect(try await store.acquireLeases(instance: "a", duration: .seconds(3), limit: 10) == [e.id])
             #expect(try await store.acquireLeases(instance: "b", duration: .seconds(5), limit: 10).isEmpty)
             #expect(try await store.deliveryState(e.id, instance: "b") == nil)
             let state = try #require(try await store.deliveryState(e.id, instance: "a"))
             #expect(state.secrets == [Self.secret] && state.retryInMilliseconds == 0)
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .milliseconds(3200))
             #expect(try await store.deliveryState(e.id, instance: "a") == nil)
             #expect(try await store.acquireLeases(instance: "b", duration: .seconds(5), limit: 10) == [e.id])
             // "a" comes back late: fenced out of every write.
