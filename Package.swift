@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -31,14 +32,14 @@ let package = Package(
             ]
         ),
         .target(
-            name: "LedgerAppStore",
+            name: "StoreAdapters",
             dependencies: [
                 "LedgerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
-            resources: [.copy("Resources/AppleRootCA-G3.cer")]
+            resources: [.copy("Apple/Resources/AppleRootCA-G3.cer")]
         ),
         .target(
             name: "LedgerStore",
@@ -52,11 +53,24 @@ let package = Package(
             ]
         ),
         .target(
-            name: "LedgerServer",
+            name: "LedgerWebhooks",
             dependencies: [
-                "LedgerAppStore",
                 "LedgerCore",
                 "LedgerStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "LedgerServer",
+            dependencies: [
+                "StoreAdapters",
+                "LedgerCore",
+                "LedgerStore",
+                "LedgerWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -68,7 +82,7 @@ let package = Package(
         .executableTarget(
             name: "subledger",
             dependencies: [
-                "LedgerAppStore",
+                "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerServer",
@@ -95,9 +109,9 @@ let package = Package(
             dependencies: ["LedgerCore", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
-            name: "LedgerAppStoreTests",
+            name: "StoreAdaptersTests",
             dependencies: [
-                "LedgerAppStore", "LedgerCore",
+                "StoreAdapters", "LedgerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -112,9 +126,17 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "LedgerWebhooksTests",
+            dependencies: [
+                "LedgerCore", "LedgerStore", "LedgerWebhooks", "LedgerTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "LedgerAppStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
+                "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -2,9 +2,9 @@
 """The dashboard in a real headless Chromium against a served ledger filled by tools/simulate (driven by
 tools/browser-test; standard library only). Enters the key through the page's form, opens every page,
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
-with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, checks the
-401/403 messages, and writes a PNG screenshot of each page."""
-import argparse, http.client, json, os, socket, subprocess, sys, time, urllib.parse
+with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
+webhook endpoint and replays it, checks the 401/403 messages, and writes a PNG screenshot of each page."""
+import argparse, http.client, http.server, json, os, socket, subprocess, sys, threading, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser  # noqa: E402
@@ -283,6 +283,56 @@ def check_audit(b):
     shot(b, "07-audit")
 
 
+class Refusing(http.server.BaseHTTPRequestHandler):
+    """A webhook receiver that answers every delivery 500, so the page has failed attempts to list."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(500); self.send_header("Content-Length", "0"); self.end_headers()
+
+
+def admin_call(method, path, body):
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    c.request(method, path, body=json.dumps(body), headers={"Authorization": f"Bearer {args.admin}"})
+    r = c.getresponse(); out = r.read(); c.close()
+    check(r.status in (200, 201), f"{method} {path} answered {r.status}: {out[:300]!r}")
+    return json.loads(out)
+
+
+def check_webhooks(b):
+    """Endpoints with their status and lag as the API reports them, a failing endpoint's attempts, and a replay."""
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    hook = admin_call("POST", "/v1/webhooks", {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "description": "refuses everything"})
+    head = api("/v1/events?after_position=0&limit=1")["events"][0]
+    admin_call("POST", "/v1/events", {**{k: head[k] for k in ("subscriber_id", "occurred_at", "environment")},
+               "type": "credit", "source": "browser-test", "idempotency_key": "browser-test-webhook",
+               "data": {"entitlement": "pro", "duration": "P1D", "reason": "webhook page", "granted_by": "browser-test"}})
+    deadline = time.time() + 30
+    while not api(f"/v1/webhooks/{hook['id']}/deliveries")["deliveries"]:
+        check(time.time() < deadline, "no delivery attempt was logged"); time.sleep(0.2)
+    check(go(b, "webhooks") == "ready", f"webhooks: {status_text(b, 'webhooks')}")
+    listed = api("/v1/webhooks")["webhooks"]
+    rows = b.eval("[...document.querySelectorAll('#webhooks-table tr[data-endpoint]')].map(r => ({id: r.dataset.endpoint, status: r.dataset.status}))")
+    check([r["id"] for r in rows] == [e["id"] for e in listed], f"webhook rows {rows} vs API {[e['id'] for e in listed]}")
+    failures = b.eval("document.querySelectorAll('#webhooks-failures tr[data-delivery]').length")
+    check(failures >= 1, "the page shows no failed attempt of an endpoint that answers 500")
+    shot(b, "10-webhooks")
+    b.eval("window.confirm = () => true")
+    b.eval(f"document.querySelector('form.replay[data-endpoint=\"{hook['id']}\"] input').value = '1'")
+    b.eval(f"document.querySelector('form.replay[data-endpoint=\"{hook['id']}\"] button').click()")
+    b.wait(f"(() => {{ const r = document.querySelector('#webhooks-table tr[data-endpoint=\"{hook['id']}\"]'); "
+           "return r && document.getElementById('page-webhooks').dataset.state === 'ready' && Number(r.dataset.lag) > 1; })()",
+           what="the replayed endpoint's lag")
+    check(api(f"/v1/webhooks/{hook['id']}")["delivered_through"] == 0, "the replay did not move the cursor to the start")
+    receiver.shutdown()
+    return len(listed)
+
+
 def check_roles(b, console):
     """401 and 403 in words, not blank charts."""
     forget(b)
@@ -314,7 +364,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     for f in os.listdir(args.out):
         if f.endswith(".png"): os.remove(os.path.join(args.out, f))
-    server = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(PORT), "--log-level", "error"],
+    server = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(PORT), "--log-level", "error",
+                               "--webhooks-allow-http", "--webhooks-allow-private"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     b = None
     started = time.time()
@@ -359,6 +410,7 @@ def main():
         n_events, asof = check_subscriber(b, sid, events)
         check(go(b, "audit") == "ready", f"audit: {status_text(b, 'audit')}")
         check_audit(b)
+        hooks = check_webhooks(b)
         console.assert_clean("admin pages")
         leaked = [r["url"] for r in requests_made(b) if args.admin in r["url"]]
         check(not leaked, f"the key appeared in a URL: {leaked}")
@@ -367,7 +419,7 @@ def main():
         check_roles(b, console)
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
-            f"as of {asof}), audit, 401/403 messages; screenshots in {args.out}")
+            f"as of {asof}), audit, webhooks ({hooks} endpoint, failures, replay), 401/403 messages; screenshots in {args.out}")
     except (Failed, TimeoutError, RuntimeError, ConnectionError) as e:
         say("FAILED:", e)
         if b:

@@ -1,7 +1,8 @@
 import Hummingbird
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import LedgerStore
+import LedgerWebhooks
 import Logging
 import PostgresNIO
 import Prometheus
@@ -29,14 +30,18 @@ public struct ServerConfiguration: Sendable {
     public var entitlementCacheBytes: Int
     /// How long a read that needs a position waits for a replica to reach it before reading the primary.
     public var replicaWait: Duration
+    /// Outbound webhooks: which URLs are allowed, timeouts, retries, leases (docs/webhooks.md).
+    public var webhooks: WebhookConfiguration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
         keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
-        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250)
+        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250),
+        webhooks: WebhookConfiguration = WebhookConfiguration()
     ) {
         self.replicaWait = replicaWait
+        self.webhooks = webhooks
         self.appleMaxAge = appleMaxAge
         self.keyCacheTTL = keyCacheTTL
         self.entitlementCacheBytes = entitlementCacheBytes
@@ -90,10 +95,13 @@ public func buildApplication(
         configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
         cache: cache, logger: logger)
     var services = clientServices
+    services.append(DatabaseWatch(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
     }
     services.append(ReadRouterMonitor(router: readRouter, onFloor: { cache?.forgetChanges(upTo: $0) }))
+    services.append(
+        WebhookDeliveryService(store: WebhookStore(database: database), configuration: configuration.webhooks, logger: logger))
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
@@ -129,15 +137,15 @@ func buildRouter(
 
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let catalog = CatalogStore(database: database)
-    // One store, so appends from every route share one group-commit queue.
+    // One store, so appends from every route share one group-commit queue; one intake for every source.
     // The cache forgets what an append changed (remembering where, for replicas), and the read router
     // learns a position the primary has committed.
     let store = EventStore(database: database, onCommit: { changes in
         cache?.invalidate(changes)
         if let last = changes.values.max() { readRouter.observedPrimary(last) }
     })
-    EventRoutes(store: store, router: readRouter, catalog: catalog, maxBodyBytes: configuration.maxBodyBytes)
-        .register(on: v1)
+    let intake = EventIntake(store: store, catalog: catalog, database: database)
+    EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
@@ -145,13 +153,37 @@ func buildRouter(
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
     ReportRoutes(router: readRouter).register(on: v1)
+    WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
+        .register(on: v1)
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
         reader: AppleNotificationReader(
             verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID,
             maxAge: configuration.appleMaxAge),
-        inbox: AppleInbox(database: database), store: store, router: readRouter, catalog: catalog,
-        maxBodyBytes: configuration.maxBodyBytes
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
     return router
+}
+
+/// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.
+public func runUntilSignalled(_ service: some Service, logger: Logger) async throws {
+    let group = ServiceGroup(
+        configuration: .init(
+            services: [service, ShutdownNotice(logger: logger)], gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+    try await group.run()
+}
+
+/// The last service of the group, so the first to hear of a graceful shutdown: it logs that one has begun.
+struct ShutdownNotice: Service {
+    let logger: Logger
+
+    func run() async throws {
+        do {
+            try await gracefulShutdown()
+        } catch {
+            return
+        }
+        logger.info("shutting down: finishing requests in flight, then closing database connections")
+    }
 }

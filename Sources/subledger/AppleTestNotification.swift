@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 
 /// Signs App Store notifications with a local test chain, so a newcomer can try the Apple endpoint with curl
@@ -34,6 +34,18 @@ struct AppleTestNotification: AsyncParsableCommand {
     @Option(help: "Sign with a new leaf valid only from this time (RFC 3339), under the same test root") var leafNotBefore: String?
     @Option(help: "Sign with a new leaf valid only until this time (RFC 3339), under the same test root") var leafNotAfter: String?
 
+    func validate() throws {
+        let dates: [(String, String?)] = [
+            ("purchase-date", purchaseDate), ("expires-date", expiresDate), ("revocation-date", revocationDate),
+            ("signed-date", signedDate),
+        ]
+        for case let (name, value?) in dates { _ = try Self.time(value, name) }
+    }
+
+    private static func time(_ s: String, _ name: String) throws -> Timestamp {
+        do { return try Timestamp(rfc3339: s) } catch { throw ValidationError("--\(name) \(error)") }
+    }
+
     func run() throws {
         let dir = URL(fileURLWithPath: caDir)
         var signer: AppleTestSigner
@@ -43,9 +55,7 @@ struct AppleTestNotification: AsyncParsableCommand {
             signer = try AppleTestSigner()
             try signer.save(to: dir)
         }
-        func time(_ s: String, _ name: String) throws -> Timestamp {
-            do { return try Timestamp(rfc3339: s) } catch { throw ValidationError("--\(name) \(error)") }
-        }
+        func time(_ s: String, _ name: String) throws -> Timestamp { try Self.time(s, name) }
         func date(_ t: Timestamp) -> Date { Date(timeIntervalSince1970: Double(t.microseconds) / 1_000_000) }
         if leafNotBefore != nil || leafNotAfter != nil {
             let from = try leafNotBefore.map { try time($0, "leaf-not-before") } ?? Timestamp(microseconds: 946_684_800_000_000)

@@ -14,11 +14,16 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default: $LOG_LEVEL or info)")
     var logLevel: String?
 
+    /// Checked while parsing, so a missing database is reported with the subcommand's own usage.
+    func validate() throws {
+        _ = try allHosts()
+    }
+
     /// Every host given (`--database-url` repeated, or libpq's `h1:p1,h2:p2`), as one URL.
     func allHosts() throws -> DatabaseURL {
         let texts = databaseURLs.isEmpty ? [ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""] : databaseURLs
         guard let first = texts.first, !first.isEmpty else {
-            throw ValidationError("no database: pass --database-url or set DATABASE_URL (tools/pg prints it)")
+            throw ValidationError("no database: pass --database-url or set DATABASE_URL (in a checkout: eval \"$(tools/pg env)\")")
         }
         do {
             var url = try DatabaseURL(first)

@@ -23,18 +23,25 @@ struct Import: AsyncParsableCommand {
     @Option(help: "Lines per transaction.")
     var batch = 5000
 
+    func validate() throws {
+        guard file == "-" || FileManager.default.isReadableFile(atPath: file) else {
+            throw ValidationError("cannot read \(file)")
+        }
+    }
+
     func run() async throws {
         let logger = database.makeLogger("subledger.import")
         guard let handle = file == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: file) else {
-            throw ValidationError("cannot open \(file)")
+            throw CommandFailure("cannot open \(file)")
         }
         let batchSize = max(1, batch)
         let interactive = isatty(STDERR_FILENO) == 1
         let started = Date()
         let summary = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
             let store = EventStore(client: client, logger: logger)
-            let reader = ImportBatchReader(
-                lines: LineReader(handle: handle), batchSize: batchSize, catalog: CatalogStore(client: client, logger: logger))
+            let intake = EventIntake(
+                store: store, catalog: CatalogStore(client: client, logger: logger), database: Database(client: client, logger: logger))
+            let reader = ImportBatchReader(lines: LineReader(handle: handle), batchSize: batchSize, intake: intake)
             var created = 0
             var present = 0
             // The next batch is read and validated while the current one is written.
@@ -85,15 +92,15 @@ final class ImportBatchReader: @unchecked Sendable {
 
     private var lines: LineReader
     let batchSize: Int
-    let catalog: CatalogStore
+    let intake: EventIntake
     private(set) var lineNumber = 0
     /// Duplicate lines after the last batch (none in practice: a batch ends on an event).
     private(set) var trailingDuplicates = 0
 
-    init(lines: LineReader, batchSize: Int, catalog: CatalogStore) {
+    init(lines: LineReader, batchSize: Int, intake: EventIntake) {
         self.lines = lines
         self.batchSize = batchSize
-        self.catalog = catalog
+        self.intake = intake
     }
 
     /// The next batch, validated and filled in from the catalog, or nil at the end of the file.
@@ -130,16 +137,17 @@ final class ImportBatchReader: @unchecked Sendable {
             trailingDuplicates += batch.duplicates
             return nil
         }
-        let needed = CatalogFill.productsNeeded(by: batch.events)
-        let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
-        for i in batch.events.indices {
-            do {
-                try CatalogFill.apply(&batch.events[i], products: products, path: "")
-                try EventDataValidator.validate(
-                    type: batch.events[i].type, data: batch.events[i].data, occurredAt: batch.events[i].occurredAt, path: "data")
-            } catch {
-                throw CommandFailure("line \(batch.numbers[i]): \(error)")
-            }
+        // The intake's own preparation (catalog fill, validation); an error names the line.
+        do {
+            try await intake.prepare(&batch.events) { "events[\($0)]" }
+        } catch let error as EventValidationError {
+            // `events[i].data.x` → `line N: data.x`
+            let field = error.field
+            guard field.hasPrefix("events["), let close = field.firstIndex(of: "]"),
+                let i = Int(field[field.index(field.startIndex, offsetBy: 7)..<close]), batch.numbers.indices.contains(i)
+            else { throw CommandFailure("\(error)") }
+            let rest = field[field.index(after: close)...].drop { $0 == "." }
+            throw CommandFailure("line \(batch.numbers[i]): \(rest): \(error.reason)")
         }
         return batch
     }

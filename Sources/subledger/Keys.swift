@@ -19,10 +19,14 @@ struct Keys: AsyncParsableCommand {
         @Option(help: "A label for people (who or what uses the key).")
         var name: String?
 
-        func run() async throws {
-            guard let role = APIRole(rawValue: role) else {
+        func validate() throws {
+            guard APIRole(rawValue: role) != nil else {
                 throw ValidationError("--role must be one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", "))")
             }
+        }
+
+        func run() async throws {
+            guard let role = APIRole(rawValue: role) else { throw CommandFailure("unknown role '\(self.role)'") }
             let logger = database.makeLogger("subledger.keys")
             let name = self.name ?? "\(role.rawValue) key"
             let (key, secret) = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
@@ -58,8 +62,12 @@ struct Keys: AsyncParsableCommand {
         @Argument(help: "The key id.")
         var keyID: String
 
+        func validate() throws {
+            guard UUID(uuidString: keyID) != nil else { throw ValidationError("'\(keyID)' is not a key id (a UUID)") }
+        }
+
         func run() async throws {
-            guard let id = UUID(uuidString: keyID) else { throw ValidationError("'\(keyID)' is not a key id (a UUID)") }
+            guard let id = UUID(uuidString: keyID) else { throw CommandFailure("'\(keyID)' is not a key id (a UUID)") }
             let logger = database.makeLogger("subledger.keys")
             let revoked = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
                 try await APIKeyStore(client: client, logger: logger).revoke(keyID: id)

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import LedgerCore
 import LedgerServer
 import LedgerStore
+import LedgerWebhooks
 import Logging
 import Metrics
 import PostgresNIO
@@ -74,9 +76,48 @@ struct Serve: AsyncParsableCommand {
         help: "Refuse App Store payloads signed longer ago than this (default: $SUBLEDGER_APPLE_MAX_AGE_DAYS or 180).")
     var appleMaxAgeDays: Int?
 
+    @Flag(
+        name: .customLong("webhooks-allow-http"),
+        help: "Accept http:// webhook URLs as well as https:// (also SUBLEDGER_WEBHOOKS_ALLOW_HTTP=1).")
+    var webhooksAllowHTTP = false
+
+    @Flag(
+        name: .customLong("webhooks-allow-private"),
+        help: "Deliver webhooks to loopback, private and link-local addresses (also SUBLEDGER_WEBHOOKS_ALLOW_PRIVATE=1).")
+    var webhooksAllowPrivate = false
+
+    @Option(name: .customLong("webhook-concurrency"), help: "Webhook requests in flight at once, across all endpoints.")
+    var webhookConcurrency = 16
+
+    @Option(
+        name: .customLong("webhook-timeout"),
+        help: "Longest a webhook delivery waits for the response, e.g. 10s (connecting: at most 5s of it).")
+    var webhookTimeout = "10s"
+
+    @Option(
+        name: .customLong("webhook-retry-schedule"),
+        help: "Delays between failed attempts, the last repeating, e.g. 5s,5m,30m,2h,5h,10h (the default).")
+    var webhookRetrySchedule = "5s,5m,30m,2h,5h,10h"
+
+    @Option(
+        name: .customLong("webhook-give-up-after"),
+        help: "How long an endpoint may keep failing before it is paused (failing), e.g. 3d (the default).")
+    var webhookGiveUpAfter = "3d"
+
+    @Option(
+        name: .customLong("webhook-lease-seconds"),
+        help: "Seconds a webhook endpoint's lease lasts without renewal: how soon another instance takes over a dead one's endpoints.")
+    var webhookLeaseSeconds = 15
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
+        _ = try appleRoots()
+    }
+
     func run() async throws {
         let logger = database.makeLogger("subledger")
         let url = try database.allHosts()
+        try await checkAddressFree()
         let migrations = try Migration.bundled()
         let timeoutText = statementTimeout ?? ProcessInfo.processInfo.environment["SUBLEDGER_STATEMENT_TIMEOUT"] ?? "10s"
         guard let timeout = Self.duration(timeoutText) else {
@@ -98,8 +139,12 @@ struct Serve: AsyncParsableCommand {
         let replicas = try readDatabaseURLs.map { text in
             let replica: DatabaseURL
             do { replica = try DatabaseURL(text) } catch { throw ValidationError("--read-database-url: \(error)") }
-            return (name: replica.description, client: PostgresClient(configuration: configure(replica), backgroundLogger: logger))
+            return (
+                name: replica.description,
+                client: PostgresClient(configuration: configure(replica), backgroundLogger: logger.forConnectionPool)
+            )
         }
+        let webhooks = try webhookConfiguration()
         let leaseTimeout = Duration.milliseconds(Int64(dbTimeout * 1000))
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -110,7 +155,7 @@ struct Serve: AsyncParsableCommand {
             let client = PrimaryClient(url: url, logger: logger, configure: configure)
             (primary, primaryService) = (Database(provider: client, logger: logger, leaseTimeout: leaseTimeout), client)
         } else {
-            let client = PostgresClient(configuration: configure(url), backgroundLogger: logger)
+            let client = PostgresClient(configuration: configure(url), backgroundLogger: logger.forConnectionPool)
             (primary, primaryService) = (Database(client: client, logger: logger, leaseTimeout: leaseTimeout), client)
         }
         let app = try buildApplication(
@@ -120,7 +165,7 @@ struct Serve: AsyncParsableCommand {
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
                 entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
-                replicaWait: replicaWait),
+                replicaWait: replicaWait, webhooks: webhooks),
             primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
             metrics: registry, logger: logger)
         logger.info(
@@ -129,7 +174,60 @@ struct Serve: AsyncParsableCommand {
                 "http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)",
                 "db.replicas": "\(replicas.map(\.name).joined(separator: ","))",
             ])
-        try await app.runService()
+        do {
+            try await runUntilSignalled(app, logger: logger)
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw addressInUse()
+        }
+        logger.info("stopped")
+    }
+
+    /// Fails at once, before the database is touched, when another process already listens on the address.
+    private func checkAddressFree() async throws {
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw addressInUse()
+        } catch {
+            // Anything else (a host name that does not resolve, a privileged port) the server reports itself.
+            return
+        }
+        try await channel.close()
+    }
+
+    private func addressInUse() -> CommandFailure {
+        CommandFailure("\(host):\(port) is already in use (another subledger serve?): stop it, or choose another port with --port")
+    }
+
+    /// The webhook options, checked.
+    private func webhookConfiguration() throws -> WebhookConfiguration {
+        let env = ProcessInfo.processInfo.environment
+        let policy = WebhookDestinationPolicy(
+            allowHTTP: webhooksAllowHTTP || env["SUBLEDGER_WEBHOOKS_ALLOW_HTTP"] == "1",
+            allowPrivate: webhooksAllowPrivate || env["SUBLEDGER_WEBHOOKS_ALLOW_PRIVATE"] == "1")
+        guard (1...1000).contains(webhookConcurrency) else { throw ValidationError("--webhook-concurrency must be 1 to 1000") }
+        guard let timeout = WebhookRetrySchedule.duration(webhookTimeout), timeout >= .milliseconds(100), timeout <= .seconds(60) else {
+            throw ValidationError("--webhook-timeout must be a duration from 100ms to 60s, such as 10s")
+        }
+        guard let delays = WebhookRetrySchedule.durations(webhookRetrySchedule) else {
+            throw ValidationError("--webhook-retry-schedule must be durations separated by commas, such as 5s,5m,30m")
+        }
+        guard let giveUp = WebhookRetrySchedule.duration(webhookGiveUpAfter), giveUp > .zero else {
+            throw ValidationError("--webhook-give-up-after must be a duration such as 3d or 72h")
+        }
+        guard (3...3600).contains(webhookLeaseSeconds) else { throw ValidationError("--webhook-lease-seconds must be 3 to 3600") }
+        let lease = Duration.seconds(webhookLeaseSeconds)
+        // An attempt starts only with the response timeout and a margin left on the lease.
+        guard lease > timeout + .seconds(3) else {
+            throw ValidationError("--webhook-lease-seconds must exceed the webhook timeout by more than 3 seconds")
+        }
+        return WebhookConfiguration(
+            policy: policy, concurrency: webhookConcurrency, connectTimeout: min(.seconds(5), timeout), responseTimeout: timeout,
+            retrySchedule: WebhookRetrySchedule(delays: delays, giveUpAfter: giveUp), leaseDuration: lease,
+            leaseInterval: min(.seconds(2), lease / 5))
     }
 
     /// `5s`, `500ms`, `2m`, `1h` or a plain number of seconds.

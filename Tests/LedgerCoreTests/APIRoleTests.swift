@@ -3,7 +3,7 @@ import Testing
 
 @Suite("API roles")
 struct APIRoleTests {
-    /// The http-api contract's table, written out as what each role may do.
+    /// The roles table (README.md), written out as what each role may do.
     static let contract: [APIRole: Set<APIRole.Permission>] = [
         .writer: [.append],
         .reader: [.readEntitlements],

@@ -192,11 +192,11 @@ struct EventDecoderTests {
 
 @Suite("Identifiers and names of the contract")
 struct IdentifierTests {
-    @Test("event type names are the contract's ten")
+    @Test("event type names are the contract's eleven")
     func eventTypes() {
         #expect(EventType.allCases.map(\.rawValue) == [
             "purchase", "renewal", "refund", "refund_reversal", "cancellation", "credit", "credit_reversal",
-            "auto_renew_changed", "billing_issue", "expiration",
+            "auto_renew_changed", "billing_issue", "expiration", "store_notice",
         ])
         #expect(LedgerEnvironment.allCases.map(\.rawValue) == ["production", "sandbox"])
     }

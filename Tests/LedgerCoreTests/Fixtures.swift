@@ -66,6 +66,11 @@ enum Fixtures {
         case .expiration:
             let d: [String: JSONValue] = ["product_id": "pro.monthly", "entitlements": ["pro"], "reason": "billing"]
             return d
+        case .storeNotice:
+            let d: [String: JSONValue] = [
+                "store": "apple", "kind": "consumption_request", "transaction_id": "t-1", "detail": ["reason": "UNINTENDED_PURCHASE"],
+            ]
+            return d
         }
     }
 

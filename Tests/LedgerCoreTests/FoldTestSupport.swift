@@ -52,8 +52,12 @@ struct StreamBuilder {
     }
 
     @discardableResult
-    mutating func refund(_ txn: String, at: String, amount: Int64 = 999) -> UUID {
-        add(.refund, at, ["transaction_id": .string(txn), "amount_minor": .number(JSONNumber(amount)), "currency": "USD", "reason": "customer"])
+    mutating func refund(_ txn: String, at: String, amount: Int64 = 999, cut: Bool = true) -> UUID {
+        var data: [String: JSONValue] = [
+            "transaction_id": .string(txn), "amount_minor": .number(JSONNumber(amount)), "currency": "USD", "reason": "customer",
+        ]
+        if !cut { data["cut"] = false }
+        return add(.refund, at, data)
     }
 
     var ledger: SubscriberLedger { Fold.fold(events) }

@@ -2,7 +2,7 @@ import Foundation
 import LedgerCore
 import Testing
 
-/// The identities of ledger-semantics sections 5–6 on generated populations, for every period of several grids.
+/// The identities of docs/semantics.md sections 5–6 on generated populations, for every period of several grids.
 @Suite struct ReportIdentityTests {
     typealias B = StreamBuilder
 

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import LedgerServer
 import NIOCore

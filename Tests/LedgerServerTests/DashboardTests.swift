@@ -25,6 +25,15 @@ struct DashboardTests {
         }
     }
 
+    @Test("/ redirects to /dashboard, without a key")
+    func root() async throws {
+        try await APIHarness.run { http, api in
+            let response = try await http.execute(uri: "/", method: .get, headers: api.headers(nil))
+            #expect(response.status == .found)
+            #expect(response.headers[.location] == "/dashboard")
+        }
+    }
+
     @Test("every asset, and every module the scripts import, is served with its content type")
     func assets() async throws {
         try await APIHarness.run { http, api in

@@ -90,6 +90,29 @@ struct ReportsAPITests {
         }
     }
 
+    @Test("a report with no rows still answers its CSV header line")
+    func emptyCSVHasHeader() async throws {
+        try await APIHarness.run { http, api in
+            let csvHeaders: HTTPFields = [.authorization: "Bearer \(api.keys[.analyst]!)", .accept: "text/csv"]
+            let expected: [(String, String)] = [
+                (
+                    "revenue?from=2025-01-01&to=2025-03-01",
+                    "period_start,period_end,currency,billings,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end"
+                ),
+                ("mrr?at=2025-06-01T00:00:00Z", "currency,mrr_minor,active_paid"),
+            ]
+            for (query, header) in expected {
+                let r = try await http.execute(uri: "/v1/reports/\(query)", method: .get, headers: csvHeaders)
+                #expect(r.status == .ok, "\(query)")
+                #expect(String(buffer: r.body) == "\(header)\r\n", "\(query): an empty ledger answers the header line alone")
+            }
+            let churn = try await http.execute(uri: "/v1/reports/churn?from=2025-01-01&to=2025-03-01&format=csv", method: .get, headers: api.headers(.analyst))
+            let lines = String(buffer: churn.body).split(separator: "\r\n")
+            #expect(lines.first == "period_start,period_end,active_start,new,reactivated,churned,churned_voluntary,churned_involuntary,churned_refund,churned_other,active_end,churn_rate")
+            #expect(lines.count == 3, "a header and one line per month")
+        }
+    }
+
     @Test("bad report parameters are 400 invalid_request naming the parameter")
     func badParameters() async throws {
         try await APIHarness.run { http, api in

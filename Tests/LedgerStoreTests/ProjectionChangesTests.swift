@@ -26,7 +26,7 @@ struct ProjectionChangesTests {
     }
 
     static func eventually(
-        _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
+        _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
     ) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -98,13 +98,14 @@ struct ProjectionChangesTests {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { await superuser.run() }
                     let database = try await client.query("SELECT current_database()").collect()[0].decode(String.self)
-                    // Only the listener's backend (its last statement is its LISTEN or its heartbeat), so the
-                    // test's own pooled connections live on; repeated until the listener notices.
-                    try await Self.eventually("the cache is disabled") {
+                    // Only the listener's backend (its last statement is its LISTEN, its heartbeat or its
+                    // catch-up), so the test's own pooled connections live on; repeated until it notices.
+                    try await Self.eventually("the cache is disabled", timeout: .seconds(30)) {
                         _ = try await superuser.query(
                             """
                             SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                            WHERE datname = \(database) AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')
+                            WHERE datname = \(database)
+                              AND (query LIKE 'LISTEN%' OR query = 'SELECT 1' OR query LIKE 'SELECT subscriber_id, position FROM events%')
                             """).collect()
                         try await Task.sleep(for: .milliseconds(100))
                         return !cache.isEnabled

@@ -1,4 +1,4 @@
-/// What an API key may do (http-api "Authentication").
+/// What an API key may do (the roles table of README.md and docs/api.md).
 public enum APIRole: String, Sendable, Hashable, CaseIterable {
     case writer
     case reader

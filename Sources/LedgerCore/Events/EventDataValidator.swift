@@ -1,4 +1,4 @@
-/// Checks an event's `data` against its type's payload (ledger-semantics section 2).
+/// Checks an event's `data` against its type's payload (docs/semantics.md section 2).
 ///
 /// Events are self-describing: everything the fold and the reports need must be in `data` when it is
 /// stored. Unknown members are refused (raw store payloads belong in `metadata`).
@@ -9,7 +9,7 @@ public enum EventDataValidator {
         case familyRevoked = "family_revoked", chargeback, developer, other
     }
     public enum ExpirationReason: String, Sendable, CaseIterable {
-        case voluntary, billing, priceIncrease = "price_increase", productUnavailable = "product_unavailable", other
+        case voluntary, billing, priceIncrease = "price_increase", productUnavailable = "product_unavailable", paused, other
     }
 
     public static func validate(
@@ -27,6 +27,7 @@ public enum EventDataValidator {
             guard try r.integer("amount_minor", maximum: Limits.maxMoneyMinor) != nil else { throw r.fail("amount_minor", "is required") }
             try currency(&r)
             _ = try r.string("reason")
+            _ = try r.bool("cut")  // false: money back, access continues (a partial or goodwill refund)
         case .refundReversal:
             _ = try r.requiredIdentifier("transaction_id")
         case .cancellation:
@@ -63,6 +64,11 @@ public enum EventDataValidator {
             _ = try r.requiredIdentifier("product_id")
             try entitlements(&r)
             guard try r.oneOf("reason", ExpirationReason.self) != nil else { throw r.fail("reason", "is required") }
+        case .storeNotice:
+            _ = try r.requiredIdentifier("store")
+            _ = try r.requiredIdentifier("kind")
+            _ = try r.identifier("transaction_id")
+            if let detail = try r.object("detail") { try Limits.checkMetadata(detail, field: r.field("detail")) }
         }
         try r.rejectUnknown()
     }

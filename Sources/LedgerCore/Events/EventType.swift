@@ -1,6 +1,6 @@
 import Foundation
 
-/// The ledger's event types (ledger-semantics section 2).
+/// The ledger's event types (docs/semantics.md section 2).
 public enum EventType: String, Sendable, Hashable, CaseIterable {
     case purchase
     case renewal
@@ -12,6 +12,9 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     case autoRenewChanged = "auto_renew_changed"
     case billingIssue = "billing_issue"
     case expiration
+    /// A fact of record that changes no window (a refund request, a declined refund, a price-increase
+    /// consent): kept for auditors, never revenue, never churn.
+    case storeNotice = "store_notice"
 }
 
 /// Where an event happened: sandbox events are kept and readable but never count in revenue or churn.

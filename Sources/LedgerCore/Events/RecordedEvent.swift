@@ -80,7 +80,7 @@ public struct RecordedEvent: Sendable, Hashable {
         return out.finish()
     }
 
-    /// `SHA-256(prev_hash ‖ canonical bytes of the event)` (ledger-semantics section 4).
+    /// `SHA-256(prev_hash ‖ canonical bytes of the event)` (docs/semantics.md section 4).
     public func computedHash() -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: prevHash)

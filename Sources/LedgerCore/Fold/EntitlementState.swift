@@ -1,4 +1,4 @@
-/// Whether a subscriber has an entitlement at an instant (ledger-semantics section 3, "Entitlement state").
+/// Whether a subscriber has an entitlement at an instant (docs/semantics.md section 3, "Entitlement state").
 public struct EntitlementState: Sendable, Hashable {
     public var entitlement: String
     public var active: Bool
@@ -9,6 +9,21 @@ public struct EntitlementState: Sendable, Hashable {
     public var inTrial: Bool
     public var willRenew: Bool
     public var productID: String?
+}
+
+extension EntitlementState {
+    /// As the API shows it (entitlement reads, webhook payloads).
+    public var json: JSONValue {
+        .object([
+            "entitlement": .string(entitlement),
+            "active": .bool(active),
+            "expires_at": expiresAt.map { .string($0.rfc3339) } ?? .null,
+            "in_grace": .bool(inGrace),
+            "in_trial": .bool(inTrial),
+            "will_renew": .bool(willRenew),
+            "product_id": productID.map(JSONValue.string) ?? .null,
+        ])
+    }
 }
 
 extension SubscriberLedger {

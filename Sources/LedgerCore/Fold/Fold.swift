@@ -20,7 +20,7 @@ public struct SubscriberLedger: Sendable, Hashable {
     public static let empty = SubscriberLedger(windows: [], autoRenew: [:], lapsed: [], unmatchedRefunds: [])
 }
 
-/// The window fold (ledger-semantics section 3): a pure function of one subscriber's events.
+/// The window fold (docs/semantics.md section 3): a pure function of one subscriber's events.
 public enum Fold {
     /// Folds events in `(occurred_at, position)` order, whatever order they are given in.
     public static func fold(_ events: [RecordedEvent]) -> SubscriberLedger {
@@ -36,6 +36,8 @@ private struct Refund {
     var eventID: UUID
     var at: Timestamp
     var transactionID: String
+    /// False for a refund that moves money back and leaves access as it is (`cut: false`).
+    var cuts: Bool
     var reversed = false
 }
 
@@ -98,8 +100,10 @@ private struct FoldState {
         case .purchase, .renewal: transaction(event, d)
         case .refund:
             guard let txn = d.string("transaction_id") else { return }
+            let cuts = d.bool("cut") ?? true
             refundsByTransaction[txn, default: []].append(refunds.count)
-            refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn))
+            refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn, cuts: cuts))
+            guard cuts else { return }
             for i in byTransaction[txn] ?? [] {
                 windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .refund))
             }
@@ -137,6 +141,8 @@ private struct FoldState {
                         productID: d.string("product_id"), transactionID: nil, sourceEventID: event.eventID,
                         sourcePosition: event.position, environment: event.environment))
             }
+        case .storeNotice:
+            return
         case .expiration:
             for e in d.strings("entitlements") {
                 cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .expiration)
@@ -146,23 +152,17 @@ private struct FoldState {
     }
 
     mutating func transaction(_ event: RecordedEvent, _ d: EventData) {
-        let kind = d.string("kind") ?? "auto_renewable"
-        let txn = d.string("transaction_id")
-        let windowKind: Window.Kind =
-            switch d.string("offer") {
-            case "trial": .trial
-            case "intro": .intro
-            case "promo": .promo
-            default: kind == "free" ? .free : kind == "lifetime" ? .lifetime : .paid
-            }
-        for e in d.strings("entitlements") {
+        let t = TransactionData(d.members)
+        let txn = t.transactionID
+        let windowKind = t.windowKind
+        for e in t.entitlements {
             let start: Timestamp
             let end: Timestamp?
-            if let ps = d.timestamp("period_start"), let pe = d.timestamp("period_end") {
+            if let ps = t.periodStart, let pe = t.periodEnd {
                 (start, end) = (ps, pe)
-            } else if kind == "free" || kind == "lifetime" {
+            } else if t.kind == .free || t.kind == .lifetime {
                 (start, end) = (event.occurredAt, nil)
-            } else if let duration = d.duration("duration") {
+            } else if let duration = t.duration {
                 // Time stacks: a pack bought while covered starts where the coverage ends (credits excluded).
                 let s = coverageEnd(e, at: event.occurredAt, includingCredits: false) ?? event.occurredAt
                 (start, end) = (s, duration.added(to: s))
@@ -170,15 +170,15 @@ private struct FoldState {
                 continue
             }
             var window = Window(
-                entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: d.string("product_id"),
+                entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: t.productID,
                 transactionID: txn, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
-            for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed {
+            for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed && refunds[r].cuts {
                 window.cuts.append(.init(at: refunds[r].at, eventID: refunds[r].eventID, cause: .refund))
             }
             add(window)
             lapsed.remove(e)
-            if kind == "auto_renewable" && (event.type == .purchase || autoRenew[e] == nil) { autoRenew[e] = true }
+            if t.kind == .autoRenewable && (event.type == .purchase || autoRenew[e] == nil) { autoRenew[e] = true }
         }
     }
 

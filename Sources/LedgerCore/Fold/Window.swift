@@ -1,6 +1,6 @@
 import Foundation
 
-/// One entitlement granted over a half-open UTC interval `[start, end)` (ledger-semantics section 3).
+/// One entitlement granted over a half-open UTC interval `[start, end)` (docs/semantics.md section 3).
 public struct Window: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         case paid, trial, intro, promo, free, lifetime, credit, grace

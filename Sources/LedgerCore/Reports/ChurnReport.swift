@@ -1,4 +1,4 @@
-/// One period of the churn report (ledger-semantics section 5).
+/// One period of the churn report (docs/semantics.md section 5).
 public struct ChurnPeriod: Sendable, Hashable {
     public var start: Timestamp
     public var end: Timestamp

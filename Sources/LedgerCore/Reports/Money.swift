@@ -93,7 +93,7 @@ public struct MonthlyAmount: Sendable, Hashable {
         self.denominator = g > 1 ? denominator / g : denominator
     }
 
-    /// `price` for one `period` (ISO 8601) as a monthly amount (ledger-semantics section 5): `PnW`×52/(12n),
+    /// `price` for one `period` (ISO 8601) as a monthly amount (docs/semantics.md section 5): `PnW`×52/(12n),
     /// `PnM`/n, `PnY`/(12n), `PnD`×30.4375/n; mixed durations add their parts in months the same way.
     public init?(price: Int64, period text: String) {
         if text.hasPrefix("P"), text.hasSuffix("W"), let n = Int(text.dropFirst().dropLast()), n > 0 {

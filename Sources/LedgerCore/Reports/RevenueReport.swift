@@ -1,4 +1,4 @@
-/// Revenue figures of one period and currency (ledger-semantics section 6).
+/// Revenue figures of one period and currency (docs/semantics.md section 6).
 ///
 /// 128-bit: amounts are at most 10^15 each (and stored events from before that ceiling at most 2^63), so no
 /// sum over any ledger that fits on a disk can overflow, and a report never traps.
@@ -38,41 +38,57 @@ public struct RevenueFigures: Sendable, Hashable {
 }
 
 /// When each part of one transaction's money moves: ratable recognition over the granted window, stopped
-/// at a cut, refunds taking back deferred money first, and the rest settled at the cut.
+/// at a cut, refunds taking back deferred money first, and the rest settled at the cut. A refund with
+/// `cut: false` is a price adjustment: it takes back deferred money first too, and what is left is
+/// recognised ratably from the refund to the window's end (a new piece of the schedule).
 public struct RevenueSchedule: Sendable {
     struct Flow {
         var at: Timestamp
         var figures: RevenueFigures
     }
 
+    /// One piece of ratable recognition: from `from`, `base` already recognised, `amount` more by the end.
+    struct Piece {
+        var from: Timestamp
+        var base: Int128
+        var amount: Int128
+    }
+
     let transaction: RevenueTransaction
     /// Discrete movements in the order they happen (a refund before the settlement at the same instant).
     var flows: [Flow] = []
+    /// The recognition schedule: one piece from the window's start, one more per `cut: false` refund.
+    var pieces: [Piece]
 
     public init(_ t: RevenueTransaction) {
         transaction = t
+        pieces = [Piece(from: t.start, base: 0, amount: Int128(t.gross))]
         var billing = RevenueFigures()
         billing.billings = Int128(t.gross)
         billing.commission = Int128(t.commission)
         flows.append(Flow(at: t.occurredAt, figures: billing))
-        var lumps: [(at: Timestamp, isRefund: Bool, amount: Int128)] = t.refunds.map { ($0.at, true, Int128($0.amount)) }
+        var lumps: [(at: Timestamp, isRefund: Bool, cut: Bool, amount: Int128)] = t.refunds.map { ($0.at, true, $0.cut, Int128($0.amount)) }
         if t.kind == .lifetime {
-            lumps.append((t.occurredAt, false, 0))
+            lumps.append((t.occurredAt, false, true, 0))
         } else if let stop = t.stop {
-            lumps.append((stop, false, 0))
+            lumps.append((stop, false, true, 0))
         }
         lumps.sort { ($0.at, $0.isRefund ? 0 : 1) < ($1.at, $1.isRefund ? 0 : 1) }
         var lumpRecognized: Int128 = 0
         var refundedUnrecognized: Int128 = 0
         for lump in lumps {
             var f = RevenueFigures()
-            let recognizedSoFar = continuous(at: lump.at) + lumpRecognized
-            let unrecognized = max(0, Int128(t.gross) - recognizedSoFar - refundedUnrecognized)
+            let recognizedNow = continuous(at: lump.at)
+            let unrecognized = max(0, Int128(t.gross) - recognizedNow - lumpRecognized - refundedUnrecognized)
             if lump.isRefund {
                 f.refunds = lump.amount
                 f.refundedUnrecognized = min(lump.amount, unrecognized)
                 f.refundsRecognized = lump.amount - f.refundedUnrecognized
                 refundedUnrecognized += f.refundedUnrecognized
+                // A price adjustment on a running window: the deferred money left is spread over the rest.
+                if !lump.cut, t.kind != .lifetime, let end = t.end, lump.at < end, t.stop.map({ lump.at < $0 }) ?? true {
+                    pieces.append(Piece(from: lump.at, base: recognizedNow, amount: unrecognized - f.refundedUnrecognized))
+                }
             } else {
                 f.recognized = unrecognized
                 lumpRecognized += unrecognized
@@ -81,17 +97,19 @@ public struct RevenueSchedule: Sendable {
         }
     }
 
-    /// `R(min(x, stop))`: what ratable recognition has reached at `x` (zero for lifetime purchases).
+    /// What ratable recognition has reached at `min(x, stop)` (zero for lifetime purchases):
+    /// `base + round_half_up(amount × clamp((x − from) / (end − from), 0, 1))` of the piece in force.
     func continuous(at x: Timestamp) -> Int128 {
         let t = transaction
         guard t.kind != .lifetime, let end = t.end else { return 0 }
         let x = t.stop.map { min(x, $0) } ?? x
-        if x <= t.start { return 0 }
-        if x >= end { return Int128(t.gross) }
-        // |gross| < 2^63 and the elapsed time < 2^59 µs (years 1–9999): the product fits in 128 bits.
-        let elapsed = Int128(x.microseconds) - Int128(t.start.microseconds)
-        let length = Int128(end.microseconds) - Int128(t.start.microseconds)
-        return Money.roundHalfUp(Int128(t.gross) * elapsed, length)
+        guard let piece = pieces.last(where: { $0.from <= x }) else { return 0 }
+        if x <= piece.from { return piece.base }
+        if x >= end { return piece.base + piece.amount }
+        // |amount| < 2^64 and the elapsed time < 2^59 µs (years 1–9999): the product fits in 128 bits.
+        let elapsed = Int128(x.microseconds) - Int128(piece.from.microseconds)
+        let length = Int128(end.microseconds) - Int128(piece.from.microseconds)
+        return piece.base + Money.roundHalfUp(piece.amount * elapsed, length)
     }
 
     /// Everything that moved strictly before `x` (instants in `[a, b)` belong to that period).

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Why a paid run ended (ledger-semantics section 5, first match wins).
+/// Why a paid run ended (docs/semantics.md section 5, first match wins).
 public enum LapseReason: String, Sendable, Hashable, CaseIterable {
     case refund, involuntary, voluntary, other
 }
@@ -28,14 +28,18 @@ public struct PaidRun: Sendable, Hashable {
     }
 }
 
-/// A paid transaction as revenue sees it (ledger-semantics section 6).
+/// A paid transaction as revenue sees it (docs/semantics.md section 6).
 public struct RevenueTransaction: Sendable, Hashable {
     public struct Refund: Sendable, Hashable {
         public var at: Timestamp
         public var amount: Int64
-        public init(at: Timestamp, amount: Int64) {
+        /// False for a price adjustment (`cut: false`): access continues and what is left is recognised
+        /// ratably over the rest of the window (ledger-semantics section 6).
+        public var cut: Bool
+        public init(at: Timestamp, amount: Int64, cut: Bool = true) {
             self.at = at
             self.amount = amount
+            self.cut = cut
         }
     }
 
@@ -86,7 +90,7 @@ public struct RevenueTransaction: Sendable, Hashable {
     }
 }
 
-/// A trial window and whether it converted (ledger-semantics section 5).
+/// A trial window and whether it converted (docs/semantics.md section 5).
 public struct TrialFact: Sendable, Hashable {
     public var eventID: UUID
     public var entitlement: String
@@ -183,7 +187,7 @@ public struct SubscriberFacts: Sendable, Hashable {
         if billingIssue || expiration == "billing" { return .involuntary }
         let autoRenewOff = index.last(.autoRenewChanged, of: entitlements, from: nil, through: e)
             .map { EventData($0.data).bool("enabled") == false } ?? false
-        if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" { return .voluntary }
+        if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" || expiration == "paused" { return .voluntary }
         return .other
     }
 
@@ -229,7 +233,7 @@ public struct SubscriberFacts: Sendable, Hashable {
             if event.type == .refund, let txn = d.string("transaction_id") {
                 let amount = event.data["amount_minor"]?.numberValue?.int64Value ?? 0
                 refundsByTransaction[txn, default: []].append(refunds.count)
-                refunds.append((txn, .init(at: event.occurredAt, amount: amount), false))
+                refunds.append((txn, .init(at: event.occurredAt, amount: amount, cut: d.bool("cut") ?? true), false))
             } else if event.type == .refundReversal, let txn = d.string("transaction_id"),
                 let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed }) {
                 refunds[i].reversed = true
@@ -238,27 +242,25 @@ public struct SubscriberFacts: Sendable, Hashable {
         let windowsByEvent = Dictionary(grouping: windows, by: \.sourceEventID)
         var result: [RevenueTransaction] = []
         for event in events where event.type == .purchase || event.type == .renewal {
-            let d = EventData(event.data)
-            let kind = d.string("kind") ?? "auto_renewable"
-            guard let price = event.data["price_minor"]?.numberValue?.int64Value, price > 0,
-                let currency = d.string("currency"), kind != "free", d.string("offer") != "trial"
-            else { continue }
+            let t = TransactionData(event.data)
+            guard t.isPaid, let price = t.priceMinor, let currency = t.currency else { continue }
+            let lifetime = t.kind == .lifetime
             let own = (windowsByEvent[event.eventID] ?? []).sorted { $0.entitlement < $1.entitlement }
             let window = own.first
-            let txn = d.string("transaction_id")
-            let windowKind: Window.Kind =
-                kind == "lifetime" ? .lifetime : window.map(\.kind) ?? (d.string("offer") == "intro" ? .intro : d.string("offer") == "promo" ? .promo : .paid)
-            let rate = event.data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
-            let period = d.string("period") ?? d.string("duration")
+            let txn = t.transactionID
+            // Revenue books a lifetime purchase at once whatever its offer; otherwise the window's own kind.
+            let windowKind: Window.Kind = lifetime ? .lifetime : window?.kind ?? t.windowKind
+            let rate = t.commissionRate
+            let period = t.period
             let ownRefunds = (txn.flatMap { refundsByTransaction[$0] } ?? []).filter { !refunds[$0].reversed }.map { refunds[$0].refund }
             result.append(RevenueTransaction(
-                eventID: event.eventID, entitlements: d.strings("entitlements").sorted(), kind: windowKind,
+                eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
                 currency: currency, gross: price, commission: Money.commission(price, rate: rate),
                 occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
-                end: kind == "lifetime" ? nil : (window?.grantedEnd ?? event.occurredAt),
-                stop: kind == "lifetime" ? nil : window?.effectiveCut?.at,
+                end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
+                stop: lifetime ? nil : window?.effectiveCut?.at,
                 refunds: ownRefunds.sorted { $0.at < $1.at },
-                monthly: kind == "lifetime" ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+                monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
         }
         return result
     }

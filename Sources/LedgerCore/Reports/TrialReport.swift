@@ -1,4 +1,4 @@
-/// Trials started in one period and how many converted (ledger-semantics section 5).
+/// Trials started in one period and how many converted (docs/semantics.md section 5).
 public struct TrialPeriod: Sendable, Hashable {
     public var start: Timestamp
     public var end: Timestamp

@@ -54,7 +54,7 @@ extension APIRole.Permission {
         case .readEntitlements: "read entitlements"
         case .audit: "read event history"
         case .reports: "read reports"
-        case .manage: "manage keys and the catalog"
+        case .manage: "manage keys, the catalog and webhooks"
         }
     }
 }

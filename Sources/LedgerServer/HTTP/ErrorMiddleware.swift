@@ -46,6 +46,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         case let error as EventValidationError:
             return .invalidEvent(error)
+        case let error as StoreLinks.Conflict:
+            return APIError(.conflict, code: "version_conflict", message: error.description)
         case let error as ReportOverflow:
             return APIError(
                 .unprocessableContent, code: "report_overflow",

@@ -1,20 +1,19 @@
 import Foundation
 import Hummingbird
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import LedgerStore
-import Logging
 
 /// `POST /v1/stores/apple/notifications` (signed Server Notifications V2) and
 /// `POST /v1/stores/apple/receipts` (verifyReceipt responses), turned into ledger events.
 struct AppleStoreRoutes {
     let reader: AppleNotificationReader
-    let inbox: AppleInbox
-    let store: EventStore
+    let intake: EventIntake
     /// For the position of answers that append nothing themselves (the primary's, which includes them).
     let router: ReadRouter
-    let catalog: CatalogStore
     let maxBodyBytes: Int
+
+    static let store = "apple"
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
         group.post("stores/apple/notifications", use: notification)
@@ -33,46 +32,40 @@ struct AppleStoreRoutes {
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_signature", message: error.description)
         }
-        guard let uuid = UUID(uuidString: notification.notificationUUID) else {
+        guard UUID(uuidString: notification.notificationUUID) != nil else {
             throw APIError(.unprocessableContent, code: "invalid_request", message: "notificationUUID is not a UUID", field: "notificationUUID")
         }
         context.logger.info(
             "apple notification",
-            metadata: ["apple.notification_uuid": "\(uuid)", "apple.type": "\(notification.type)", "apple.subtype": "\(notification.subtype ?? "")"])
-        if let status = try await inbox.status(of: uuid), status != .pending {
-            return Response.json(["status": "duplicate", "notification_uuid": .string(notification.notificationUUID)])
-                .ledgerPosition(try await router.primaryHead())
-        }
-        let drafts: [StoreEventDraft]
+            metadata: [
+                "apple.notification_uuid": "\(notification.notificationUUID)", "apple.type": "\(notification.type)",
+                "apple.subtype": "\(notification.subtype ?? "")",
+            ])
+        let drafts: [EventDraft]
         do {
             drafts = try AppleNotificationMapper.drafts(for: notification)
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        func record(_ status: AppleInbox.Status, _ subscriber: String?) async throws {
-            try await inbox.record(
-                notificationUUID: uuid, type: notification.type, subtype: notification.subtype, environment: notification.environment,
-                originalTransactionID: notification.originalTransactionID, subscriberID: subscriber, status: status,
-                signedPayload: signed, payload: notification.payload)
+        let outcome = try await intake.ingest(
+            EventIntake.StoreMessage(
+                store: Self.store, messageID: notification.notificationUUID, kind: notification.type, subtype: notification.subtype,
+                environment: notification.environment, accountID: notification.originalTransactionID,
+                subscriberHint: notification.appAccountToken, raw: signed, payload: notification.payload, drafts: drafts))
+        let uuid = JSONValue.string(notification.notificationUUID)
+        switch outcome {
+        case .duplicate:
+            return Response.json(["status": "duplicate", "notification_uuid": uuid]).ledgerPosition(try await router.primaryHead())
+        case .notice:
+            return Response.json(["status": "notice", "notification_uuid": uuid]).ledgerPosition(try await router.primaryHead())
+        case .pending:
+            return Response.json(["status": "pending", "notification_uuid": uuid]).ledgerPosition(try await router.primaryHead())
+        case .applied(let subscriber, let events):
+            return Response.json([
+                "status": "applied", "notification_uuid": uuid, "subscriber_id": .string(subscriber),
+                "events": .array(events.map(\.json)),
+            ]).ledgerPosition(events.map(\.position).max() ?? 0)
         }
-        if drafts.isEmpty {
-            try await record(.notice, nil)
-            return Response.json(["status": "notice", "notification_uuid": .string(notification.notificationUUID)])
-                .ledgerPosition(try await router.primaryHead())
-        }
-        let subscriber = try await resolveSubscriber(notification)
-        guard let subscriber else {
-            // Kept, not dropped: applied when a receipt upload links the original transaction to a subscriber.
-            try await record(.pending, nil)
-            return Response.json(["status": "pending", "notification_uuid": .string(notification.notificationUUID)])
-                .ledgerPosition(try await router.primaryHead())
-        }
-        let events = try await apply(drafts, subscriber: subscriber)
-        try await record(.applied, subscriber)
-        return Response.json([
-            "status": "applied", "notification_uuid": .string(notification.notificationUUID),
-            "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)),
-        ]).ledgerPosition(events.map(\.position).max() ?? 0)
     }
 
     @Sendable func receipt(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -92,13 +85,19 @@ struct AppleStoreRoutes {
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        do {
-            try await inbox.link(mapping.originalTransactionIDs, to: subscriber, by: "receipt")
-        } catch let conflict as AppleInbox.LinkConflict {
-            throw APIError(.conflict, code: "version_conflict", message: conflict.description)
+        // Link first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
+        try await intake.links.link(store: Self.store, mapping.originalTransactionIDs, to: subscriber, by: "receipt")
+        let events = mapping.drafts.isEmpty ? [] : try await intake.append(drafts: mapping.drafts, subscriber: subscriber, source: Self.store).events
+        let applied = try await intake.link(
+            store: Self.store, accountIDs: mapping.originalTransactionIDs, to: subscriber, by: "receipt", logger: context.logger
+        ) { pending in
+            guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
+            do {
+                return try AppleNotificationMapper.drafts(for: n)
+            } catch let error as StoreMappingError {
+                throw EventValidationError(field: error.field, reason: error.description)
+            }
         }
-        let events = mapping.drafts.isEmpty ? [] : try await apply(mapping.drafts, subscriber: subscriber)
-        let applied = try await applyPending(originalTransactionIDs: mapping.originalTransactionIDs, subscriber: subscriber, logger: context.logger)
         // Pending notifications applied here appended events this answer does not list: the primary's
         // position includes them.
         let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
@@ -106,55 +105,6 @@ struct AppleStoreRoutes {
             "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)),
             "applied_notifications": .number(JSONNumber(Int64(applied))),
         ]).ledgerPosition(position)
-    }
-
-    /// `appAccountToken` names the subscriber (and links the original transaction to it); otherwise the
-    /// subscriber already linked to the original transaction.
-    private func resolveSubscriber(_ n: AppleNotification) async throws -> String? {
-        if let token = n.appAccountToken, Identifiers.isValidSubscriberID(token) {
-            if let original = n.originalTransactionID {
-                do {
-                    try await inbox.link([original], to: token, by: "app_account_token")
-                } catch let conflict as AppleInbox.LinkConflict {
-                    throw APIError(.conflict, code: "version_conflict", message: conflict.description)
-                }
-            }
-            return token
-        }
-        guard let original = n.originalTransactionID else { return nil }
-        return try await inbox.subscriber(forOriginalTransaction: original)
-    }
-
-    /// Completes drafts from the catalog and appends them; facts already stored stand as stored.
-    private func apply(_ drafts: [StoreEventDraft], subscriber: String) async throws -> [RecordedEvent] {
-        let needed = StoreDraftCompletion.productsNeeded(drafts)
-        let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
-        let events: [NewEvent]
-        do {
-            events = try StoreDraftCompletion.complete(drafts, subscriberID: subscriber, products: products)
-        } catch {
-            throw APIError.invalidEvent(error)
-        }
-        return try await store.append(events, replays: .keepStored).events
-    }
-
-    /// Applies notifications that were waiting for these original transactions' subscriber.
-    private func applyPending(originalTransactionIDs: [String], subscriber: String, logger: Logger) async throws -> Int {
-        var applied = 0
-        for pending in try await inbox.pending(originalTransactionIDs: originalTransactionIDs) {
-            guard let n = AppleNotification(storedPayload: pending.payload) else { continue }
-            do {
-                let drafts = try AppleNotificationMapper.drafts(for: n)
-                if !drafts.isEmpty { _ = try await apply(drafts, subscriber: subscriber) }
-                try await inbox.markApplied(pending.notificationUUID, subscriberID: subscriber)
-                applied += 1
-            } catch let error as APIError where error.status == .unprocessableContent {
-                logger.warning(
-                    "pending notification still cannot be applied",
-                    metadata: ["apple.notification_uuid": "\(pending.notificationUUID)", "error.message": "\(error.message)"])
-            }
-        }
-        return applied
     }
 
     private func jsonObject(_ request: Request) async throws -> [String: JSONValue] {

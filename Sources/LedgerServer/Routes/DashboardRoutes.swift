@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 
-/// `GET /dashboard` and `GET /dashboard/<asset>`: the web dashboard's static files.
+/// `GET /dashboard` and `GET /dashboard/<asset>`: the web dashboard's static files; `GET /` redirects to it.
 ///
 /// Served without a key on purpose: the files hold no data. Every number the page shows comes from the
 /// `/v1` API with the key the user types into the page, so there is no second code path for figures.
@@ -10,6 +10,8 @@ struct DashboardRoutes {
 
     func register(on router: Router<LedgerRequestContext>) {
         let assets = self.assets
+        // A browser pointed at the server's address lands on the dashboard rather than a 404.
+        router.get("/") { _, _ in Response(status: .found, headers: [.location: "/dashboard"]) }
         router.get("dashboard") { _, _ in try assets.response(for: "index.html") }
         router.get("dashboard/:asset") { _, context in
             try assets.response(for: context.parameters.get("asset") ?? "")

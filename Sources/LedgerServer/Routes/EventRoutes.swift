@@ -5,10 +5,10 @@ import LedgerStore
 
 /// `POST /v1/events` and the two audit feeds.
 struct EventRoutes {
-    let store: EventStore
+    let intake: EventIntake
+    var store: EventStore { intake.store }
     /// Where the feeds are read (a replica that has the position a read needs, else the primary).
     let router: ReadRouter
-    let catalog: CatalogStore
     let maxBodyBytes: Int
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
@@ -20,7 +20,7 @@ struct EventRoutes {
     @Sendable func append(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.append)
         let body = try await RequestBody.collect(request, limit: maxBodyBytes)
-        var appendRequest: AppendRequest
+        let appendRequest: AppendRequest
         do {
             appendRequest = try AppendRequest.decode(body.readableBytesView, validateData: false)
         } catch {
@@ -29,18 +29,7 @@ struct EventRoutes {
             case .invalid(let invalid): throw APIError.invalidEvent(invalid)
             }
         }
-        // Events are self-describing: fill what they leave out from the catalog, then check every payload.
-        let needed = CatalogFill.productsNeeded(by: appendRequest.events)
-        let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
-        do {
-            for i in appendRequest.events.indices {
-                try CatalogFill.apply(&appendRequest.events[i], products: products, path: appendRequest.path(i))
-            }
-            try appendRequest.validateData()
-        } catch {
-            throw APIError.invalidEvent(error)
-        }
-        let result = try await store.append(appendRequest.events)
+        let result = try await intake.append(appendRequest.events, path: appendRequest.path)
         context.logger.debug(
             "appended", metadata: ["ledger.events.created": "\(result.createdCount)", "ledger.events.total": "\(result.events.count)"])
         // The highest position reached: a read with it as `min_position` sees every event of this answer.

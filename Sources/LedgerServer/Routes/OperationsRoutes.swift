@@ -36,11 +36,16 @@ struct OperationsRoutes {
     /// The entitlement cache's figures as gauges, read when scraped.
     static func report(_ cache: LedgerCache, into registry: PrometheusCollectorRegistry) {
         let stats = cache.statistics
-        registry.makeGauge(name: "subledger_entitlement_cache_subscribers").set(to: Double(stats.subscribers))
-        registry.makeGauge(name: "subledger_entitlement_cache_bytes").set(to: Double(stats.bytes))
-        registry.makeGauge(name: "subledger_entitlement_cache_hits").set(to: Double(stats.hits))
-        registry.makeGauge(name: "subledger_entitlement_cache_misses").set(to: Double(stats.misses))
-        registry.makeGauge(name: "subledger_entitlement_cache_enabled").set(to: cache.isEnabled ? 1 : 0)
+        func gauge(_ name: String, _ help: String) -> Gauge {
+            registry.makeGauge(
+                descriptor: MetricNameDescriptor(
+                    namespace: "subledger", subsystem: "entitlement_cache", metricName: name, unitName: "", helpText: help))
+        }
+        gauge("subscribers", "Subscribers whose ledgers the entitlement cache holds.").set(to: Double(stats.subscribers))
+        gauge("bytes", "Estimated bytes the entitlement cache holds.").set(to: Double(stats.bytes))
+        gauge("hits", "Entitlement and window reads answered from the cache.").set(to: Double(stats.hits))
+        gauge("misses", "Entitlement and window reads that went to PostgreSQL.").set(to: Double(stats.misses))
+        gauge("enabled", "1 while the cache serves reads (its LISTEN is in place), else 0.").set(to: cache.isEnabled ? 1 : 0)
     }
 
     /// Where reads ran, and how far each replica is, as gauges read when scraped.

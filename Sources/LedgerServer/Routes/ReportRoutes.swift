@@ -3,7 +3,7 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 
-/// Analysts' reports (ledger-semantics sections 5–6): JSON, or CSV with `Accept: text/csv` (or `format=csv`).
+/// Analysts' reports (docs/semantics.md sections 5–6): JSON, or CSV with `Accept: text/csv` (or `format=csv`).
 struct ReportRoutes {
     /// Reports read the fact tables on a replica that has the position asked for, else on the primary.
     let router: ReadRouter
@@ -24,17 +24,14 @@ struct ReportRoutes {
         let (result, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).churn(boundaries: q.boundaries, entitlement: q.entitlement)
         }
-        let rows = result.map { p -> ReportRow in
+        let rows = result.map { p -> [JSONValue] in
             [
-                ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
-                ("active_start", .int(p.activeStart)), ("new", .int(p.new)), ("reactivated", .int(p.reactivated)),
-                ("churned", .int(p.churnedTotal)), ("churned_voluntary", .int(p.churned[.voluntary] ?? 0)),
-                ("churned_involuntary", .int(p.churned[.involuntary] ?? 0)), ("churned_refund", .int(p.churned[.refund] ?? 0)),
-                ("churned_other", .int(p.churned[.other] ?? 0)), ("active_end", .int(p.activeEnd)),
-                ("churn_rate", .ratio(p.churnRate)),
+                .string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.activeStart), .int(p.new), .int(p.reactivated),
+                .int(p.churnedTotal), .int(p.churned[.voluntary] ?? 0), .int(p.churned[.involuntary] ?? 0),
+                .int(p.churned[.refund] ?? 0), .int(p.churned[.other] ?? 0), .int(p.activeEnd), .ratio(p.churnRate),
             ]
         }
-        return q.respond(name: "churn", rows: rows).ledgerPosition(position)
+        return q.respond(ReportTable(name: "churn", columns: ReportTable.churnColumns, rows: rows)).ledgerPosition(position)
     }
 
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -43,17 +40,15 @@ struct ReportRoutes {
         let (result, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).revenue(boundaries: q.boundaries, entitlement: q.entitlement)
         }
-        let rows = result.map { p -> ReportRow in
+        let rows = result.map { p -> [JSONValue] in
             let f = p.figures
             return [
-                ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
-                ("currency", .string(p.currency)), ("billings", .int(f.billings)), ("commission", .int(f.commission)),
-                ("proceeds", .int(f.proceeds)), ("refunds", .int(f.refunds)),
-                ("refunded_unrecognized", .int(f.refundedUnrecognized)), ("refunds_recognized", .int(f.refundsRecognized)),
-                ("recognized", .int(f.recognized)), ("deferred_start", .int(p.deferredStart)), ("deferred_end", .int(p.deferredEnd)),
+                .string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency), .int(f.billings), .int(f.commission),
+                .int(f.proceeds), .int(f.refunds), .int(f.refundedUnrecognized), .int(f.refundsRecognized), .int(f.recognized),
+                .int(p.deferredStart), .int(p.deferredEnd),
             ]
         }
-        return q.respond(name: "revenue", rows: rows).ledgerPosition(position)
+        return q.respond(ReportTable(name: "revenue", columns: ReportTable.revenueColumns, rows: rows)).ledgerPosition(position)
     }
 
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -62,13 +57,10 @@ struct ReportRoutes {
         let (result, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).trials(boundaries: q.boundaries, entitlement: q.entitlement)
         }
-        let rows = result.map { p -> ReportRow in
-            [
-                ("period_start", .string(p.start.rfc3339)), ("period_end", .string(p.end.rfc3339)),
-                ("started", .int(p.started)), ("converted", .int(p.converted)), ("conversion_rate", .ratio(p.conversionRate)),
-            ]
+        let rows = result.map { p -> [JSONValue] in
+            [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate)]
         }
-        return q.respond(name: "trials", rows: rows).ledgerPosition(position)
+        return q.respond(ReportTable(name: "trials", columns: ReportTable.trialColumns, rows: rows)).ledgerPosition(position)
     }
 
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -78,16 +70,12 @@ struct ReportRoutes {
             try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
         }
         if q.wantsCSV {
-            var rows: [ReportRow] = []
-            for c in cohorts {
-                for k in c.retained.indices {
-                    rows.append([
-                        ("period_start", .string(c.start.rfc3339)), ("cohort_size", .int(c.size)), ("month", .int(k)),
-                        ("subscribers", .int(c.retained[k])), ("ratio", .ratio(c.ratio(k))),
-                    ])
+            let rows = cohorts.flatMap { c in
+                c.retained.indices.map { k -> [JSONValue] in
+                    [.string(c.start.rfc3339), .int(c.size), .int(k), .int(c.retained[k]), .ratio(c.ratio(k))]
                 }
             }
-            return q.respond(name: "retention", rows: rows).ledgerPosition(position)
+            return ReportTable(name: "retention", columns: ReportTable.retentionCSVColumns, rows: rows).csv().ledgerPosition(position)
         }
         let periods: [JSONValue] = cohorts.map { c in
             .object([
@@ -106,23 +94,62 @@ struct ReportRoutes {
         let at = try query.timestamp("at") ?? Timestamp.now()
         let entitlement = try query.entitlement()
         let minimum = try LedgerPosition.minimum(request)
-        let wantsCSV = try ReportQuery.wantsCSV(request)
         let (lines, position) = try await router.read(atLeast: minimum) {
             try await ReportStore(database: $0).mrr(at: at, entitlement: entitlement)
         }
-        let rows: [ReportRow] = lines.map {
-            [("currency", .string($0.currency)), ("mrr_minor", .int($0.mrrMinor)), ("active_paid", .int($0.activePaid))]
-        }
-        if wantsCSV { return ReportQuery.csv(name: "mrr", rows: rows).ledgerPosition(position) }
+        let table = ReportTable(
+            name: "mrr", columns: ReportTable.mrrColumns,
+            rows: lines.map { [.string($0.currency), .int($0.mrrMinor), .int($0.activePaid)] })
+        if try ReportQuery.wantsCSV(request) { return table.csv().ledgerPosition(position) }
         return Response.json([
             "at": .string(at.rfc3339), "entitlement": entitlement.map(JSONValue.string) ?? .null,
-            "currencies": .array(rows.map(ReportQuery.object)),
+            "currencies": .array(table.objects),
         ]).ledgerPosition(position)
     }
 }
 
-/// One report row: ordered columns, so JSON objects and CSV columns come out in the same order.
-typealias ReportRow = [(String, JSONValue)]
+/// A report's rows under named columns, so JSON objects and CSV columns come out the same, and a CSV
+/// without rows still starts with its header line.
+struct ReportTable {
+    static let churnColumns = [
+        "period_start", "period_end", "active_start", "new", "reactivated", "churned", "churned_voluntary",
+        "churned_involuntary", "churned_refund", "churned_other", "active_end", "churn_rate",
+    ]
+    static let revenueColumns = [
+        "period_start", "period_end", "currency", "billings", "commission", "proceeds", "refunds", "refunded_unrecognized",
+        "refunds_recognized", "recognized", "deferred_start", "deferred_end",
+    ]
+    static let trialColumns = ["period_start", "period_end", "started", "converted", "conversion_rate"]
+    static let retentionCSVColumns = ["period_start", "cohort_size", "month", "subscribers", "ratio"]
+    static let mrrColumns = ["currency", "mrr_minor", "active_paid"]
+
+    let name: String
+    let columns: [String]
+    /// Values in the order of `columns`.
+    let rows: [[JSONValue]]
+
+    var objects: [JSONValue] {
+        rows.map { .object(Dictionary(zip(columns, $0), uniquingKeysWith: { a, _ in a })) }
+    }
+
+    /// RFC 4180 CSV: the header line, then one line per row; JSON null is an empty field.
+    func csv() -> Response {
+        var buffer = ByteBuffer()
+        buffer.writeImmutableBuffer(CSV.line(columns))
+        for row in rows {
+            buffer.writeImmutableBuffer(CSV.line(row.map { value in
+                switch value {
+                case .null: ""
+                case .string(let s): s
+                case .number(let n): n.canonical
+                case .bool(let b): b ? "true" : "false"
+                default: value.canonicalString()
+                }
+            }))
+        }
+        return Response(status: .ok, headers: CSV.headers(filename: "\(name).csv"), body: .init(byteBuffer: buffer))
+    }
+}
 
 /// The query every period report shares: `from`, `to`, `interval`, `entitlement`, and the answer's format.
 struct ReportQuery {
@@ -133,7 +160,7 @@ struct ReportQuery {
     let entitlement: String?
     let boundaries: [Timestamp]
     let wantsCSV: Bool
-    /// `min_position` / `Ledger-Min-Position`.
+    /// The position the answer must include (`min_position`, `Ledger-Min-Position`).
     let minimum: Int64
 
     /// Defaults: `to` is the end of the current period, `from` twelve periods (thirty days) earlier.
@@ -196,31 +223,9 @@ struct ReportQuery {
         return .object(m)
     }
 
-    func respond(name: String, rows: [ReportRow]) -> Response {
-        if wantsCSV { return Self.csv(name: name, rows: rows) }
-        return .json(envelope(["periods": .array(rows.map(Self.object))]))
-    }
-
-    static func object(_ row: ReportRow) -> JSONValue {
-        .object(Dictionary(row.map { ($0.0, $0.1) }, uniquingKeysWith: { a, _ in a }))
-    }
-
-    /// RFC 4180 CSV with a header row; JSON null is an empty field.
-    static func csv(name: String, rows: [ReportRow], header: [String]? = nil) -> Response {
-        var buffer = ByteBuffer()
-        if let first = rows.first { buffer.writeImmutableBuffer(CSV.line(first.map(\.0))) }
-        for row in rows {
-            buffer.writeImmutableBuffer(CSV.line(row.map { field in
-                switch field.1 {
-                case .null: ""
-                case .string(let s): s
-                case .number(let n): n.canonical
-                case .bool(let b): b ? "true" : "false"
-                default: field.1.canonicalString()
-                }
-            }))
-        }
-        return Response(status: .ok, headers: CSV.headers(filename: "\(name).csv"), body: .init(byteBuffer: buffer))
+    func respond(_ table: ReportTable) -> Response {
+        if wantsCSV { return table.csv() }
+        return .json(envelope(["periods": .array(table.objects)]))
     }
 }
 

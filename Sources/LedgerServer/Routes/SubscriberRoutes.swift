@@ -72,20 +72,6 @@ extension Timestamp {
     }
 }
 
-extension EntitlementState {
-    var json: JSONValue {
-        .object([
-            "entitlement": .string(entitlement),
-            "active": .bool(active),
-            "expires_at": expiresAt.map { .string($0.rfc3339) } ?? .null,
-            "in_grace": .bool(inGrace),
-            "in_trial": .bool(inTrial),
-            "will_renew": .bool(willRenew),
-            "product_id": productID.map(JSONValue.string) ?? .null,
-        ])
-    }
-}
-
 extension Window {
     var json: JSONValue {
         let cut = effectiveCut

@@ -7,7 +7,7 @@ public func withPostgresClient<T: Sendable>(
     _ configuration: PostgresClient.Configuration, logger: Logger,
     _ body: @escaping @Sendable (PostgresClient) async throws -> T
 ) async throws -> T {
-    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+    let client = PostgresClient(configuration: configuration, backgroundLogger: logger.forConnectionPool)
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask {
             await client.run()

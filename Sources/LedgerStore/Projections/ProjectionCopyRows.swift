@@ -70,7 +70,8 @@ struct ProjectionCopyRows {
             transactions.field(Self.arrayLiteral(t.refunds.map { String($0.at.microseconds) }))
             transactions.field(Self.arrayLiteral(t.refunds.map { String($0.amount) }))
             transactions.field(t.monthly.map { String($0.numerator) })
-            transactions.field(t.monthly.map { String($0.denominator) }, last: true)
+            transactions.field(t.monthly.map { String($0.denominator) })
+            transactions.field(Self.arrayLiteral(t.refunds.map { $0.cut ? "t" : "f" }), last: true)
         }
         for t in f.facts.trials {
             trials.field(t.eventID.lowercasedString)
@@ -104,7 +105,7 @@ struct ProjectionCopyRows {
     private static let transactionColumns = [
         "source_event_id", "subscriber_id", "entitlements", "kind", "currency", "gross", "commission", "occurred_us",
         "start_us", "end_us", "stop_us", "service_end_us", "settled_us", "refund_at_us", "refund_amount", "monthly_num",
-        "monthly_den",
+        "monthly_den", "refund_cut",
     ]
     private static let trialColumns = ["source_event_id", "entitlement", "subscriber_id", "start_us", "end_us", "converted"]
 

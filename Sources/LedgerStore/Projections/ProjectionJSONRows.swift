@@ -78,6 +78,7 @@ struct ProjectionJSONRows {
                 // Exact decimals travel as strings: numeric's own text input reads them.
                 r.string("monthly_num", t.monthly.map { String($0.numerator) })
                 r.string("monthly_den", t.monthly.map { String($0.denominator) })
+                r.json("refund_cut", .array(t.refunds.map { .bool($0.cut) }))
             }
         }
         for t in facts.trials {

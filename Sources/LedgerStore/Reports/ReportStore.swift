@@ -68,7 +68,8 @@ public struct ReportStore: Sendable {
             let rows = try await c.query(
                 """
                 SELECT source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
-                       array_to_string(refund_at_us, ','), array_to_string(refund_amount, ',')
+                       array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','),
+                       array_to_string(refund_cut, ',')
                 FROM report_transactions
                 WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us) < \(to)
                   AND (\(key) = '' OR \(key) = ANY(entitlements))
@@ -81,12 +82,16 @@ public struct ReportStore: Sendable {
                 let commission = try c.int64(), occurred = try c.int64(), start = try c.int64()
                 let end = try c.optionalInt64(), stop = try c.optionalInt64()
                 let refundAt = Self.integers(try c.string()), refundAmount = Self.integers(try c.string())
+                let refundCut = try c.string().split(separator: ",").map { $0 != "false" }
                 acc.add(RevenueTransaction(
                     eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
                     gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
                     start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
                     stop: stop.map(Timestamp.init(microseconds:)),
-                    refunds: zip(refundAt, refundAmount).map { .init(at: .init(microseconds: $0), amount: $1) },
+                    refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
+                        // Rows from before refund_cut existed hold only cutting refunds.
+                        .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
+                    },
                     monthly: nil))
             }
             return acc

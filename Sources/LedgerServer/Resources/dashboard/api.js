@@ -14,6 +14,7 @@ export const needs = {
   reports: "read reports (roles: analyst, admin)",
   history: "read event history and as-of answers (roles: auditor, admin)",
   entitlements: "read entitlements (roles: reader, auditor, admin)",
+  manage: "manage webhooks (role: admin)",
 };
 
 /** An API answer other than 2xx, with a message meant for the person looking at the page. */
@@ -35,12 +36,23 @@ export function onUnauthorized(listener) { unauthorizedListeners.push(listener);
  * to do. `need` words the 403 message ("this key's role cannot read reports …").
  */
 export async function get(path, need) {
+  return call("GET", path, need);
+}
+
+/** POST a JSON body to a `/v1` path with the key (webhook replay); answers and throws like `get`. */
+export async function post(path, body, need) {
+  return call("POST", path, need, body);
+}
+
+async function call(method, path, need, body) {
   const secret = key.get();
   if (!secret) throw new APIError(401, "unauthorized", "Enter an API key first.", path);
   let response;
   try {
     response = await fetch(path, {
-      headers: { Authorization: `Bearer ${secret}`, Accept: "application/json" },
+      method,
+      headers: { Authorization: `Bearer ${secret}`, Accept: "application/json", ...(body ? { "Content-Type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
       cache: "no-store",
       credentials: "omit",
       referrerPolicy: "no-referrer",
@@ -48,11 +60,11 @@ export async function get(path, need) {
   } catch {
     throw new APIError(0, "network", "The ledger did not answer (is subledger serve running?).", path);
   }
-  let body = null;
-  try { body = await response.json(); } catch { body = null; }
-  if (response.ok) return body;
-  const code = body?.error?.code ?? `http_${response.status}`;
-  const serverMessage = body?.error?.message ?? response.statusText;
+  let answer = null;
+  try { answer = await response.json(); } catch { answer = null; }
+  if (response.ok) return answer;
+  const code = answer?.error?.code ?? `http_${response.status}`;
+  const serverMessage = answer?.error?.message ?? response.statusText;
   let message;
   switch (response.status) {
     case 401:

@@ -8,8 +8,9 @@ import retention from "./retention.js";
 import revenue from "./revenue.js";
 import subscriber from "./subscriber.js";
 import audit from "./audit.js";
+import webhooks from "./webhooks.js";
 
-const pages = { overview, churn, retention, revenue, subscriber, audit };
+const pages = { overview, churn, retention, revenue, subscriber, audit, webhooks };
 const $ = (sel) => document.querySelector(sel);
 
 function showLogin(message) {

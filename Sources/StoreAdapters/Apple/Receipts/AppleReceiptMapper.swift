@@ -5,30 +5,20 @@ public struct AppleReceiptMapping: Sendable, Hashable {
     public var environment: LedgerEnvironment
     /// In the order to append them: by occurrence time, a transaction before what follows from it, then
     /// by idempotency key (which embeds the transaction id).
-    public var drafts: [StoreEventDraft]
+    public var drafts: [EventDraft]
     /// The subscription chains the receipt's transactions belong to (sorted, unique).
     public var originalTransactionIDs: [String]
 
-    public init(environment: LedgerEnvironment, drafts: [StoreEventDraft], originalTransactionIDs: [String]) {
+    public init(environment: LedgerEnvironment, drafts: [EventDraft], originalTransactionIDs: [String]) {
         self.environment = environment
         self.drafts = drafts
         self.originalTransactionIDs = originalTransactionIDs
     }
 }
 
-/// Why a verifyReceipt response cannot be mapped; `field` is a JSON path such as
-/// `latest_receipt_info[2].expires_date_ms`.
-public struct AppleReceiptError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var field: String
-    public var reason: String
-
-    public init(field: String, reason: String) {
-        self.field = field
-        self.reason = reason
-    }
-
-    public var description: String { "\(field): \(reason)" }
-}
+/// Why a verifyReceipt response cannot be mapped (`field` is a JSON path such as
+/// `latest_receipt_info[2].expires_date_ms`): the error every store mapping throws.
+public typealias AppleReceiptError = StoreMappingError
 
 /// Translates Apple's legacy `verifyReceipt` JSON responses into ledger event drafts, without I/O.
 ///
@@ -49,7 +39,7 @@ public enum AppleReceiptMapper {
         let transactions = try transactionObjects(response, receipt: receipt).map {
             (o) throws(AppleReceiptError) in try AppleTransaction(o, modern: modern)
         }
-        var drafts: [StoreEventDraft] = []
+        var drafts: [EventDraft] = []
         for t in transactions {
             drafts.append(t.transactionDraft(environment))
             if let refund = t.refundDraft(environment) { drafts.append(refund) }
@@ -135,8 +125,8 @@ public enum AppleReceiptMapper {
     /// chain has no transaction in the response has nothing to date it by and is left out.
     private static func pendingRenewalDrafts(
         _ response: ReceiptObject, transactions: [AppleTransaction], environment: LedgerEnvironment, modern: Bool
-    ) throws(AppleReceiptError) -> [StoreEventDraft] {
-        var drafts: [StoreEventDraft] = []
+    ) throws(AppleReceiptError) -> [EventDraft] {
+        var drafts: [EventDraft] = []
         for info in try response.objects("pending_renewal_info") {
             let original = try info.requiredID("original_transaction_id")
             guard let latest = transactions.filter({ $0.originalTransactionID == original }).max(by: chronological) else {
@@ -147,7 +137,7 @@ public enum AppleReceiptMapper {
             let metadata = AppleTransaction.metadata(raw: .object(info.members))
 
             if let enabled = try info.flag("auto_renew_status") {
-                drafts.append(StoreEventDraft(
+                drafts.append(EventDraft(
                     type: .autoRenewChanged, occurredAt: latest.purchasedAt, environment: environment,
                     idempotencyKey: "apple:auto_renew:\(original):\(enabled ? 1 : 0):\(latest.transactionID)",
                     productID: productID, originalTransactionID: original,
@@ -162,7 +152,7 @@ public enum AppleReceiptMapper {
                 guard graceUntil > expiredAt else { continue }
                 data["grace_until"] = .string(graceUntil.rfc3339)
             }
-            drafts.append(StoreEventDraft(
+            drafts.append(EventDraft(
                 type: .billingIssue, occurredAt: expiredAt, environment: environment,
                 idempotencyKey: "apple:billing:\(original):\(latest.transactionID)",
                 productID: productID, originalTransactionID: original, data: data, metadata: metadata))
@@ -177,7 +167,7 @@ public enum AppleReceiptMapper {
     /// Time first; at the same instant a transaction precedes what follows from it (its refund, the
     /// renewal status and billing state read beside it); the idempotency key, which embeds the transaction
     /// id, settles the rest.
-    private static func appendOrder(_ a: StoreEventDraft, _ b: StoreEventDraft) -> Bool {
+    private static func appendOrder(_ a: EventDraft, _ b: EventDraft) -> Bool {
         func rank(_ t: EventType) -> Int {
             switch t {
             case .purchase, .renewal: 0

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import Testing
 
@@ -53,7 +53,7 @@ struct AdapterHostileInputTests {
         ]
         guard let n = AppleNotification(storedPayload: payload) else { return }
         if let drafts = try? AppleNotificationMapper.drafts(for: n) {
-            _ = try? StoreDraftCompletion.complete(drafts, subscriberID: "s", products: [:])
+            _ = try? DraftCompletion.complete(drafts, subscriberID: "s", products: [:])
         }
     }
 }

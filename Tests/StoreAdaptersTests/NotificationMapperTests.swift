@@ -1,5 +1,5 @@
 import Foundation
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import Testing
 
@@ -39,7 +39,7 @@ struct SignedNotifications {
             type: type, subtype: subtype, signedDate: Self.t(at), transaction: transaction, renewal: renewal)
         let n = try await reader.read(signedPayload: body.objectValue!["signedPayload"]!.stringValue!, now: Self.t(at))
         let drafts = try AppleNotificationMapper.drafts(for: n)
-        return try StoreDraftCompletion.complete(drafts, subscriberID: n.appAccountToken ?? "nobody", products: Self.products)
+        return try DraftCompletion.complete(drafts, subscriberID: n.appAccountToken ?? "nobody", products: Self.products)
     }
 }
 

@@ -1,16 +1,15 @@
-import LedgerCore
 
 /// Completes store drafts from the catalog into self-describing ledger events for one subscriber.
-public enum StoreDraftCompletion {
+public enum DraftCompletion {
     /// The products the drafts name.
-    public static func productsNeeded(_ drafts: [StoreEventDraft]) -> Set<String> {
+    public static func productsNeeded(_ drafts: [EventDraft]) -> Set<String> {
         Set(drafts.compactMap(\.productID))
     }
 
     /// Drafts → validated events of source `apple`. A draft that needs the catalog and names a product the
     /// catalog lacks is refused (nothing is stored from a refused payload).
     public static func complete(
-        _ drafts: [StoreEventDraft], subscriberID: String, source: String = "apple", products: [String: Product]
+        _ drafts: [EventDraft], subscriberID: String, source: String = "apple", products: [String: Product]
     ) throws(EventValidationError) -> [NewEvent] {
         var events: [NewEvent] = []
         for (i, d) in drafts.enumerated() {

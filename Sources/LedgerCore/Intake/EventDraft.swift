@@ -1,10 +1,9 @@
-import LedgerCore
 
 /// A ledger event translated from a store payload, before the catalog completes it.
 ///
 /// Store payloads name products but not what they unlock or (for receipts) what they cost; the HTTP edge
 /// completes drafts from the catalog (entitlements, kind, price, a refund's amount) and appends them.
-public struct StoreEventDraft: Sendable, Hashable {
+public struct EventDraft: Sendable, Hashable {
     public var type: EventType
     public var occurredAt: Timestamp
     public var environment: LedgerEnvironment

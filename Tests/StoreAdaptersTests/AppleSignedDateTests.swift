@@ -1,5 +1,5 @@
 import Foundation
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import Testing
 

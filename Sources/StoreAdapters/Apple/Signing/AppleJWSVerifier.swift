@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import LedgerCore
 import SwiftASN1
-import X509
+@_spi(FixedExpiryValidationTime) import X509
 
 /// Why a signed App Store payload was refused.
 public struct AppleSignatureError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -78,7 +78,7 @@ public struct AppleJWSVerifier: Sendable {
         let signedAt = appleTime(payload["signedDate"]) ?? now
         let validationTime = Date(timeIntervalSince1970: Double(signedAt.microseconds) / 1_000_000)
         var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
-            RFC5280Policy(validationTime: validationTime)
+            RFC5280Policy(fixedExpiryValidationTime: validationTime)
         }
         let result = await verifier.validate(leaf: chain[0], intermediates: CertificateStore([chain[1]]))
         guard case .validCertificate = result else {

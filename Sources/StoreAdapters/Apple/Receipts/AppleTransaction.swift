@@ -45,7 +45,7 @@ struct AppleTransaction {
 
     /// What the receipt says; the catalog adds entitlements, price, currency, commission, `period`, and
     /// `kind` for products without an expiry (consumable, non-consumable, non-renewing).
-    func transactionDraft(_ environment: LedgerEnvironment) -> StoreEventDraft {
+    func transactionDraft(_ environment: LedgerEnvironment) -> EventDraft {
         var data: [String: JSONValue] = [
             "product_id": .string(productID),
             "transaction_id": .string(transactionID),
@@ -57,7 +57,7 @@ struct AppleTransaction {
             data["period_end"] = .string(expiresAt.rfc3339)
             data["offer"] = .string(offer.rawValue)
         }
-        return StoreEventDraft(
+        return EventDraft(
             type: isRenewal ? .renewal : .purchase, occurredAt: purchasedAt, environment: environment,
             idempotencyKey: "apple:txn:\(transactionID)", productID: productID,
             originalTransactionID: originalTransactionID, data: data, metadata: Self.metadata(raw: raw))
@@ -65,9 +65,9 @@ struct AppleTransaction {
 
     /// A cancellation date is Apple's record of a refund (or of an upgrade's replaced transaction); the
     /// catalog supplies the amount.
-    func refundDraft(_ environment: LedgerEnvironment) -> StoreEventDraft? {
+    func refundDraft(_ environment: LedgerEnvironment) -> EventDraft? {
         guard let cancelledAt else { return nil }
-        return StoreEventDraft(
+        return EventDraft(
             type: .refund, occurredAt: cancelledAt, environment: environment,
             idempotencyKey: "apple:refund:\(transactionID)", productID: productID,
             originalTransactionID: originalTransactionID,

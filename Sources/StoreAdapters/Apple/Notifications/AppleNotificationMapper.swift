@@ -1,13 +1,6 @@
 import LedgerCore
 
-/// Why a verified notification could not be turned into ledger events.
-public struct AppleMappingError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var field: String
-    public var reason: String
-    public var description: String { "\(field): \(reason)" }
-}
-
-/// Turns App Store Server Notifications V2 into ledger event drafts (ledger-semantics section 7).
+/// Turns App Store Server Notifications V2 into ledger event drafts (docs/semantics.md section 7).
 ///
 /// Transaction facts get keys derived from Apple's transaction ids (`apple:txn:…`, `apple:refund:…`), the
 /// same keys the receipt mapping uses, so a renewal learnt from both a notification and a receipt upload is
@@ -26,7 +19,7 @@ public enum AppleNotificationMapper {
         }
     }
 
-    public static func drafts(for n: AppleNotification) throws(AppleMappingError) -> [StoreEventDraft] {
+    public static func drafts(for n: AppleNotification) throws(StoreMappingError) -> [EventDraft] {
         if isNoticeOnly(n) { return [] }
         let meta: [String: JSONValue] = [
             "store": "apple", "origin": "notification", "notification_uuid": .string(n.notificationUUID),
@@ -34,8 +27,8 @@ public enum AppleNotificationMapper {
             "raw": .object(n.payload),
         ]
         let at = n.signedDate
-        func draft(_ type: EventType, _ occurred: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> StoreEventDraft {
-            StoreEventDraft(
+        func draft(_ type: EventType, _ occurred: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> EventDraft {
+            EventDraft(
                 type: type, occurredAt: occurred, environment: n.environment, idempotencyKey: key, productID: product,
                 originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
         }
@@ -122,7 +115,7 @@ public enum AppleNotificationMapper {
     }
 
     /// A purchase or renewal from a decoded `signedTransactionInfo`.
-    static func transactionDraft(_ t: [String: JSONValue], n: AppleNotification, meta: [String: JSONValue]) throws(AppleMappingError) -> StoreEventDraft {
+    static func transactionDraft(_ t: [String: JSONValue], n: AppleNotification, meta: [String: JSONValue]) throws(StoreMappingError) -> EventDraft {
         let txn = try string(t, "transactionId")
         let original = t["originalTransactionId"]?.stringValue ?? txn
         let product = try string(t, "productId")
@@ -131,8 +124,10 @@ public enum AppleNotificationMapper {
             "product_id": .string(product), "transaction_id": .string(txn), "original_transaction_id": .string(original),
             "offer": .string(offer(t)),
         ]
-        switch t["type"]?.stringValue {
-        case "Auto-Renewable Subscription"?, nil where t["expiresDate"] != nil:
+        // A transaction without a `type` is a subscription when it has an expiry date.
+        let type = t["type"]?.stringValue ?? (t["expiresDate"] == nil ? nil : "Auto-Renewable Subscription")
+        switch type {
+        case "Auto-Renewable Subscription"?:
             data["kind"] = "auto_renewable"
             data["period_start"] = .string(purchased.rfc3339)
             data["period_end"] = .string(try time(t, "expiresDate").rfc3339)
@@ -145,7 +140,7 @@ public enum AppleNotificationMapper {
             data["currency"] = .string(currency)
         }
         let renewal = txn != original && data["kind"] == "auto_renewable"
-        return StoreEventDraft(
+        return EventDraft(
             type: renewal ? .renewal : .purchase, occurredAt: purchased, environment: appleEnvironment(t["environment"]?.stringValue ?? (n.environment == .production ? "Production" : "Sandbox")),
             idempotencyKey: "apple:txn:\(txn)", productID: product, originalTransactionID: original, data: data, metadata: meta)
     }
@@ -162,37 +157,37 @@ public enum AppleNotificationMapper {
     }
 
     /// App Store prices are in milliunits of the currency (10990 = 10.99); the ledger keeps minor units.
-    public static func minorUnits(milli: Int64, currency: String) throws(AppleMappingError) -> Int64 {
+    public static func minorUnits(milli: Int64, currency: String) throws(StoreMappingError) -> Int64 {
         let exponent = CurrencyExponent.of(currency)
         let divisor: Int64 = exponent >= 3 ? 1 : [1000, 100, 10][exponent]
         return (milli + divisor / 2) / divisor
     }
 
-    static func requireTransaction(_ n: AppleNotification) throws(AppleMappingError) -> [String: JSONValue] {
+    static func requireTransaction(_ n: AppleNotification) throws(StoreMappingError) -> [String: JSONValue] {
         guard let t = n.transaction else {
-            throw AppleMappingError(field: "data.signedTransactionInfo", reason: "is required for \(n.type)")
+            throw StoreMappingError(field: "data.signedTransactionInfo", reason: "is required for \(n.type)")
         }
         return t
     }
 
-    static func signed(_ n: AppleNotification) throws(AppleMappingError) -> Timestamp {
-        guard let at = n.signedDate else { throw AppleMappingError(field: "signedDate", reason: "is required for \(n.type)") }
+    static func signed(_ n: AppleNotification) throws(StoreMappingError) -> Timestamp {
+        guard let at = n.signedDate else { throw StoreMappingError(field: "signedDate", reason: "is required for \(n.type)") }
         return at
     }
 
-    static func string(_ o: [String: JSONValue], _ key: String) throws(AppleMappingError) -> String {
+    static func string(_ o: [String: JSONValue], _ key: String) throws(StoreMappingError) -> String {
         guard let s = o[key]?.stringValue ?? o[key]?.numberValue?.canonical, !s.isEmpty else {
-            throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is required")
+            throw StoreMappingError(field: "signedTransactionInfo.\(key)", reason: "is required")
         }
         return s
     }
 
-    static func time(_ o: [String: JSONValue], _ key: String) throws(AppleMappingError) -> Timestamp {
+    static func time(_ o: [String: JSONValue], _ key: String) throws(StoreMappingError) -> Timestamp {
         guard o[key]?.numberValue?.int64Value != nil else {
-            throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is required (milliseconds since 1970)")
+            throw StoreMappingError(field: "signedTransactionInfo.\(key)", reason: "is required (milliseconds since 1970)")
         }
         guard let t = appleTime(o[key]) else {
-            throw AppleMappingError(field: "signedTransactionInfo.\(key)", reason: "is out of range")
+            throw StoreMappingError(field: "signedTransactionInfo.\(key)", reason: "is out of range")
         }
         return t
     }
@@ -206,4 +201,9 @@ public enum CurrencyExponent {
     public static func of(_ currency: String) -> Int {
         zero.contains(currency) ? 0 : three.contains(currency) ? 3 : 2
     }
+}
+
+extension AppleNotificationMapper: StoreAdapter {
+    public static let store = "apple"
+    public static func map(_ payload: AppleNotification) throws(StoreMappingError) -> [EventDraft] { try drafts(for: payload) }
 }

@@ -1,4 +1,4 @@
-import LedgerAppStore
+import StoreAdapters
 import LedgerCore
 import Testing
 
@@ -139,7 +139,7 @@ private func mappingError(_ json: String) throws -> AppleReceiptError? {
 private func time(_ rfc3339: String) throws -> Timestamp { try Timestamp(rfc3339: rfc3339) }
 
 /// What the HTTP edge adds from the catalog before appending.
-private func completedFromCatalog(_ draft: StoreEventDraft) -> [String: JSONValue] {
+private func completedFromCatalog(_ draft: EventDraft) -> [String: JSONValue] {
     var data = draft.data
     switch draft.type {
     case .purchase, .renewal:

@@ -1,0 +1,56 @@
+/// A `purchase` or `renewal`'s `data`, typed: what the fold and the report facts read of it, in one place,
+/// so that the window a transaction grants and the revenue it books can never disagree on its kind.
+///
+/// Built from data the validator accepted when the event was appended; a member it does not find (an
+/// event stored before a field existed) takes the contract's default.
+public struct TransactionData: Sendable, Hashable {
+    public var productID: String?
+    public var entitlements: [String]
+    public var transactionID: String?
+    public var kind: EventDataValidator.Kind
+    public var offer: EventDataValidator.Offer
+    public var periodStart: Timestamp?
+    public var periodEnd: Timestamp?
+    /// The billing period (auto-renewable) or the duration (non-renewing), as written.
+    public var period: String?
+    public var duration: ISODuration?
+    public var priceMinor: Int64?
+    public var currency: String?
+    /// Decimal text (`"0.30"`); `"0"` when absent.
+    public var commissionRate: String
+
+    public init(_ data: [String: JSONValue]) {
+        let d = EventData(data)
+        productID = d.string("product_id")
+        entitlements = d.strings("entitlements")
+        transactionID = d.string("transaction_id")
+        kind = d.string("kind").flatMap(EventDataValidator.Kind.init(rawValue:)) ?? .autoRenewable
+        offer = d.string("offer").flatMap(EventDataValidator.Offer.init(rawValue:)) ?? .none
+        periodStart = d.timestamp("period_start")
+        periodEnd = d.timestamp("period_end")
+        period = d.string("period") ?? d.string("duration")
+        duration = d.duration("duration")
+        priceMinor = data["price_minor"]?.numberValue?.int64Value
+        currency = d.string("currency")
+        commissionRate = data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
+    }
+
+    /// The kind of window it grants (docs/semantics.md 3.1): its offer (`trial`, `intro`, `promo`), else
+    /// `free` or `lifetime` for those products, else `paid`.
+    public var windowKind: Window.Kind {
+        switch offer {
+        case .trial: .trial
+        case .intro: .intro
+        case .promo: .promo
+        case .none:
+            switch kind {
+            case .free: .free
+            case .lifetime: .lifetime
+            case .autoRenewable, .nonRenewing: .paid
+            }
+        }
+    }
+
+    /// Whether it is paid revenue (docs/semantics.md 6): a price above zero, not free, not a trial.
+    public var isPaid: Bool { (priceMinor ?? 0) > 0 && currency != nil && kind != .free && offer != .trial }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import LedgerCore
+import Logging
+import PostgresNIO
+
+/// Every store's inbox (`store_inbox`): each verified message, deduplicated by the store's own id (Apple's
+/// `notificationUUID`, Pub/Sub's `messageId`, Stripe's event id), recorded before anything is derived from it
+/// and kept whatever happens next, so that nothing a store delivered is lost when the subscriber is not
+/// known yet, the store's API is down, or the database refuses an append.
+public struct StoreInbox: Sendable {
+    public enum Status: String, Sendable {
+        /// Recorded; not yet resolved (a store's API must be asked first).
+        case received
+        /// Its events are in the ledger.
+        case applied
+        /// Waiting for a link from the store's account id to a subscriber.
+        case pending
+        /// Nothing to append (a test notification, a fact the ledger keeps only here).
+        case notice
+        /// Verified, but not for this ledger (another app's package or bundle).
+        case ignored
+        /// Could not be resolved after its retries; kept for an operator.
+        case failed
+    }
+
+    /// One message as recorded.
+    public struct Message: Sendable {
+        public var store: String
+        public var messageID: String
+        public var kind: String
+        public var subtype: String?
+        public var environment: LedgerEnvironment
+        public var accountID: String?
+        public var subscriberID: String?
+        public var status: Status
+        public var attempts: Int
+        public var raw: String
+        public var payload: [String: JSONValue]
+
+        public init(
+            store: String, messageID: String, kind: String, subtype: String? = nil, environment: LedgerEnvironment,
+            accountID: String? = nil, subscriberID: String? = nil, status: Status, attempts: Int = 0, raw: String,
+            payload: [String: JSONValue]
+        ) {
+            self.store = store
+            self.messageID = messageID
+            self.kind = kind
+            self.subtype = subtype
+            self.environment = environment
+            self.accountID = accountID
+            self.subscriberID = subscriberID
+            self.status = status
+            self.attempts = attempts
+            self.raw = raw
+            self.payload = payload
+        }
+    }
+
+    let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.init(database: Database(client: client, logger: logger))
+    }
+
+    public func status(store: String, messageID: String) async throws -> Status? {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            for try await s in try await c.query(
+                "SELECT status FROM store_inbox WHERE store = \(store) AND message_id = \(messageID)", logger: logger
+            ).decode(String.self) {
+                return Status(rawValue: s)
+            }
+            return nil
+        }
+    }
+
+    /// Records a message, or moves a recorded one to a new status; the first delivery's payload is kept.
+    public func record(_ m: Message) async throws {
+        let logger = database.logger
+        try await database.withConnection { c in
+            try await c.query(
+                """
+                INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
+                    raw, payload)
+                VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
+                        \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb)
+                ON CONFLICT (store, message_id) DO UPDATE SET status = excluded.status,
+                    account_id = coalesce(excluded.account_id, store_inbox.account_id),
+                    subscriber_id = coalesce(excluded.subscriber_id, store_inbox.subscriber_id)
+                """, logger: logger)
+        }
+    }
+
+    /// Records a message only if it is new; true when it was.
+    public func recordIfNew(_ m: Message) async throws -> Bool {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            let rows = try await c.query(
+                """
+                INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
+                    raw, payload, next_attempt_at)
+                VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
+                        \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
+                        clock_timestamp())
+                ON CONFLICT (store, message_id) DO NOTHING
+                RETURNING 1
+                """, logger: logger)
+            for try await _ in rows.decode(Int.self) { return true }
+            return false
+        }
+    }
+
+    /// Pending messages of these accounts, oldest first.
+    public func pending(store: String, accountIDs: [String]) async throws -> [Message] {
+        guard !accountIDs.isEmpty else { return [] }
+        return try await messages(
+            """
+            SELECT \(unescaped: Self.columns) FROM store_inbox
+            WHERE store = \(store) AND status = 'pending' AND account_id = ANY(\(accountIDs)::text[])
+            ORDER BY received_at
+            """)
+    }
+
+    /// Received messages whose next attempt is due, oldest first (for a store's background resolver).
+    public func due(store: String, limit: Int) async throws -> [Message] {
+        try await messages(
+            """
+            SELECT \(unescaped: Self.columns) FROM store_inbox
+            WHERE store = \(store) AND status = 'received' AND next_attempt_at <= clock_timestamp()
+            ORDER BY next_attempt_at, received_at LIMIT \(Int64(limit))
+            """)
+    }
+
+    public func mark(store: String, messageID: String, status: Status, subscriberID: String? = nil) async throws {
+        let logger = database.logger
+        try await database.withConnection { c in
+            try await c.query(
+                """
+                UPDATE store_inbox SET status = \(status.rawValue), subscriber_id = coalesce(\(subscriberID), subscriber_id),
+                    next_attempt_at = NULL, last_error = NULL
+                WHERE store = \(store) AND message_id = \(messageID)
+                """, logger: logger)
+        }
+    }
+
+    /// A failed resolution attempt: retried after `retryAfter`, or marked `failed` when `giveUp`.
+    public func attemptFailed(store: String, messageID: String, error: String, retryAfter: Duration, giveUp: Bool) async throws {
+        let logger = database.logger
+        let ms = retryAfter.components.seconds * 1000 + retryAfter.components.attoseconds / 1_000_000_000_000_000
+        try await database.withConnection { c in
+            try await c.query(
+                """
+                UPDATE store_inbox SET attempts = attempts + 1, last_error = \(String(error.prefix(1000))),
+                    status = CASE WHEN \(giveUp) THEN 'failed' ELSE status END,
+                    next_attempt_at = CASE WHEN \(giveUp) THEN NULL ELSE clock_timestamp() + \(ms) * interval '1 millisecond' END
+                WHERE store = \(store) AND message_id = \(messageID)
+                """, logger: logger)
+        }
+    }
+
+    private static let columns =
+        "store, message_id, kind, subtype, environment, account_id, subscriber_id, status, attempts, raw, payload::text"
+
+    private func messages(_ query: PostgresQuery) async throws -> [Message] {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var out: [Message] = []
+            for try await (store, id, kind, subtype, env, account, subscriber, status, attempts, raw, payload) in try await c.query(
+                query, logger: logger
+            ).decode((String, String, String, String?, String, String?, String?, String, Int32, String, String).self) {
+                guard case .object(let o) = try JSONParser.parse(payload, maxDepth: 1000) else { continue }
+                out.append(
+                    Message(
+                        store: store, messageID: id, kind: kind, subtype: subtype,
+                        environment: LedgerEnvironment(rawValue: env) ?? .production, accountID: account,
+                        subscriberID: subscriber, status: Status(rawValue: status) ?? .received, attempts: Int(attempts), raw: raw,
+                        payload: o))
+            }
+            return out
+        }
+    }
+}
+
+/// A store's own account ids (Apple original transaction, Google purchase token, Stripe customer) linked to
+/// the subscriber they belong to (`store_links`): how a store message that names only its own ids finds
+/// its subscriber.
+public struct StoreLinks: Sendable {
+    /// An account already belongs to another subscriber.
+    public struct Conflict: Error, Sendable, CustomStringConvertible {
+        public var store: String
+        public var accountID: String
+        public var subscriberID: String
+        public var description: String { "\(store) account \(accountID) already belongs to subscriber \(subscriberID)" }
+    }
+
+    let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    /// Links accounts to a subscriber; linking to the same subscriber again is a no-op, to another a `Conflict`.
+    public func link(store: String, _ accountIDs: [String], to subscriberID: String, by origin: String) async throws {
+        guard !accountIDs.isEmpty else { return }
+        let logger = database.logger
+        try await database.transaction { c in
+            try await c.query(
+                """
+                INSERT INTO store_links (store, account_id, subscriber_id, linked_by)
+                SELECT \(store), a, \(subscriberID), \(origin) FROM unnest(\(accountIDs)::text[]) AS a
+                ON CONFLICT (store, account_id) DO NOTHING
+                """, logger: logger)
+            for try await (account, owner) in try await c.query(
+                """
+                SELECT account_id, subscriber_id FROM store_links
+                WHERE store = \(store) AND account_id = ANY(\(accountIDs)::text[]) AND subscriber_id <> \(subscriberID)
+                """, logger: logger
+            ).decode((String, String).self) {
+                throw Conflict(store: store, accountID: account, subscriberID: owner)
+            }
+        }
+    }
+
+    public func subscriber(store: String, accountID: String) async throws -> String? {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            for try await s in try await c.query(
+                "SELECT subscriber_id FROM store_links WHERE store = \(store) AND account_id = \(accountID)", logger: logger
+            ).decode(String.self) {
+                return s
+            }
+            return nil
+        }
+    }
+}
