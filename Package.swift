@@ -65,8 +65,20 @@ let package = Package(
             ]
         ),
         .target(
+            name: "AppStoreServerAPI",
+            dependencies: [
+                "LedgerCore",
+                "LedgerStore",
+                "StoreAdapters",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "LedgerServer",
             dependencies: [
+                "AppStoreServerAPI",
                 "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
@@ -82,11 +94,13 @@ let package = Package(
         .executableTarget(
             name: "subledger",
             dependencies: [
+                "AppStoreServerAPI",
                 "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -122,6 +136,16 @@ let package = Package(
             name: "LedgerStoreTests",
             dependencies: [
                 "LedgerCore", "LedgerStore", "LedgerTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "AppStoreServerAPITests",
+            dependencies: [
+                "AppStoreServerAPI", "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),

@@ -243,21 +243,7 @@ struct Serve: AsyncParsableCommand {
 
     /// The configured App Store roots, read from DER or PEM files.
     private func appleRoots() throws -> [[UInt8]] {
-        var paths = appleRootCerts
-        if paths.isEmpty, let env = ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_ROOT_CERTS"] {
-            paths = env.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        return try paths.map { path in
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ValidationError("--apple-root-cert \(path): cannot read the file")
-            }
-            if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
-                let body = text.components(separatedBy: "\n").filter { !$0.hasPrefix("-----") }.joined()
-                guard let der = Data(base64Encoded: body) else { throw ValidationError("--apple-root-cert \(path): bad PEM") }
-                return Array(der)
-            }
-            return Array(data)
-        }
+        try AppleRootFiles.load(appleRootCerts)
     }
 
     /// Refuses to start on an edited or missing migration; a database that is down only delays readiness.

@@ -127,9 +127,34 @@ struct NotificationMapperTests {
         #expect(extended.map(\.type) == [.credit])
         #expect(extended[0].data["entitlement"] == "pro")
         #expect(extended[0].data["window_end"] == "2026-04-08T10:00:00Z")
-        for notice in ["TEST", "CONSUMPTION_REQUEST", "PRICE_INCREASE", "OFFER_REDEEMED", "DID_CHANGE_RENEWAL_PREF", "REFUND_DECLINED"] {
-            #expect(try await s.events(notice, at: "2026-04-01T10:00:00Z", transaction: txn).isEmpty, "\(notice)")
+        for inboxOnly in ["TEST", "EXTERNAL_PURCHASE_TOKEN", "RENEWAL_EXTENSION", "SOMETHING_NEW"] {
+            #expect(try await s.events(inboxOnly, at: "2026-04-01T10:00:00Z", transaction: txn).isEmpty, "\(inboxOnly)")
         }
+        // Facts of record without a window: one store_notice each, keyed by the notification.
+        let notices: [(String, String?, String)] = [
+            ("CONSUMPTION_REQUEST", nil, "consumption_request"), ("REFUND_DECLINED", nil, "refund_declined"),
+            ("PRICE_INCREASE", "ACCEPTED", "price_increase_consent"), ("DID_CHANGE_RENEWAL_PREF", "DOWNGRADE", "renewal_preference_changed"),
+            ("OFFER_REDEEMED", "DOWNGRADE", "offer_redeemed"),
+        ]
+        for (type, subtype, kind) in notices {
+            let e = try await s.events(type, subtype, at: "2026-04-01T10:00:00Z", transaction: txn)
+            #expect(e.map(\.type) == [.storeNotice], "\(type)")
+            #expect(e.first?.data["kind"] == .string(kind), "\(type)")
+            #expect(e.first?.data["store"] == "apple" && e.first?.data["transaction_id"] == txn["transactionId"], "\(type)")
+            #expect(e.first?.idempotencyKey.hasPrefix("apple:notice:") == true, "\(type)")
+        }
+        // An immediate upgrade and a redeemed offer on a new purchase carry the transaction: the same purchase
+        // or renewal SUBSCRIBED/DID_RENEW bring (same key), plus the notice.
+        let upgrade = try await s.events("DID_CHANGE_RENEWAL_PREF", "UPGRADE", at: "2026-04-01T10:00:00Z", transaction: txn)
+        #expect(upgrade.map(\.type) == [.purchase, .storeNotice])
+        #expect(upgrade[0].idempotencyKey == "apple:txn:\(txn["transactionId"]!.stringValue!)")
+        let offer = try await s.events("OFFER_REDEEMED", "INITIAL_BUY", at: "2026-04-01T10:00:00Z", transaction: txn)
+        #expect(offer.map(\.type) == [.purchase, .storeNotice])
+        let oneTime = try await s.events("ONE_TIME_CHARGE", at: "2026-04-01T10:00:00Z",
+            transaction: N.transaction("3000", original: "3000", from: "2026-04-01T09:00:00Z", to: "2026-04-01T09:00:00Z",
+                extra: ["type": "Non-Consumable", "expiresDate": .null]))
+        #expect(oneTime.map(\.type) == [.purchase])
+        #expect(oneTime.first?.data["kind"] == "lifetime")
     }
 
     @Test("sandbox environments map to sandbox; prices in zero- and three-decimal currencies")

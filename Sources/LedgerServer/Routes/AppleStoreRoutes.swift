@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Foundation
 import Hummingbird
 import StoreAdapters
@@ -41,17 +42,12 @@ struct AppleStoreRoutes {
                 "apple.notification_uuid": "\(notification.notificationUUID)", "apple.type": "\(notification.type)",
                 "apple.subtype": "\(notification.subtype ?? "")",
             ])
-        let drafts: [EventDraft]
+        let outcome: EventIntake.Outcome
         do {
-            drafts = try AppleNotificationMapper.drafts(for: notification)
-        } catch {
+            outcome = try await intake.ingest(apple: notification, signedPayload: signed)
+        } catch let error as StoreMappingError {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        let outcome = try await intake.ingest(
-            EventIntake.StoreMessage(
-                store: Self.store, messageID: notification.notificationUUID, kind: notification.type, subtype: notification.subtype,
-                environment: notification.environment, accountID: notification.originalTransactionID,
-                subscriberHint: notification.appAccountToken, raw: signed, payload: notification.payload, drafts: drafts))
         let uuid = JSONValue.string(notification.notificationUUID)
         switch outcome {
         case .duplicate:

@@ -225,6 +225,19 @@ public struct StoreLinks: Sendable {
         }
     }
 
+    /// The store's account ids linked to a subscriber, in id order.
+    public func accounts(store: String, subscriber: String) async throws -> [String] {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            let rows = try await c.query(
+                "SELECT account_id FROM store_links WHERE store = \(store) AND subscriber_id = \(subscriber) ORDER BY account_id",
+                logger: logger)
+            var ids: [String] = []
+            for try await id in rows.decode(String.self) { ids.append(id) }
+            return ids
+        }
+    }
+
     public func subscriber(store: String, accountID: String) async throws -> String? {
         let logger = database.logger
         return try await database.withConnection { c in

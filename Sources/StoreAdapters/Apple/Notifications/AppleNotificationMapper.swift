@@ -6,16 +6,29 @@ import LedgerCore
 /// same keys the receipt mapping uses, so a renewal learnt from both a notification and a receipt upload is
 /// stored once. Facts that only a notification carries are keyed by its `notificationUUID`.
 public enum AppleNotificationMapper {
-    /// Notification types that are kept as store notices only (no ledger event).
+    /// Notification types kept in the inbox only, with no ledger event: they concern no one subscriber
+    /// (`RENEWAL_EXTENSION` summaries, `TEST`) or no subscription fact (`EXTERNAL_PURCHASE_TOKEN`, and types
+    /// Apple adds later). docs/apple.md lists every type's outcome.
     public static func isNoticeOnly(_ n: AppleNotification) -> Bool {
         switch n.type {
         case "SUBSCRIBED", "DID_RENEW", "REFUND", "REFUND_REVERSED", "REVOKE", "DID_CHANGE_RENEWAL_STATUS",
-            "EXPIRED", "GRACE_PERIOD_EXPIRED", "RENEWAL_EXTENDED":
-            return false
-        case "DID_FAIL_TO_RENEW":
+            "EXPIRED", "GRACE_PERIOD_EXPIRED", "RENEWAL_EXTENDED", "DID_FAIL_TO_RENEW", "OFFER_REDEEMED", "PRICE_INCREASE",
+            "DID_CHANGE_RENEWAL_PREF", "REFUND_DECLINED", "CONSUMPTION_REQUEST", "ONE_TIME_CHARGE":
             return false
         default:
             return true
+        }
+    }
+
+    /// The `store_notice` kind of each notification type recorded as a fact of record without a window.
+    static func noticeKind(_ n: AppleNotification) -> String? {
+        switch (n.type, n.subtype) {
+        case ("CONSUMPTION_REQUEST", _): "consumption_request"
+        case ("REFUND_DECLINED", _): "refund_declined"
+        case ("PRICE_INCREASE", _): "price_increase_consent"
+        case ("OFFER_REDEEMED", _): "offer_redeemed"
+        case ("DID_CHANGE_RENEWAL_PREF", _): "renewal_preference_changed"
+        default: nil
         }
     }
 
@@ -38,26 +51,12 @@ public enum AppleNotificationMapper {
             return [try transactionDraft(t, n: n, meta: meta)]
         case "REFUND":
             let t = try requireTransaction(n)
-            let txn = try string(t, "transactionId")
-            let revoked = try time(t, "revocationDate")
-            let product = t["productId"]?.stringValue
             if t["revocationType"]?.stringValue == "FAMILY_REVOKE" {
-                return [draft(.cancellation, revoked, key: "apple:notification:\(n.notificationUUID)", product: product, ["reason": "family_revoked"])]
+                let revoked = try time(t, "revocationDate")
+                return [draft(.cancellation, revoked, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue, ["reason": "family_revoked"])]
             }
-            var data: [String: JSONValue] = [
-                "transaction_id": .string(txn),
-                "reason": .string(t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund"),
-            ]
-            if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
-                var amount = try minorUnits(milli: price, currency: currency)
-                if t["revocationType"]?.stringValue == "REFUND_PRORATED", let pct = t["revocationPercentage"]?.numberValue?.int64Value {
-                    // revocationPercentage is in thousandths of a percent (50000 = 50%); round half up.
-                    amount = (amount * pct + 50_000) / 100_000
-                }
-                data["amount_minor"] = .number(JSONNumber(amount))
-                data["currency"] = .string(currency)
-            }
-            return [draft(.refund, revoked, key: "apple:refund:\(txn)", product: product, data)]
+            return [try refundDraft(t, environment: n.environment, meta: meta)]
+
         case "REFUND_REVERSED":
             let t = try requireTransaction(n)
             let txn = try string(t, "transactionId")
@@ -100,6 +99,21 @@ public enum AppleNotificationMapper {
             return [draft(.expiration, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product, [
                 "product_id": product.map(JSONValue.string) ?? .null, "reason": .string(reason),
             ].filter { $0.value != .null })]
+        case "ONE_TIME_CHARGE":
+            return [try transactionDraft(try requireTransaction(n), n: n, meta: meta)]
+        case "DID_CHANGE_RENEWAL_PREF" where n.subtype == "UPGRADE", "OFFER_REDEEMED" where n.subtype == "UPGRADE":
+            // An immediate upgrade: the new product's transaction starts now (the old one's unused time comes
+            // back as Apple's prorated refund, if any, in a REFUND notification).
+            var drafts = [try transactionDraft(try requireTransaction(n), n: n, meta: meta)]
+            if let notice = try storeNotice(n, meta: meta) { drafts.append(notice) }
+            return drafts
+        case "OFFER_REDEEMED" where n.subtype == "INITIAL_BUY" || n.subtype == "RESUBSCRIBE":
+            // The transaction carries the offer (offerType, offerDiscountType): the same purchase SUBSCRIBED brings.
+            var drafts = [try transactionDraft(try requireTransaction(n), n: n, meta: meta)]
+            if let notice = try storeNotice(n, meta: meta) { drafts.append(notice) }
+            return drafts
+        case "OFFER_REDEEMED", "PRICE_INCREASE", "DID_CHANGE_RENEWAL_PREF", "REFUND_DECLINED", "CONSUMPTION_REQUEST":
+            return try storeNotice(n, meta: meta).map { [$0] } ?? []
         case "RENEWAL_EXTENDED":
             let t = try requireTransaction(n)
             let when = try signed(n)
@@ -114,8 +128,68 @@ public enum AppleNotificationMapper {
         }
     }
 
+    /// A `store_notice` for a notification that changes no window but is a fact accountants keep (a refund
+    /// request, a declined refund, a price-increase consent, an offer redemption, a renewal preference).
+    static func storeNotice(_ n: AppleNotification, meta: [String: JSONValue]) throws(StoreMappingError) -> EventDraft? {
+        guard let kind = noticeKind(n) else { return nil }
+        let t = n.transaction
+        let r = n.renewal
+        var detail: [String: JSONValue] = ["notification_type": .string(n.type)]
+        let facts: [(String, JSONValue?)] = [
+            ("subtype", n.subtype.map(JSONValue.string)), ("product_id", t?["productId"] ?? r?["productId"]),
+            ("auto_renew_product_id", r?["autoRenewProductId"]), ("price_increase_status", r?["priceIncreaseStatus"]),
+            ("offer_identifier", t?["offerIdentifier"] ?? r?["offerIdentifier"]), ("offer_type", t?["offerType"] ?? r?["offerType"]),
+            ("consumption_request_reason", n.payload["data"]?.objectValue?["consumptionRequestReason"]),
+        ]
+        for case let (name, value?) in facts where value != .null { detail[name] = value }
+        var data: [String: JSONValue] = ["store": "apple", "kind": .string(kind), "detail": .object(detail)]
+        if let txn = t?["transactionId"]?.stringValue { data["transaction_id"] = .string(txn) }
+        let when: Timestamp
+        if let at = n.signedDate { when = at } else { throw StoreMappingError(field: "signedDate", reason: "is required for \(n.type)") }
+        return EventDraft(
+            type: .storeNotice, occurredAt: when, environment: n.environment, idempotencyKey: "apple:notice:\(n.notificationUUID)",
+            productID: nil, originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
+    }
+
+    /// The refund of a revoked transaction (`revocationDate` set): keyed by the transaction, so a `REFUND`
+    /// notification and a transaction read from the App Store Server API store it once.
+    public static func refundDraft(
+        _ t: [String: JSONValue], environment: LedgerEnvironment, meta: [String: JSONValue]
+    ) throws(StoreMappingError) -> EventDraft {
+        let txn = try string(t, "transactionId")
+        let revoked = try time(t, "revocationDate")
+        var data: [String: JSONValue] = [
+            "transaction_id": .string(txn),
+            "reason": .string(t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund"),
+        ]
+        if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
+            var amount = try minorUnits(milli: price, currency: currency)
+            if t["revocationType"]?.stringValue == "REFUND_PRORATED", let pct = t["revocationPercentage"]?.numberValue?.int64Value,
+                (0...100_000).contains(pct)
+            {
+                // revocationPercentage is in thousandths of a percent (50000 = 50%); round half up.
+                // 128-bit, so a hostile price cannot trap (the validator refuses amounts above the ceiling).
+                amount = Int64((Int128(amount) * Int128(pct) + 50_000) / 100_000)
+            }
+            data["amount_minor"] = .number(JSONNumber(amount))
+            data["currency"] = .string(currency)
+        }
+        return EventDraft(
+            type: .refund, occurredAt: revoked, environment: t["environment"].map { appleEnvironment($0.stringValue) } ?? environment,
+            idempotencyKey: "apple:refund:\(txn)", productID: t["productId"]?.stringValue,
+            originalTransactionID: t["originalTransactionId"]?.stringValue ?? txn, data: data, metadata: meta)
+    }
+
     /// A purchase or renewal from a decoded `signedTransactionInfo`.
     static func transactionDraft(_ t: [String: JSONValue], n: AppleNotification, meta: [String: JSONValue]) throws(StoreMappingError) -> EventDraft {
+        try transactionDraft(t, environment: n.environment, meta: meta)
+    }
+
+    /// A purchase or renewal from a decoded, verified transaction (a notification's `signedTransactionInfo`
+    /// or one the App Store Server API returned), keyed by its transaction id.
+    public static func transactionDraft(
+        _ t: [String: JSONValue], environment fallback: LedgerEnvironment, meta: [String: JSONValue]
+    ) throws(StoreMappingError) -> EventDraft {
         let txn = try string(t, "transactionId")
         let original = t["originalTransactionId"]?.stringValue ?? txn
         let product = try string(t, "productId")
@@ -141,7 +215,8 @@ public enum AppleNotificationMapper {
         }
         let renewal = txn != original && data["kind"] == "auto_renewable"
         return EventDraft(
-            type: renewal ? .renewal : .purchase, occurredAt: purchased, environment: appleEnvironment(t["environment"]?.stringValue ?? (n.environment == .production ? "Production" : "Sandbox")),
+            type: renewal ? .renewal : .purchase, occurredAt: purchased,
+            environment: t["environment"].map { appleEnvironment($0.stringValue) } ?? fallback,
             idempotencyKey: "apple:txn:\(txn)", productID: product, originalTransactionID: original, data: data, metadata: meta)
     }
 
@@ -160,7 +235,8 @@ public enum AppleNotificationMapper {
     public static func minorUnits(milli: Int64, currency: String) throws(StoreMappingError) -> Int64 {
         let exponent = CurrencyExponent.of(currency)
         let divisor: Int64 = exponent >= 3 ? 1 : [1000, 100, 10][exponent]
-        return (milli + divisor / 2) / divisor
+        // 128-bit: a price near Int64.max must not trap; the quotient always fits back.
+        return Int64((Int128(milli) + Int128(divisor / 2)) / Int128(divisor))
     }
 
     static func requireTransaction(_ n: AppleNotification) throws(StoreMappingError) -> [String: JSONValue] {

@@ -1,0 +1,109 @@
+import LedgerCore
+import LedgerStore
+import Logging
+import StoreAdapters
+
+/// Brings one subscription's history from the App Store Server API into the ledger: every transaction of
+/// Get Transaction History v2 becomes the purchase or renewal (and, when revoked, the refund) the
+/// notifications would have brought, under the same idempotency keys (`apple:txn:…`, `apple:refund:…`), so
+/// a sync after notifications, or twice, appends only what is missing.
+public struct AppleSync: Sendable {
+    let client: AppStoreServerAPIClient
+    let verifier: AppleJWSVerifier
+    let intake: EventIntake
+    let logger: Logger
+    /// When set, transactions of another app are refused.
+    let bundleID: String?
+
+    public init(client: AppStoreServerAPIClient, verifier: AppleJWSVerifier, intake: EventIntake, bundleID: String?, logger: Logger) {
+        self.client = client
+        self.verifier = verifier
+        self.intake = intake
+        self.bundleID = bundleID
+        self.logger = logger
+    }
+
+    public struct Summary: Sendable, Equatable, CustomStringConvertible {
+        public var subscriber: String
+        public var transactions = 0
+        /// Events appended now.
+        public var appended = 0
+        /// Events the ledger already had.
+        public var known = 0
+
+        public var description: String {
+            "subscriber \(subscriber): \(transactions) transactions, \(appended) events appended, \(known) already known"
+        }
+    }
+
+    public struct UnknownSubscriber: Error, CustomStringConvertible, Sendable {
+        public var originalTransactionID: String
+        public var description: String {
+            "original transaction \(originalTransactionID) is linked to no subscriber and carries no appAccountToken: pass --subscriber"
+        }
+    }
+
+    /// Syncs the subscription of `originalTransactionID`. `subscriber`, when given, is linked to it (a
+    /// conflict with another subscriber is refused); otherwise the link or the `appAccountToken` decides.
+    public func sync(originalTransactionID: String, subscriber given: String?, now: Timestamp) async throws -> Summary {
+        var transactions: [[String: JSONValue]] = []
+        var revision: String?
+        repeat {
+            let page = try await client.transactionHistory(transactionID: originalTransactionID, revision: revision)
+            for signed in page.signedTransactions {
+                let t = try await verifier.verify(signed, now: now)
+                if let bundleID, let b = t["bundleId"]?.stringValue, b != bundleID {
+                    throw AppleSignatureError("transaction for bundle \"\(b)\", not \"\(bundleID)\"")
+                }
+                transactions.append(t)
+            }
+            revision = page.hasMore ? page.revision : nil
+        } while revision != nil
+
+        let subscriber: String
+        if let given {
+            try await intake.links.link(store: AppleNotificationMapper.store, [originalTransactionID], to: given, by: "sync")
+            subscriber = given
+        } else if let linked = try await intake.links.subscriber(store: AppleNotificationMapper.store, accountID: originalTransactionID) {
+            subscriber = linked
+        } else if let token = transactions.lazy.compactMap({ $0["appAccountToken"]?.stringValue?.lowercased() }).first,
+            Identifiers.isValidSubscriberID(token)
+        {
+            try await intake.links.link(store: AppleNotificationMapper.store, [originalTransactionID], to: token, by: "app_account_token")
+            subscriber = token
+        } else {
+            throw UnknownSubscriber(originalTransactionID: originalTransactionID)
+        }
+
+        var drafts: [EventDraft] = []
+        for t in transactions {
+            let meta: [String: JSONValue] = ["store": "apple", "origin": "server_api", "raw": .object(t)]
+            let environment: LedgerEnvironment = t["environment"]?.stringValue == "Production" ? .production : .sandbox
+            drafts.append(try AppleNotificationMapper.transactionDraft(t, environment: environment, meta: meta))
+            if t["revocationDate"] != nil, t["revocationType"]?.stringValue != "FAMILY_REVOKE" {
+                drafts.append(try AppleNotificationMapper.refundDraft(t, environment: environment, meta: meta))
+            }
+        }
+        var summary = Summary(subscriber: subscriber, transactions: transactions.count)
+        // Appended in slices, so a long history stays within the request limits of one append.
+        for start in stride(from: 0, to: drafts.count, by: 500) {
+            let slice = Array(drafts[start..<min(start + 500, drafts.count)])
+            let result = try await intake.append(drafts: slice, subscriber: subscriber, source: AppleNotificationMapper.store)
+            summary.appended += result.createdCount
+            summary.known += result.events.count - result.createdCount
+        }
+        // Notifications that waited for this subscription's subscriber apply now.
+        _ = try await intake.link(
+            store: AppleNotificationMapper.store, accountIDs: [originalTransactionID], to: subscriber, by: "sync", logger: logger
+        ) { pending in
+            guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
+            do {
+                return try AppleNotificationMapper.drafts(for: n)
+            } catch let error as StoreMappingError {
+                throw EventValidationError(field: error.field, reason: error.description)
+            }
+        }
+        logger.info("apple sync", metadata: ["apple.original_transaction_id": "\(originalTransactionID)", "ledger.subscriber_id": "\(subscriber)"])
+        return summary
+    }
+}
