@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Hummingbird
 import StoreAdapters
 import LedgerCore
@@ -32,6 +33,9 @@ public struct ServerConfiguration: Sendable {
     public var replicaWait: Duration
     /// Outbound webhooks: which URLs are allowed, timeouts, retries, leases (docs/webhooks.md).
     public var webhooks: WebhookConfiguration
+    /// The App Store Server API client and how often to read the notification history (docs/apple.md);
+    /// nil: no periodic backfill.
+    public var appleBackfill: (client: AppStoreServerAPIClient, interval: Duration)?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
@@ -102,6 +106,17 @@ public func buildApplication(
     services.append(ReadRouterMonitor(router: readRouter, onFloor: { cache?.forgetChanges(upTo: $0) }))
     services.append(
         WebhookDeliveryService(store: WebhookStore(database: database), configuration: configuration.webhooks, logger: logger))
+    if let apple = configuration.appleBackfill {
+        // Its own group-commit queue; the cache and the read router learn its appends as the routes' do.
+        let store = EventStore(database: database, onCommit: { changes in
+            cache?.invalidate(changes)
+            if let last = changes.values.max() { readRouter.observedPrimary(last) }
+        })
+        let intake = EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
+        let backfill = AppleBackfill(client: apple.client, reader: try appleReader(configuration), intake: intake, logger: logger)
+        services.append(
+            AppleBackfillService(backfill: backfill, marks: StoreSyncMarks(database: database), interval: apple.interval, logger: logger))
+    }
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
@@ -155,14 +170,18 @@ func buildRouter(
     ReportRoutes(router: readRouter).register(on: v1)
     WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
-    let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     AppleStoreRoutes(
-        reader: AppleNotificationReader(
-            verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID,
-            maxAge: configuration.appleMaxAge),
+        reader: try appleReader(configuration),
         intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
     return router
+}
+
+/// The App Store payload reader: Apple's root (or the configured test roots), the bundle, the age limit.
+func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificationReader {
+    let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
+    return AppleNotificationReader(
+        verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID, maxAge: configuration.appleMaxAge)
 }
 
 /// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.

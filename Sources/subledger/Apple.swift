@@ -126,8 +126,9 @@ struct Apple: AsyncParsableCommand {
     }
 }
 
-/// The App Store Server API's credentials and where to reach it; each option also an environment variable.
-struct AppleAPIOptions: ParsableArguments {
+/// The in-app purchase key that signs App Store Server API requests, and the API's base URL; each option
+/// also an environment variable. Shared by `serve` and the `apple` commands.
+struct AppleAPIKeyOptions: ParsableArguments {
     @Option(name: .customLong("apple-issuer-id"), help: "Issuer id of the in-app purchase key (default: $SUBLEDGER_APPLE_ISSUER_ID).")
     var issuerID: String?
 
@@ -137,13 +138,54 @@ struct AppleAPIOptions: ParsableArguments {
     @Option(name: .customLong("apple-private-key"), help: "The key's .p8 file (default: $SUBLEDGER_APPLE_PRIVATE_KEY).")
     var privateKey: String?
 
-    @Option(name: .customLong("apple-bundle-id"), help: "The app's bundle id (default: $SUBLEDGER_APPLE_BUNDLE_ID).")
-    var bundleIDOption: String?
-
     @Option(
         name: .customLong("apple-api-base-url"),
-        help: "API base URL (default: $SUBLEDGER_APPLE_API_BASE_URL, else Apple's production or sandbox URL by --environment).")
+        help: "App Store Server API base URL (default: $SUBLEDGER_APPLE_API_BASE_URL, else Apple's production URL; the apple commands' --environment sandbox picks Apple's sandbox URL).")
     var baseURL: String?
+
+    var env: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// Whether a key is configured at all (by option or environment).
+    var isConfigured: Bool {
+        [issuerID ?? env["SUBLEDGER_APPLE_ISSUER_ID"], keyID ?? env["SUBLEDGER_APPLE_KEY_ID"], privateKey ?? env["SUBLEDGER_APPLE_PRIVATE_KEY"]]
+            .contains { !($0 ?? "").isEmpty }
+    }
+
+    func credentials(bundleID: String?) throws -> AppStoreAPICredentials {
+        func value(_ option: String?, _ name: String, _ variable: String) throws -> String {
+            guard let v = option ?? env[variable], !v.isEmpty else {
+                throw ValidationError("--\(name) (or \(variable)) is required to call the App Store Server API")
+            }
+            return v
+        }
+        let path = try value(privateKey, "apple-private-key", "SUBLEDGER_APPLE_PRIVATE_KEY")
+        guard let pem = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }) else {
+            throw ValidationError("--apple-private-key \(path): cannot read the file")
+        }
+        guard let bundleID, !bundleID.isEmpty else {
+            throw ValidationError("--apple-bundle-id (or SUBLEDGER_APPLE_BUNDLE_ID) is required to call the App Store Server API")
+        }
+        do {
+            return try AppStoreAPICredentials(
+                issuerID: try value(issuerID, "apple-issuer-id", "SUBLEDGER_APPLE_ISSUER_ID"),
+                keyID: try value(keyID, "apple-key-id", "SUBLEDGER_APPLE_KEY_ID"), bundleID: bundleID, privateKeyPEM: pem)
+        } catch let error as AppStoreAPICredentials.Invalid {
+            throw ValidationError("--apple-private-key \(path): \(error)")
+        }
+    }
+
+    func url(sandbox: Bool) -> String {
+        baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? (sandbox ? AppStoreServerAPIClient.sandboxURL : AppStoreServerAPIClient.productionURL)
+    }
+}
+
+/// What the `apple` commands need besides the key: the bundle, Apple's host, the roots that sign payloads.
+struct AppleAPIOptions: ParsableArguments {
+    @OptionGroup var key: AppleAPIKeyOptions
+
+    @Option(name: .customLong("apple-bundle-id"), help: "The app's bundle id (default: $SUBLEDGER_APPLE_BUNDLE_ID).")
+    var bundleIDOption: String?
 
     @Option(help: "production or sandbox: which of Apple's API hosts to call.")
     var environment = "production"
@@ -173,27 +215,6 @@ struct AppleAPIOptions: ParsableArguments {
         throw ValidationError("--\(name): '\(text)' is neither RFC 3339 nor YYYY-MM-DD")
     }
 
-    func credentials() throws -> AppStoreAPICredentials {
-        func value(_ option: String?, _ name: String, _ variable: String) throws -> String {
-            guard let v = option ?? env[variable], !v.isEmpty else {
-                throw ValidationError("--\(name) (or \(variable)) is required to call the App Store Server API")
-            }
-            return v
-        }
-        let path = try value(privateKey, "apple-private-key", "SUBLEDGER_APPLE_PRIVATE_KEY")
-        guard let pem = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }) else {
-            throw ValidationError("--apple-private-key \(path): cannot read the file")
-        }
-        do {
-            return try AppStoreAPICredentials(
-                issuerID: try value(issuerID, "apple-issuer-id", "SUBLEDGER_APPLE_ISSUER_ID"),
-                keyID: try value(keyID, "apple-key-id", "SUBLEDGER_APPLE_KEY_ID"),
-                bundleID: try value(bundleID, "apple-bundle-id", "SUBLEDGER_APPLE_BUNDLE_ID"), privateKeyPEM: pem)
-        } catch let error as AppStoreAPICredentials.Invalid {
-            throw ValidationError("--apple-private-key \(path): \(error)")
-        }
-    }
-
     func verifier() throws -> AppleJWSVerifier {
         let roots = try AppleRootFiles.load(rootCerts)
         return try AppleJWSVerifier(rootsDER: roots.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : roots)
@@ -205,10 +226,8 @@ struct AppleAPIOptions: ParsableArguments {
 
     /// Runs `body` with a client of the configured API host, shutting its HTTP client down after.
     func withClient<T: Sendable>(logger: Logger, _ body: (AppStoreServerAPIClient) async throws -> T) async throws -> T {
-        let credentials = try credentials()
-        let url =
-            baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? (environment == "sandbox" ? AppStoreServerAPIClient.sandboxURL : AppStoreServerAPIClient.productionURL)
+        let credentials = try key.credentials(bundleID: bundleID)
+        let url = key.url(sandbox: environment == "sandbox")
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
             let result = try await body(AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: url, logger: logger))

@@ -1,3 +1,5 @@
+import AppStoreServerAPI
+import AsyncHTTPClient
 import ArgumentParser
 import Foundation
 import Hummingbird
@@ -75,6 +77,13 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("apple-max-age-days"),
         help: "Refuse App Store payloads signed longer ago than this (default: $SUBLEDGER_APPLE_MAX_AGE_DAYS or 180).")
     var appleMaxAgeDays: Int?
+
+    @OptionGroup var appleAPI: AppleAPIKeyOptions
+
+    @Option(
+        name: .customLong("apple-backfill-interval"),
+        help: "Read Apple's notification history this often (e.g. 1h) to recover missed notifications; needs the App Store Server API key (default: $SUBLEDGER_APPLE_BACKFILL_INTERVAL, else off).")
+    var appleBackfillInterval: String?
 
     @Flag(
         name: .customLong("webhooks-allow-http"),
@@ -158,14 +167,30 @@ struct Serve: AsyncParsableCommand {
             let client = PostgresClient(configuration: configure(url), backgroundLogger: logger.forConnectionPool)
             (primary, primaryService) = (Database(client: client, logger: logger, leaseTimeout: leaseTimeout), client)
         }
+        let bundleID = appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 }
+        var configuration = ServerConfiguration(
+            host: host, port: port, maxBodyBytes: maxBodyBytes,
+            databaseLeaseTimeout: leaseTimeout, appleRootsDER: try appleRoots(), appleBundleID: bundleID,
+            keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
+            entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
+            replicaWait: replicaWait, webhooks: webhooks)
+        // The App Store Server API, when a backfill interval is set: its HTTP client lives as long as the server.
+        let appleHTTP: HTTPClient?
+        if let text = appleBackfillInterval ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BACKFILL_INTERVAL"], !text.isEmpty {
+            guard let interval = Self.duration(text), interval >= .seconds(60) else {
+                throw ValidationError("--apple-backfill-interval must be a duration of at least 60s, such as 1h or 15m, not '\(text)'")
+            }
+            let credentials = try appleAPI.credentials(bundleID: bundleID)
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            appleHTTP = http
+            configuration.appleBackfill = (
+                AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: appleAPI.url(sandbox: false), logger: logger), interval
+            )
+        } else {
+            appleHTTP = nil
+        }
         let app = try buildApplication(
-            configuration: ServerConfiguration(
-                host: host, port: port, maxBodyBytes: maxBodyBytes,
-                databaseLeaseTimeout: leaseTimeout, appleRootsDER: try appleRoots(),
-                appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
-                keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
-                entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
-                replicaWait: replicaWait, webhooks: webhooks),
+            configuration: configuration,
             primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
             metrics: registry, logger: logger)
         logger.info(
@@ -177,8 +202,13 @@ struct Serve: AsyncParsableCommand {
         do {
             try await runUntilSignalled(app, logger: logger)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            try? await appleHTTP?.shutdown()
             throw addressInUse()
+        } catch {
+            try? await appleHTTP?.shutdown()
+            throw error
         }
+        try? await appleHTTP?.shutdown()
         logger.info("stopped")
     }
 

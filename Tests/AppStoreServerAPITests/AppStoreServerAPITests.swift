@@ -7,6 +7,7 @@ import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
 import StoreAdapters
+import Synchronization
 import Testing
 
 /// One App Store world: a test CA signing payloads, an API key, the stand-in API, and a ledger on PostgreSQL.
@@ -242,6 +243,33 @@ struct AppStoreServerAPITests {
             let overNotifications = try await sync.sync(originalTransactionID: "2000", subscriber: nil, now: now)
             #expect(overNotifications.subscriber == a && overNotifications.appended == 0)
             #expect(try await windows(client, a) == viaNotifications)
+        }
+    }
+
+    @Test("the periodic backfill reads from its durable mark (an hour before it), and the first run 179 days back")
+    func periodicBackfill() async throws {
+        let world = try W()
+        let token = UUID().uuidString.lowercased()
+        let payload = world.notification(
+            "SUBSCRIBED", "INITIAL_BUY", at: Timestamp(microseconds: W.month(0).microseconds + 1_000_000),
+            transaction: W.transaction("5000", original: "5000", from: W.month(0), to: W.month(1), token: token))
+        world.standIn.state.withLock { $0.notificationPages = [[payload]] }
+        try await world.run { api, intake, client in
+            let database = Database(client: client, logger: TestDatabase.logger)
+            let clock = Mutex(W.month(1))
+            let service = AppleBackfillService(
+                backfill: AppleBackfill(client: api, reader: world.reader, intake: intake, logger: TestDatabase.logger),
+                marks: StoreSyncMarks(database: database), interval: .seconds(3600), logger: TestDatabase.logger,
+                clock: { clock.withLock { $0 } })
+            let first = try await service.runOnce()
+            #expect(first.new == 1)
+            #expect(try await StoreSyncMarks(database: database).mark(store: "apple", name: "notification_history") == W.month(1))
+            clock.withLock { $0 = W.month(2) }
+            let second = try await service.runOnce()
+            #expect(second.duplicates == 1 && second.new == 0)
+            let starts = world.standIn.state.withLock { $0.historyBodies.map { $0.objectValue?["startDate"]?.numberValue?.int64Value ?? 0 } }
+            #expect(starts == [(W.month(1).microseconds - 179 * 86_400_000_000) / 1000, (W.month(1).microseconds - 3_600_000_000) / 1000])
+            #expect(try await eventCount(client, token) == 1)
         }
     }
 

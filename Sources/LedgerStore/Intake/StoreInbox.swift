@@ -250,3 +250,35 @@ public struct StoreLinks: Sendable {
         }
     }
 }
+
+/// The high-water marks of periodic store syncs (`store_sync_marks`).
+public struct StoreSyncMarks: Sendable {
+    let database: Database
+
+    public init(database: Database) {
+        self.database = database
+    }
+
+    public func mark(store: String, name: String) async throws -> Timestamp? {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            let rows = try await c.query(
+                "SELECT (extract(epoch FROM mark) * 1000000)::int8 FROM store_sync_marks WHERE store = \(store) AND name = \(name)",
+                logger: logger)
+            for try await us in rows.decode(Int64.self) { return Timestamp(microseconds: us) }
+            return nil
+        }
+    }
+
+    /// Moves the mark forward (never back: two instances may run the same sync).
+    public func advance(store: String, name: String, to mark: Timestamp) async throws {
+        let logger = database.logger
+        try await database.withConnection { c in
+            try await c.query(
+                """
+                INSERT INTO store_sync_marks (store, name, mark) VALUES (\(store), \(name), 'epoch'::timestamptz + \(mark.microseconds) * interval '1 microsecond')
+                ON CONFLICT (store, name) DO UPDATE SET mark = greatest(store_sync_marks.mark, excluded.mark), updated_at = clock_timestamp()
+                """, logger: logger)
+        }
+    }
+}
