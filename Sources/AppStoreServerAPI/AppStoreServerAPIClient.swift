@@ -115,6 +115,11 @@ public struct AppStoreServerAPIClient: Sendable {
         return statuses
     }
 
+    /// Send Consumption Information for a `CONSUMPTION_REQUEST` (Apple answers 202 Accepted).
+    public func sendConsumptionInformation(transactionID: String, request: JSONValue) async throws {
+        _ = try await send(.PUT, "/inApps/v1/transactions/consumption/\(try Self.pathSegment(transactionID))", query: [], body: request)
+    }
+
     // MARK: transport
 
     /// The base URL requests go to.
@@ -153,6 +158,7 @@ public struct AppStoreServerAPIClient: Sendable {
                 let bytes = try await response.body.collect(upTo: 16 << 20)
                 let status = Int(response.status.code)
                 if (200..<300).contains(status) {
+                    if bytes.readableBytes == 0 { return [:] }
                     guard let object = try? JSONParser.parse(Array(buffer: bytes)).objectValue else {
                         throw Failure(status: status, errorCode: nil, message: "the answer is not a JSON object")
                     }

@@ -36,6 +36,9 @@ public struct ServerConfiguration: Sendable {
     /// The App Store Server API client and how often to read the notification history (docs/apple.md);
     /// nil: no periodic backfill.
     public var appleBackfill: (client: AppStoreServerAPIClient, interval: Duration)?
+    /// The App Store Server API client and the developer's policy for answering refund consumption
+    /// requests; nil: they are recorded, not answered.
+    public var appleConsumption: (client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy)?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
@@ -116,6 +119,9 @@ public func buildApplication(
         let backfill = AppleBackfill(client: apple.client, reader: try appleReader(configuration), intake: intake, logger: logger)
         services.append(
             AppleBackfillService(backfill: backfill, marks: StoreSyncMarks(database: database), interval: apple.interval, logger: logger))
+    }
+    if let apple = configuration.appleConsumption {
+        services.append(AppleConsumptionResponder(client: apple.client, policy: apple.policy, database: database, logger: logger))
     }
     return Application(
         router: router,

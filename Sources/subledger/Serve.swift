@@ -85,6 +85,11 @@ struct Serve: AsyncParsableCommand {
         help: "Read Apple's notification history this often (e.g. 1h) to recover missed notifications; needs the App Store Server API key (default: $SUBLEDGER_APPLE_BACKFILL_INTERVAL, else off).")
     var appleBackfillInterval: String?
 
+    @Option(
+        name: .customLong("apple-consumption-policy"),
+        help: "Answer Apple's refund consumption requests with this policy file (JSON, docs/apple.md); needs the App Store Server API key (default: $SUBLEDGER_APPLE_CONSUMPTION_POLICY, else off).")
+    var appleConsumptionPolicy: String?
+
     @Flag(
         name: .customLong("webhooks-allow-http"),
         help: "Accept http:// webhook URLs as well as https:// (also SUBLEDGER_WEBHOOKS_ALLOW_HTTP=1).")
@@ -174,20 +179,35 @@ struct Serve: AsyncParsableCommand {
             keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
             entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
             replicaWait: replicaWait, webhooks: webhooks)
-        // The App Store Server API, when a backfill interval is set: its HTTP client lives as long as the server.
-        let appleHTTP: HTTPClient?
-        if let text = appleBackfillInterval ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BACKFILL_INTERVAL"], !text.isEmpty {
+        // The App Store Server API, for the periodic backfill and the consumption answers: its HTTP client
+        // lives as long as the server.
+        let env = ProcessInfo.processInfo.environment
+        var backfillInterval: Duration?
+        if let text = appleBackfillInterval ?? env["SUBLEDGER_APPLE_BACKFILL_INTERVAL"], !text.isEmpty {
             guard let interval = Self.duration(text), interval >= .seconds(60) else {
                 throw ValidationError("--apple-backfill-interval must be a duration of at least 60s, such as 1h or 15m, not '\(text)'")
             }
+            backfillInterval = interval
+        }
+        var consumptionPolicy: AppleConsumptionPolicy?
+        if let path = appleConsumptionPolicy ?? env["SUBLEDGER_APPLE_CONSUMPTION_POLICY"], !path.isEmpty {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("--apple-consumption-policy \(path): cannot read the file")
+            }
+            do {
+                consumptionPolicy = try AppleConsumptionPolicy(json: String(decoding: data, as: UTF8.self))
+            } catch {
+                throw ValidationError("--apple-consumption-policy \(path): \(error)")
+            }
+        }
+        var appleHTTP: HTTPClient?
+        if backfillInterval != nil || consumptionPolicy != nil {
             let credentials = try appleAPI.credentials(bundleID: bundleID)
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             appleHTTP = http
-            configuration.appleBackfill = (
-                AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: appleAPI.url(sandbox: false), logger: logger), interval
-            )
-        } else {
-            appleHTTP = nil
+            let client = AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: appleAPI.url(sandbox: false), logger: logger)
+            if let backfillInterval { configuration.appleBackfill = (client, backfillInterval) }
+            if let consumptionPolicy { configuration.appleConsumption = (client, consumptionPolicy) }
         }
         let app = try buildApplication(
             configuration: configuration,

@@ -273,6 +273,50 @@ struct AppStoreServerAPITests {
         }
     }
 
+    @Test("a refund consumption request is a store_notice, answered once with what the ledger knows and the policy states")
+    func consumptionRequest() async throws {
+        let world = try W()
+        let token = UUID().uuidString.lowercased()
+        try await world.run { api, intake, client in
+            // Four months at 9.99, the last one in progress when the request arrives.
+            for i in 0..<4 {
+                let payload = world.notification(
+                    i == 0 ? "SUBSCRIBED" : "DID_RENEW", at: Timestamp(microseconds: W.month(i).microseconds + 1_000_000),
+                    transaction: W.transaction("\(6000 + i)", original: "6000", from: W.month(i), to: W.month(i + 1), token: token))
+                _ = try await intake.ingest(apple: try await world.reader.read(signedPayload: payload, now: W.month(4)), signedPayload: payload)
+            }
+            let requestedAt = Timestamp(microseconds: W.month(3).microseconds + 5 * 86_400_000_000)
+            let payload = world.notification(
+                "CONSUMPTION_REQUEST", at: requestedAt,
+                transaction: W.transaction("6003", original: "6000", from: W.month(3), to: W.month(4), token: token))
+            let outcome = try await intake.ingest(apple: try await world.reader.read(signedPayload: payload, now: W.month(4)), signedPayload: payload)
+            guard case .applied(_, let events) = outcome else { Issue.record("not applied: \(outcome)"); return }
+            #expect(events.map(\.type) == [.storeNotice])
+            #expect(events.first?.data["kind"] == "consumption_request")
+
+            let database = Database(client: client, logger: TestDatabase.logger)
+            let silent = AppleConsumptionResponder(
+                client: api, policy: try AppleConsumptionPolicy(json: #"{"customerConsented": false}"#), database: database,
+                logger: TestDatabase.logger, clock: { requestedAt })
+            #expect(try await silent.runOnce() == 0)
+            #expect(world.standIn.state.withLock { $0.consumption.isEmpty })
+
+            let policy = try AppleConsumptionPolicy(json: #"{"customerConsented": true, "platform": 1, "playTime": 0, "userStatus": 1, "refundPreference": 3}"#)
+            let responder = AppleConsumptionResponder(client: api, policy: policy, database: database, logger: TestDatabase.logger, clock: { requestedAt })
+            #expect(try await responder.runOnce() == 1)
+            #expect(try await responder.runOnce() == 0)
+            let sent = world.standIn.state.withLock { $0.consumption }
+            #expect(sent.count == 1 && sent.first?.0 == "6003")
+            let body = sent.first?.1.objectValue ?? [:]
+            // 4 × $9.99 = $39.96 → bucket 2; tenure 95 days → bucket 5; the month in progress → partially consumed.
+            #expect(body["lifetimeDollarsPurchased"] == 2 && body["lifetimeDollarsRefunded"] == 1)
+            #expect(body["accountTenure"] == 5 && body["consumptionStatus"] == 2)
+            #expect(body["customerConsented"] == true && body["appAccountToken"] == .string(token) && body["refundPreference"] == 3)
+        }
+        #expect(throws: AppleConsumptionPolicy.Invalid.self) { _ = try AppleConsumptionPolicy(json: #"{"platform": 1}"#) }
+        #expect(throws: AppleConsumptionPolicy.Invalid.self) { _ = try AppleConsumptionPolicy(json: #"{"customerConsented": true, "playTime": 99}"#) }
+    }
+
     @Test("429 is retried after its Retry-After; a token Apple would refuse is an error, not retried")
     func retriesAndAuthorization() async throws {
         let world = try W()

@@ -20,6 +20,8 @@ final class AppleAPIStandIn: Sendable {
         var requests = 0
         var refused: [String] = []
         var historyBodies: [JSONValue] = []
+        /// Send Consumption Information requests: transaction id and body.
+        var consumption: [(String, JSONValue)] = []
     }
 
     let publicKey: P256.Signing.PublicKey
@@ -121,6 +123,17 @@ final class AppleAPIStandIn: Sendable {
                     "revision": .string("\(index + 1)"), "hasMore": .bool(more), "bundleId": .string(self.bundleID), "appAppleId": 1234,
                     "environment": "Production", "signedTransactions": .array((index < pages.count ? pages[index] : []).map(JSONValue.string)),
                 ])
+            }
+        }
+        router.put("inApps/v1/transactions/consumption/:id") { request, context -> Response in
+            let bytes = try await request.body.collect(upTo: 1 << 20)
+            let parsed = try? JSONParser.parse(Array(buffer: bytes))
+            return self.gate(request) {
+                guard let parsed, parsed.objectValue?["customerConsented"] == .bool(true) else {
+                    return self.json(["errorCode": 4_000_047, "errorMessage": "Invalid customer consent."], status: .badRequest)
+                }
+                self.state.withLock { $0.consumption.append((context.parameters.get("id") ?? "", parsed)) }
+                return Response(status: .accepted)
             }
         }
         let port = Mutex<Int?>(nil)
