@@ -32,19 +32,7 @@ public struct AppleBackfillService: Service {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await runOnce()
-                } catch where Task.isCancelled {
-                    return
-                } catch {
-                    // The next interval tries again from the same mark: nothing is skipped.
-                    logger.warning("apple backfill failed; retrying at the next interval", metadata: ["error.message": "\(error)"])
-                }
-                try? await Task.sleep(for: interval)
-            }
-        }
+        await runPeriodically(every: interval, logger: logger, what: "apple backfill") { try await runOnce() }
     }
 
     /// One run from the mark to now; the mark moves only after the whole range was read.

@@ -31,18 +31,7 @@ public struct AppleConsumptionResponder: Service {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await runOnce()
-                } catch where Task.isCancelled {
-                    return
-                } catch {
-                    logger.warning("apple consumption answers failed; retrying", metadata: ["error.message": "\(error)"])
-                }
-                try? await Task.sleep(for: interval)
-            }
-        }
+        await runPeriodically(every: interval, logger: logger, what: "apple consumption answers") { try await runOnce() }
     }
 
     struct Request {

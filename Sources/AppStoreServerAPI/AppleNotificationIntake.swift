@@ -1,5 +1,6 @@
 import LedgerCore
 import LedgerStore
+import Logging
 import StoreAdapters
 
 extension EventIntake {
@@ -14,5 +15,19 @@ extension EventIntake {
                 store: AppleNotificationMapper.store, messageID: notification.notificationUUID, kind: notification.type,
                 subtype: notification.subtype, environment: notification.environment, accountID: notification.originalTransactionID,
                 subscriberHint: notification.appAccountToken, raw: signedPayload, payload: notification.payload, drafts: drafts))
+    }
+
+    /// Links App Store original transactions to a subscriber and applies the notifications that waited for
+    /// them (re-read from the inbox's verified payload). Returns how many were applied.
+    public func linkApple(originalTransactionIDs: [String], to subscriber: String, by origin: String, logger: Logger) async throws -> Int {
+        try await link(store: AppleNotificationMapper.store, accountIDs: originalTransactionIDs, to: subscriber, by: origin, logger: logger) {
+            pending in
+            guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
+            do {
+                return try AppleNotificationMapper.drafts(for: n)
+            } catch let error as StoreMappingError {
+                throw EventValidationError(field: error.field, reason: error.description)
+            }
+        }
     }
 }

@@ -93,16 +93,7 @@ public struct AppleSync: Sendable {
             summary.known += result.events.count - result.createdCount
         }
         // Notifications that waited for this subscription's subscriber apply now.
-        _ = try await intake.link(
-            store: AppleNotificationMapper.store, accountIDs: [originalTransactionID], to: subscriber, by: "sync", logger: logger
-        ) { pending in
-            guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
-            do {
-                return try AppleNotificationMapper.drafts(for: n)
-            } catch let error as StoreMappingError {
-                throw EventValidationError(field: error.field, reason: error.description)
-            }
-        }
+        _ = try await intake.linkApple(originalTransactionIDs: [originalTransactionID], to: subscriber, by: "sync", logger: logger)
         logger.info("apple sync", metadata: ["apple.original_transaction_id": "\(originalTransactionID)", "ledger.subscriber_id": "\(subscriber)"])
         return summary
     }

@@ -84,16 +84,8 @@ struct AppleStoreRoutes {
         // Link first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
         try await intake.links.link(store: Self.store, mapping.originalTransactionIDs, to: subscriber, by: "receipt")
         let events = mapping.drafts.isEmpty ? [] : try await intake.append(drafts: mapping.drafts, subscriber: subscriber, source: Self.store).events
-        let applied = try await intake.link(
-            store: Self.store, accountIDs: mapping.originalTransactionIDs, to: subscriber, by: "receipt", logger: context.logger
-        ) { pending in
-            guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
-            do {
-                return try AppleNotificationMapper.drafts(for: n)
-            } catch let error as StoreMappingError {
-                throw EventValidationError(field: error.field, reason: error.description)
-            }
-        }
+        let applied = try await intake.linkApple(
+            originalTransactionIDs: mapping.originalTransactionIDs, to: subscriber, by: "receipt", logger: context.logger)
         // Pending notifications applied here appended events this answer does not list: the primary's
         // position includes them.
         let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
