@@ -122,12 +122,12 @@ let package = Package(
         ),
         .testTarget(
             name: "LedgerCoreTests",
-            dependencies: ["LedgerCore", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: ["LedgerCore", "LedgerTestSupport", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
             name: "StoreAdaptersTests",
             dependencies: [
-                "StoreAdapters", "LedgerCore",
+                "StoreAdapters", "LedgerCore", "LedgerTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),

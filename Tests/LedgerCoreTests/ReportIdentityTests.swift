@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerTestSupport
 import Testing
 
 /// The identities of docs/semantics.md sections 5–6 on generated populations, for every period of several grids.

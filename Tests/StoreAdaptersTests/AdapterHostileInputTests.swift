@@ -1,6 +1,7 @@
 import Foundation
 import StoreAdapters
 import LedgerCore
+import LedgerTestSupport
 import Testing
 
 /// Store adapters take arbitrary JSON from the outside: random documents must map or be refused, never trap.

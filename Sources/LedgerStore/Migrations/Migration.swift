@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import LedgerCore
 
-/// One numbered SQL file of `schema/` (`0001_event_store.sql`), shipped inside the binary's resources.
+/// One numbered SQL file of `schema/` (`0001_event_store.sql`), read from the project's `schema/` folder (see `directory`).
 public struct Migration: Sendable, Hashable {
     public var version: Int
     public var name: String
