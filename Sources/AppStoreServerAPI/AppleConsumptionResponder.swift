@@ -92,16 +92,16 @@ public struct AppleConsumptionResponder: Service {
         return try await database.withConnection { c in
             let rows = try await c.query(
                 """
-                SELECT (SELECT (extract(epoch FROM min(occurred_at)) * 1000000)::int8 FROM events
+                SELECT (SELECT min(occurred_at) FROM events
                         WHERE subscriber_id = \(subscriber) AND environment = 'production'),
                        coalesce((SELECT sum(gross) FROM report_transactions WHERE subscriber_id = \(subscriber) AND currency = 'USD'), 0)::int8,
                        coalesce((SELECT sum(r) FROM report_transactions, unnest(refund_amount) AS r
                                  WHERE subscriber_id = \(subscriber) AND currency = 'USD'), 0)::int8,
                        EXISTS (SELECT 1 FROM report_transactions WHERE subscriber_id = \(subscriber) AND currency <> 'USD')
                 """, logger: logger)
-            for try await (first, purchased, refunded, other) in rows.decode((Int64?, Int64, Int64, Bool).self) {
+            for try await (first, purchased, refunded, other) in rows.decode((Timestamp?, Int64, Int64, Bool).self) {
                 return AppleConsumptionFacts(
-                    firstSeen: first.map(Timestamp.init(microseconds:)), purchasedUSDCents: purchased, refundedUSDCents: refunded,
+                    firstSeen: first, purchasedUSDCents: purchased, refundedUSDCents: refunded,
                     otherCurrencies: other)
             }
             return AppleConsumptionFacts(firstSeen: nil, purchasedUSDCents: 0, refundedUSDCents: 0, otherCurrencies: false)

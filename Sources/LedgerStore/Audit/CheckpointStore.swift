@@ -51,13 +51,13 @@ public struct CheckpointStore: Sendable {
                     INSERT INTO checkpoints (checkpoint_id, position, streams, events, merkle_root)
                     SELECT coalesce(max(checkpoint_id), 0) + 1, \(position), \(streams), \(position), \(ByteBuffer(bytes: root))
                     FROM checkpoints
-                    RETURNING checkpoint_id, (extract(epoch FROM created_at) * 1000000)::int8
+                    RETURNING checkpoint_id, created_at
                     """, logger: logger
                 ).collect()
-                let (id, created) = try rows[0].decode((Int64, Int64).self)
+                let (id, created) = try rows[0].decode((Int64, Timestamp).self)
                 return Checkpoint(
                     checkpointID: id, position: position, streams: streams, events: position, merkleRoot: root,
-                    createdAt: Timestamp(microseconds: created))
+                    createdAt: created)
             }
         }
     }
@@ -68,14 +68,14 @@ public struct CheckpointStore: Sendable {
             var out: [Checkpoint] = []
             for try await (id, position, streams, events, root, created) in try await c.query(
                 """
-                SELECT checkpoint_id, position, streams, events, merkle_root, (extract(epoch FROM created_at) * 1000000)::int8
+                SELECT checkpoint_id, position, streams, events, merkle_root, created_at
                 FROM checkpoints ORDER BY checkpoint_id
                 """, logger: logger
-            ).decode((Int64, Int64, Int64, Int64, ByteBuffer, Int64).self) {
+            ).decode((Int64, Int64, Int64, Int64, ByteBuffer, Timestamp).self) {
                 out.append(
                     Checkpoint(
                         checkpointID: id, position: position, streams: streams, events: events, merkleRoot: Array(buffer: root),
-                        createdAt: Timestamp(microseconds: created)))
+                        createdAt: created))
             }
             return out
         }

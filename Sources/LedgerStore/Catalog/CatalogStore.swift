@@ -17,7 +17,7 @@ public struct CatalogStore: Sendable {
 
     static let columns = """
         product_id, revision, array_to_json(entitlements)::text, kind, period, duration, price_minor, currency,
-        commission_rate::text, (extract(epoch FROM recorded_at) * 1000000)::int8
+        commission_rate::text, recorded_at
         """
 
     /// Stores a new revision of the product and returns it as stored.
@@ -77,7 +77,7 @@ public struct CatalogStore: Sendable {
     private static func decode(_ rows: PostgresRowSequence) async throws -> [Product] {
         var out: [Product] = []
         for try await (id, revision, entitlements, kind, period, duration, price, currency, rate, recorded) in rows.decode(
-            (String, Int, String, String, String?, String?, Int64, String, String, Int64).self)
+            (String, Int, String, String, String?, String?, Int64, String, String, Timestamp).self)
         {
             out.append(
                 Product(
@@ -86,7 +86,7 @@ public struct CatalogStore: Sendable {
                     kind: EventDataValidator.Kind(rawValue: kind) ?? .autoRenewable, period: period.flatMap(ISODuration.init),
                     duration: duration.flatMap(ISODuration.init), priceMinor: price, currency: currency,
                     commissionRate: JSONNumber(jsonText: Substring(rate)) ?? JSONNumber(0),
-                    recordedAt: Timestamp(microseconds: recorded)))
+                    recordedAt: recorded))
         }
         return out
     }

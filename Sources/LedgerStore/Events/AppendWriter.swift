@@ -207,11 +207,11 @@ struct AppendWriter {
         init(source: String, key: String) { (self.source, self.key) = (source, key) }
     }
 
-    /// The last position (0 for an empty log) and this append's recorded time in microseconds: the clock,
+    /// The last position (0 for an empty log) and this append's recorded time: the clock,
     /// but never before the last event's (positions and recorded times both only grow). Selected from
     /// `lastEvent`, the one-row end of the tail queries' UNIONs.
     static let lastPositionAndClock =
-        "coalesce(last.position, 0), (extract(epoch FROM greatest(clock_timestamp(), last.recorded_at)) * 1000000)::int8"
+        "coalesce(last.position, 0), greatest(clock_timestamp(), last.recorded_at)"
     static let lastEvent = """
         (SELECT 1) one LEFT JOIN LATERAL (SELECT position, recorded_at FROM events ORDER BY position DESC LIMIT 1) last ON true
         """
@@ -225,20 +225,20 @@ struct AppendWriter {
         var recordedAt = Timestamp(microseconds: 0)
         let rows = try await connection.query(
             """
-            SELECT h.subscriber_id, h.version, h.hash, NULL::int8, NULL::int8
+            SELECT h.subscriber_id, h.version, h.hash, NULL::int8, NULL::timestamptz
             FROM (SELECT DISTINCT ON (subscriber_id) subscriber_id, version, hash FROM events
                   WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version DESC) h
             UNION ALL
             SELECT NULL, NULL, NULL, \(unescaped: Self.lastPositionAndClock) FROM \(unescaped: Self.lastEvent)
             """, logger: logger)
         for try await (subscriber, version, hash, position, recorded) in rows.decode(
-            (String?, Int64?, ByteBuffer?, Int64?, Int64?).self)
+            (String?, Int64?, ByteBuffer?, Int64?, Timestamp?).self)
         {
             if let subscriber, let version, let hash {
                 heads[subscriber] = StreamHead(version: version, hash: Array(buffer: hash))
             } else if let position, let recorded {
                 lastPosition = position
-                recordedAt = Timestamp(microseconds: recorded)
+                recordedAt = recorded
             }
         }
         return (heads, lastPosition, recordedAt)
@@ -254,7 +254,7 @@ struct AppendWriter {
         var recordedAt = Timestamp(microseconds: 0)
         let rows = try await connection.query(
             """
-            (SELECT NULL::int8, NULL::int8, \(unescaped: EventRow.columns) FROM events
+            (SELECT NULL::int8, NULL::timestamptz, \(unescaped: EventRow.columns) FROM events
              WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version)
             UNION ALL
             (SELECT \(unescaped: Self.lastPositionAndClock),
@@ -265,9 +265,9 @@ struct AppendWriter {
             guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
             if let position = try cells.optionalInt64() {
                 lastPosition = position
-                recordedAt = Timestamp(microseconds: try cells.int64())
+                recordedAt = try cells.timestamp()
             } else {
-                _ = try cells.optionalInt64()
+                _ = try cells.optionalTimestamp()
                 let event = try EventRow.decode(&cells)
                 streams[event.subscriberID, default: []].append(event)
             }

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerCore
 import NIOCore
 import PostgresNIO
 
@@ -38,12 +39,22 @@ struct BinaryCells {
 
     mutating func string() throws -> String { Self.string(try bytes()) }
     mutating func int64() throws -> Int64 { try Self.int64(try bytes()) }
+    mutating func int32() throws -> Int32 {
+        let b = try bytes()
+        guard b.readableBytes == 4, let value = b.getInteger(at: b.readerIndex, as: Int32.self) else { throw Unexpected(column: "int4") }
+        return value
+    }
     mutating func uuid() throws -> UUID { try Self.uuid(try bytes()) }
     mutating func byteArray() throws -> [UInt8] { Array(try bytes().readableBytesView) }
 
     mutating func optionalString() throws -> String? { try optionalBytes().map(Self.string) }
     mutating func optionalInt64() throws -> Int64? { try optionalBytes().map(Self.int64) }
     mutating func optionalUUID() throws -> UUID? { try optionalBytes().map(Self.uuid) }
+    /// A binary `timestamptz` cell (`Timestamp+Postgres.swift`).
+    mutating func timestamp() throws -> Timestamp { try Timestamp(postgresMicroseconds: try Self.int64(try bytes())) }
+    mutating func optionalTimestamp() throws -> Timestamp? {
+        try optionalBytes().map { try Timestamp(postgresMicroseconds: try Self.int64($0)) }
+    }
 
     private static func string(_ buffer: ByteBuffer) -> String {
         String(decoding: buffer.readableBytesView, as: UTF8.self)

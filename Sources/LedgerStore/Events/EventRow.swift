@@ -5,11 +5,9 @@ import PostgresNIO
 
 /// How events are read back from the `events` table into `RecordedEvent`s.
 enum EventRow {
-    /// The select list every event read uses; timestamps come back as exact integer microseconds.
+    /// The select list every event read uses; timestamps come back exact, as binary `timestamptz`.
     static let columns = """
-        event_id, subscriber_id, version, position, type,
-        (extract(epoch FROM occurred_at) * 1000000)::int8,
-        (extract(epoch FROM recorded_at) * 1000000)::int8,
+        event_id, subscriber_id, version, position, type, occurred_at, recorded_at,
         source, environment, idempotency_key, data::text, metadata::text, prev_hash, hash
         """
 
@@ -18,8 +16,7 @@ enum EventRow {
     /// decoding). A rebuild reads every event once; the envelope fields the fold never looks at
     /// (source, key, metadata, hashes) would only cost transfer and parsing.
     static let foldColumns = """
-        subscriber_id, event_id, version, position, type,
-        (extract(epoch FROM occurred_at) * 1000000)::int8, environment, data::text
+        subscriber_id, event_id, version, position, type, occurred_at, environment, data::text
         """
 
     /// An event read with `foldColumns`: source, idempotency key and metadata are empty and the hashes are
@@ -27,13 +24,13 @@ enum EventRow {
     static func decodeForFold(_ row: PostgresRow) throws -> RecordedEvent {
         guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
         let subscriber = try cells.string(), id = try cells.uuid(), version = try cells.int64(), position = try cells.int64()
-        let type = try cells.string(), occurred = try cells.int64(), environment = try cells.string(), data = try cells.string()
+        let type = try cells.string(), occurred = try cells.timestamp(), environment = try cells.string(), data = try cells.string()
         guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
             throw CorruptRow(position: position, reason: "unknown type \(type) or environment \(environment)")
         }
         return RecordedEvent(
             eventID: id, subscriberID: subscriber, version: version, position: position, type: eventType,
-            occurredAt: Timestamp(microseconds: occurred), recordedAt: Timestamp(microseconds: 0), source: "",
+            occurredAt: occurred, recordedAt: Timestamp(microseconds: 0), source: "",
             environment: env, idempotencyKey: "", data: try object(data, position: position), metadata: [:],
             prevHash: [], hash: [])
     }
@@ -42,7 +39,7 @@ enum EventRow {
         if var cells = BinaryCells(row) { return try decode(&cells) }
         let (id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash) =
             try row.decode(
-                (UUID, String, Int64, Int64, String, Int64, Int64, String, String, String, String, String, ByteBuffer, ByteBuffer).self)
+                (UUID, String, Int64, Int64, String, Timestamp, Timestamp, String, String, String, String, String, ByteBuffer, ByteBuffer).self)
         return try make(
             id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata,
             Array(buffer: prev), Array(buffer: hash))
@@ -51,7 +48,7 @@ enum EventRow {
     /// An event from the next cells of a row (the `columns` select list, wherever it starts in the row).
     static func decode(_ cells: inout BinaryCells) throws -> RecordedEvent {
         let id = try cells.uuid(), subscriber = try cells.string(), version = try cells.int64(), position = try cells.int64()
-        let type = try cells.string(), occurred = try cells.int64(), recorded = try cells.int64()
+        let type = try cells.string(), occurred = try cells.timestamp(), recorded = try cells.timestamp()
         let source = try cells.string(), environment = try cells.string(), key = try cells.string()
         let data = try cells.string(), metadata = try cells.string(), prev = try cells.byteArray(), hash = try cells.byteArray()
         return try make(
@@ -59,8 +56,8 @@ enum EventRow {
     }
 
     private static func make(
-        _ id: UUID, _ subscriber: String, _ version: Int64, _ position: Int64, _ type: String, _ occurred: Int64,
-        _ recorded: Int64, _ source: String, _ environment: String, _ key: String, _ data: String, _ metadata: String,
+        _ id: UUID, _ subscriber: String, _ version: Int64, _ position: Int64, _ type: String, _ occurred: Timestamp,
+        _ recorded: Timestamp, _ source: String, _ environment: String, _ key: String, _ data: String, _ metadata: String,
         _ prev: [UInt8], _ hash: [UInt8]
     ) throws -> RecordedEvent {
         guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
@@ -68,7 +65,7 @@ enum EventRow {
         }
         return RecordedEvent(
             eventID: id, subscriberID: subscriber, version: version, position: position, type: eventType,
-            occurredAt: Timestamp(microseconds: occurred), recordedAt: Timestamp(microseconds: recorded),
+            occurredAt: occurred, recordedAt: recorded,
             source: source, environment: env, idempotencyKey: key,
             data: try object(data, position: position), metadata: try object(metadata, position: position),
             prevHash: prev, hash: hash)

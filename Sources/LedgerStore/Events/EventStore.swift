@@ -175,13 +175,13 @@ public struct EventStore: Sendable {
     public func feed(
         afterPosition: Int64, limit: Int, recordedFrom: Timestamp?, recordedTo: Timestamp?, on source: Database? = nil
     ) async throws -> [RecordedEvent] {
-        let from = (recordedFrom ?? .minimum).rfc3339
-        let to = recordedTo.map(\.rfc3339) ?? "infinity"
+        let from = recordedFrom ?? .minimum
+        let to = recordedTo ?? .maximum
         return try await StoreError.mapping {
             try await collect(on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
-                WHERE position > \(afterPosition) AND recorded_at >= \(from)::timestamptz AND recorded_at < \(to)::timestamptz
+                WHERE position > \(afterPosition) AND recorded_at >= \(from) AND recorded_at < \(to)
                 ORDER BY position LIMIT \(Int64(limit))
                 """)
         }

@@ -263,9 +263,9 @@ public struct StoreSyncMarks: Sendable {
         let logger = database.logger
         return try await database.withConnection { c in
             let rows = try await c.query(
-                "SELECT (extract(epoch FROM mark) * 1000000)::int8 FROM store_sync_marks WHERE store = \(store) AND name = \(name)",
+                "SELECT mark FROM store_sync_marks WHERE store = \(store) AND name = \(name)",
                 logger: logger)
-            for try await us in rows.decode(Int64.self) { return Timestamp(microseconds: us) }
+            for try await mark in rows.decode(Timestamp.self) { return mark }
             return nil
         }
     }
@@ -276,7 +276,7 @@ public struct StoreSyncMarks: Sendable {
         try await database.withConnection { c in
             try await c.query(
                 """
-                INSERT INTO store_sync_marks (store, name, mark) VALUES (\(store), \(name), 'epoch'::timestamptz + \(mark.microseconds) * interval '1 microsecond')
+                INSERT INTO store_sync_marks (store, name, mark) VALUES (\(store), \(name), \(mark))
                 ON CONFLICT (store, name) DO UPDATE SET mark = greatest(store_sync_marks.mark, excluded.mark), updated_at = clock_timestamp()
                 """, logger: logger)
         }

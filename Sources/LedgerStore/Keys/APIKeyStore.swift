@@ -41,11 +41,11 @@ public struct APIKeyStore: Sendable {
             try await connection.query(
                 """
                 INSERT INTO api_keys (key_id, name, role, key_hash) VALUES (\(id), \(name), \(role.rawValue), \(ByteBuffer(bytes: Self.hash(secret))))
-                RETURNING (extract(epoch FROM created_at) * 1000000)::int8
+                RETURNING created_at
                 """, logger: logger
-            ).collect()[0].decode(Int64.self)
+            ).collect()[0].decode(Timestamp.self)
         }
-        return (APIKey(keyID: id, name: name, role: role, createdAt: Timestamp(microseconds: created), revokedAt: nil), secret)
+        return (APIKey(keyID: id, name: name, role: role, createdAt: created, revokedAt: nil), secret)
     }
 
     /// The active key for a presented secret, or nil (unknown, malformed or revoked).
@@ -54,12 +54,12 @@ public struct APIKeyStore: Sendable {
         return try await database.withConnection { connection in
             let rows = try await connection.query(
                 """
-                SELECT key_id, name, role, (extract(epoch FROM created_at) * 1000000)::int8 FROM api_keys
+                SELECT key_id, name, role, created_at FROM api_keys
                 WHERE key_hash = \(ByteBuffer(bytes: Self.hash(secret))) AND revoked_at IS NULL
                 """, logger: logger)
-            for try await (id, name, role, created) in rows.decode((UUID, String, String, Int64).self) {
+            for try await (id, name, role, created) in rows.decode((UUID, String, String, Timestamp).self) {
                 guard let role = APIRole(rawValue: role) else { return nil }
-                return APIKey(keyID: id, name: name, role: role, createdAt: Timestamp(microseconds: created), revokedAt: nil)
+                return APIKey(keyID: id, name: name, role: role, createdAt: created, revokedAt: nil)
             }
             return nil
         }
@@ -70,15 +70,14 @@ public struct APIKeyStore: Sendable {
             var keys: [APIKey] = []
             let rows = try await connection.query(
                 """
-                SELECT key_id, name, role, (extract(epoch FROM created_at) * 1000000)::int8,
-                       (extract(epoch FROM revoked_at) * 1000000)::int8
+                SELECT key_id, name, role, created_at, revoked_at
                 FROM api_keys ORDER BY created_at, key_id
                 """, logger: logger)
-            for try await (id, name, role, created, revoked) in rows.decode((UUID, String, String, Int64, Int64?).self) {
+            for try await (id, name, role, created, revoked) in rows.decode((UUID, String, String, Timestamp, Timestamp?).self) {
                 keys.append(
                     APIKey(
                         keyID: id, name: name, role: APIRole(rawValue: role) ?? .reader,
-                        createdAt: Timestamp(microseconds: created), revokedAt: revoked.map(Timestamp.init(microseconds:))))
+                        createdAt: created, revokedAt: revoked))
             }
             return keys
         }

@@ -74,37 +74,18 @@ public struct ProjectionReader: Sendable {
             var state: (String, String, String)?
             let rows = try await connection.query(
                 """
-                SELECT s.auto_renew::text, s.lapsed::text, s.unmatched_refunds::text,
-                       NULL::text, NULL::int8, NULL::int8, NULL::text, NULL::text, NULL::text, NULL::uuid, NULL::int8,
-                       NULL::text, NULL::int8, NULL::uuid, NULL::text, 0 AS part, 0 AS seq
+                SELECT s.auto_renew::text, s.lapsed::text, s.unmatched_refunds::text, \(unescaped: WindowRow.nulls), 0 AS part, 0 AS seq
                 FROM subscriber_state s WHERE s.subscriber_id = \(subscriberID)
                 UNION ALL
-                SELECT NULL, NULL, NULL,
-                       w.entitlement, (extract(epoch FROM w.start_at) * 1000000)::int8,
-                       (extract(epoch FROM w.granted_end) * 1000000)::int8, w.kind, w.product_id, w.transaction_id,
-                       w.source_event_id, w.source_position, w.environment,
-                       (extract(epoch FROM w.cut_at) * 1000000)::int8, w.cut_by, w.cut_cause, 1, w.seq
+                SELECT NULL, NULL, NULL, \(unescaped: WindowRow.columns), 1, w.seq
                 FROM windows w WHERE w.subscriber_id = \(subscriberID)
                 ORDER BY part, seq
                 """, logger: logger)
             for try await row in rows {
                 guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
                 let (autoRenew, lapsed, unmatched) = (try c.optionalString(), try c.optionalString(), try c.optionalString())
-                let (e, start, granted, kind) = (try c.optionalString(), try c.optionalInt64(), try c.optionalInt64(), try c.optionalString())
-                let (product, txn, source) = (try c.optionalString(), try c.optionalString(), try c.optionalUUID())
-                let (position, env, cutAt) = (try c.optionalInt64(), try c.optionalString(), try c.optionalInt64())
-                let (cutBy, cause) = (try c.optionalUUID(), try c.optionalString())
                 if state == nil, let autoRenew, let lapsed, let unmatched { state = (autoRenew, lapsed, unmatched) }
-                guard let e, let start, let kind, let source, let position, let env else { continue }
-                var cuts: [Window.Cut] = []
-                if let cutAt, let cutBy, let cause = cause.flatMap(Window.Cut.Cause.init(rawValue:)) {
-                    cuts = [Window.Cut(at: Timestamp(microseconds: cutAt), eventID: cutBy, cause: cause)]
-                }
-                windows.append(
-                    Window(
-                        entitlement: e, start: Timestamp(microseconds: start), grantedEnd: granted.map(Timestamp.init(microseconds:)),
-                        kind: Window.Kind(rawValue: kind) ?? .paid, productID: product, transactionID: txn, sourceEventID: source,
-                        sourcePosition: position, environment: LedgerEnvironment(rawValue: env) ?? .production, cuts: cuts))
+                if let window = try WindowRow.decode(&c) { windows.append(window) }
             }
             // An exact-size copy: appending left up to twice the capacity, which a cached ledger would keep.
             let exact = windows.withUnsafeBufferPointer { Array($0) }
@@ -135,25 +116,15 @@ public struct ProjectionReader: Sendable {
             var out: [(String, Int32, Window)] = []
             let rows = try await connection.query(
                 """
-                SELECT subscriber_id, seq, entitlement, (extract(epoch FROM start_at) * 1000000)::int8,
-                       (extract(epoch FROM granted_end) * 1000000)::int8, kind, product_id, transaction_id,
-                       source_event_id, source_position, environment,
-                       (extract(epoch FROM cut_at) * 1000000)::int8, cut_by, cut_cause
-                FROM windows WHERE (subscriber_id, seq) > (\(afterSubscriber), \(afterSeq))
-                ORDER BY subscriber_id, seq LIMIT \(Int64(limit))
+                SELECT w.subscriber_id, w.seq, \(unescaped: WindowRow.columns)
+                FROM windows w WHERE (w.subscriber_id, w.seq) > (\(afterSubscriber), \(afterSeq))
+                ORDER BY w.subscriber_id, w.seq LIMIT \(Int64(limit))
                 """, logger: logger)
-            for try await (s, q, e, start, granted, kind, product, txn, source, position, env, cutAt, cutBy, cause) in rows.decode(
-                (String, Int32, String, Int64, Int64?, String, String?, String?, UUID, Int64, String, Int64?, UUID?, String?).self)
-            {
-                var cuts: [Window.Cut] = []
-                if let cutAt, let cutBy, let cause = cause.flatMap(Window.Cut.Cause.init(rawValue:)) {
-                    cuts = [Window.Cut(at: Timestamp(microseconds: cutAt), eventID: cutBy, cause: cause)]
-                }
-                out.append(
-                    (s, q, Window(
-                        entitlement: e, start: Timestamp(microseconds: start), grantedEnd: granted.map(Timestamp.init(microseconds:)),
-                        kind: Window.Kind(rawValue: kind) ?? .paid, productID: product, transactionID: txn, sourceEventID: source,
-                        sourcePosition: position, environment: LedgerEnvironment(rawValue: env) ?? .production, cuts: cuts)))
+            for try await row in rows {
+                guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let (s, q) = (try c.string(), try c.int32())
+                guard let window = try WindowRow.decode(&c) else { throw BinaryCells.Unexpected(column: "windows") }
+                out.append((s, q, window))
             }
             return out
         }
@@ -166,7 +137,7 @@ public struct ProjectionReader: Sendable {
             case .position(let p):
                 "SELECT \(unescaped: EventRow.columns) FROM events WHERE subscriber_id = \(subscriberID) AND position <= \(p) ORDER BY version"
             case .recordedAt(let t):
-                "SELECT \(unescaped: EventRow.columns) FROM events WHERE subscriber_id = \(subscriberID) AND recorded_at <= \(t.rfc3339)::timestamptz ORDER BY version"
+                "SELECT \(unescaped: EventRow.columns) FROM events WHERE subscriber_id = \(subscriberID) AND recorded_at <= \(t) ORDER BY version"
             }
         return try await database.withConnection { connection in
             var events: [RecordedEvent] = []

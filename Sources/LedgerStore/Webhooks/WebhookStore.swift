@@ -31,12 +31,9 @@ public struct WebhookStore: Sendable {
     static let columns = """
         e.endpoint_id, e.url, e.description, e.event_types, e.entitlements, e.status, e.status_reason,
         e.delivered_through, e.failed_attempts,
-        (extract(epoch FROM e.failing_since) * 1000000)::int8,
-        (extract(epoch FROM e.next_attempt_at) * 1000000)::int8,
-        e.last_error,
-        (extract(epoch FROM CASE WHEN e.previous_secret_until > clock_timestamp() THEN e.previous_secret_until END) * 1000000)::int8,
-        (extract(epoch FROM e.created_at) * 1000000)::int8,
-        (extract(epoch FROM e.updated_at) * 1000000)::int8,
+        e.failing_since, e.next_attempt_at, e.last_error,
+        CASE WHEN e.previous_secret_until > clock_timestamp() THEN e.previous_secret_until END,
+        e.created_at, e.updated_at,
         greatest(h.head - e.delivered_through, 0)::int8,
         coalesce((SELECT greatest(extract(epoch FROM clock_timestamp() - v.recorded_at), 0)::float8
                   FROM events v WHERE v.position = e.delivered_through + 1), 0)::float8
@@ -197,20 +194,19 @@ public struct WebhookStore: Sendable {
             let rows = try await c.query(
                 """
                 SELECT delivery_id, position, event_id, webhook_id, attempt, outcome, http_status, latency_ms, error,
-                       (extract(epoch FROM next_retry_at) * 1000000)::int8, (extract(epoch FROM attempted_at) * 1000000)::int8
+                       next_retry_at, attempted_at
                 FROM webhook_deliveries
                 WHERE endpoint_id = \(id) AND delivery_id < \(before ?? Int64.max)
                 ORDER BY delivery_id DESC LIMIT \(Int64(limit))
                 """, logger: logger)
             for try await (deliveryID, position, eventID, webhookID, attempt, outcome, status, latency, error, next, at) in rows.decode(
-                (Int64, Int64, UUID, String, Int32, String, Int32?, Int32, String?, Int64?, Int64).self)
+                (Int64, Int64, UUID, String, Int32, String, Int32?, Int32, String?, Timestamp?, Timestamp).self)
             {
                 out.append(
                     WebhookDelivery(
                         id: deliveryID, position: position, eventID: eventID, webhookID: webhookID, attempt: Int(attempt),
                         outcome: WebhookDelivery.Outcome(rawValue: outcome) ?? .failed, httpStatus: status.map(Int.init),
-                        latencyMilliseconds: Int(latency), error: error, nextRetryAt: next.map(Timestamp.init(microseconds:)),
-                        attemptedAt: Timestamp(microseconds: at)))
+                        latencyMilliseconds: Int(latency), error: error, nextRetryAt: next, attemptedAt: at))
             }
             return out
         }
@@ -351,7 +347,7 @@ public struct WebhookStore: Sendable {
                             ELSE e.status_reason END,
                         updated_at = CASE WHEN \(outcome) = 'delivered' THEN e.updated_at ELSE clock_timestamp() END
                     FROM plan p WHERE e.endpoint_id = p.endpoint_id AND p.mine
-                    RETURNING (extract(epoch FROM e.next_attempt_at) * 1000000)::int8 AS next, p.pause
+                    RETURNING e.next_attempt_at AS next, p.pause
                 ), logged AS (
                     INSERT INTO webhook_deliveries
                         (endpoint_id, position, event_id, webhook_id, attempt, outcome, http_status, latency_ms, error, next_retry_at, instance)
@@ -363,8 +359,8 @@ public struct WebhookStore: Sendable {
                 """, logger: logger
             ).collect()
             guard let row = rows.first else { return .stale }
-            let (next, pause) = try row.decode((Int64?, Bool).self)
-            return .applied(nextRetryAt: next.map(Timestamp.init(microseconds:)), paused: pause)
+            let (next, pause) = try row.decode((Timestamp?, Bool).self)
+            return .applied(nextRetryAt: next, paused: pause)
         }
     }
 
@@ -461,16 +457,14 @@ public struct WebhookStore: Sendable {
         let types = try c.next([String]?.self), entitlements = try c.next([String]?.self)
         let status = try c.next(String.self), reason = try c.next(String?.self)
         let through = try c.next(Int64.self), failed = try c.next(Int32.self)
-        let since = try c.next(Int64?.self), next = try c.next(Int64?.self), error = try c.next(String?.self)
-        let previousUntil = try c.next(Int64?.self), created = try c.next(Int64.self), updated = try c.next(Int64.self)
+        let since = try c.next(Timestamp?.self), next = try c.next(Timestamp?.self), error = try c.next(String?.self)
+        let previousUntil = try c.next(Timestamp?.self), created = try c.next(Timestamp.self), updated = try c.next(Timestamp.self)
         let lag = try c.next(Int64.self), lagSeconds = try c.next(Double.self)
         return WebhookEndpoint(
             id: id, url: url, description: description, eventTypes: types, entitlements: entitlements,
             status: WebhookEndpoint.Status(rawValue: status) ?? .disabled, statusReason: reason, deliveredThrough: through,
-            failedAttempts: Int(failed), failingSince: since.map(Timestamp.init(microseconds:)),
-            nextAttemptAt: next.map(Timestamp.init(microseconds:)), lastError: error,
-            previousSecretUntil: previousUntil.map(Timestamp.init(microseconds:)), createdAt: Timestamp(microseconds: created),
-            updatedAt: Timestamp(microseconds: updated), lagPositions: lag, lagSeconds: lagSeconds)
+            failedAttempts: Int(failed), failingSince: since, nextAttemptAt: next, lastError: error,
+            previousSecretUntil: previousUntil, createdAt: created, updatedAt: updated, lagPositions: lag, lagSeconds: lagSeconds)
     }
 
     /// Reads a row's cells in order, each with its own type.
