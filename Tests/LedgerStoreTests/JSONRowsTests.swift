@@ -9,11 +9,11 @@ struct JSONRowsTests {
         var rows = JSONRows()
         #expect(rows.text == "[]")
         for i in 0..<3 {
-            rows.row { r in
-                r.string("name", i == 1 ? nil : "a\"b\\c\n\(i)")
-                r.integer("n", i == 2 ? nil : Int64(i))
-                r.json("list", .array([.string("pro"), .number(JSONNumber(Int64(i)))]))
-            }
+            rows.beginRow()
+            rows.member("name", i == 1 ? .null : .string("a\"b\\c\n\(i)"))
+            rows.integer("n", i == 2 ? nil : Int64(i))
+            rows.member("list", .array([.string("pro"), .number(JSONNumber(Int64(i)))]))
+            rows.endRow()
         }
         let parsed = try JSONParser.parse(rows.text).arrayValue ?? []
         #expect(parsed.count == 3)

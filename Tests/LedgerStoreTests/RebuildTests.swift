@@ -90,4 +90,34 @@ struct RebuildTests {
             }
         }
     }
+
+    /// Every row of the five projection tables as text, in a fixed order.
+    static func projection(_ client: PostgresClient) async throws -> [String] {
+        var out: [String] = []
+        for table in ["windows", "subscriber_state", "report_runs", "report_transactions", "report_trials"] {
+            for try await row in try await client.query(
+                "SELECT \(unescaped: table)::text FROM \(unescaped: table) ORDER BY 1", logger: TestDatabase.logger)
+            {
+                out.append(table + " " + (try row.decode(String.self)))
+            }
+        }
+        return out
+    }
+
+    @Test("a rebuild (COPY rows) writes exactly the rows the appends (JSON rows) wrote: one description of the tables")
+    func rebuildEqualsAppends() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let events = GeneratedLedger.events(seed: 19, subscribers: 60, eventsPerSubscriber: 1...25)
+            for start in stride(from: 0, to: events.count, by: 200) {
+                _ = try await store.append(Array(events[start..<min(start + 200, events.count)]))
+            }
+            let appended = try await Self.projection(client)
+            #expect(appended.count > 100)
+            #expect(appended.contains { $0.hasPrefix("report_transactions ") } && appended.contains { $0.hasPrefix("report_runs ") })
+            try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
+            let rebuilt = try await Self.projection(client)
+            #expect(rebuilt == appended)
+        }
+    }
 }

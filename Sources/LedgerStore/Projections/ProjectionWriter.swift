@@ -66,8 +66,8 @@ struct ProjectionWriter {
         _ = try await connection.query(
             """
             SELECT subledger_projection_write(
-                \(TextArray(folded.map(\.subscriber)))::text[], \(rows.windows.text)::jsonb, \(rows.states.text)::jsonb,
-                \(rows.runs.text)::jsonb, \(rows.transactions.text)::jsonb, \(rows.trials.text)::jsonb),
+                \(TextArray(folded.map(\.subscriber)))::text[], \(rows.text(.windows))::jsonb, \(rows.text(.subscriberState))::jsonb,
+                \(rows.text(.reportRuns))::jsonb, \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb),
                 set_config('statement_timeout', '0', true)
             """, logger: logger
         ).collect()
