@@ -30,8 +30,11 @@ struct APIHarness {
                 backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
                 // The App Store scenarios are dated 2026: accept signatures of any age (the limit has its own tests).
+                // A connection may take a while on a loaded machine (tests run in parallel): a lease timeout
+                // above the production default, so a slow lease is not mistaken for an outage.
                 configuration: ServerConfiguration(
-                    maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER, appleMaxAge: .seconds(100 * 365 * 86_400)),
+                    maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15), appleRootsDER: appleRootsDER,
+                    appleMaxAge: .seconds(100 * 365 * 86_400)),
                 client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
             try await app.test(.router) { http in

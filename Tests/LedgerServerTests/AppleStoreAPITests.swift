@@ -171,6 +171,7 @@ struct AppleStoreAPITests {
             let windows = try await http.execute(uri: "/v1/subscribers/r1/windows", method: .get, headers: api.headers(.reader))
             let w = try #require(try windows.json.objectValue?["windows"]?.arrayValue).compactMap(\.objectValue)
             #expect(w.map { $0["transaction_id"] } == ["7000", "7001"])
+            try #require(!w.isEmpty)
             #expect(w[0]["cut_at"] == .null)
             #expect(w[1]["end"] == "2026-04-10T00:00:00Z")
             #expect(try await pro(http, api, subscriber: "r1", at: "2026-03-15T00:00:00Z")?["active"] == true)

@@ -49,6 +49,7 @@ struct ReportsAPITests {
             #expect(periods.map { $0["period_start"] } == ["2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z"])
             #expect(periods.map { $0["new"] } == [1, 0, 0])
             #expect(periods.map { $0["active_end"] } == [1, 1, 0])
+            try #require(periods.count == 3)
             #expect(periods[2]["churned_voluntary"] == 1 && periods[2]["churn_rate"] == 1)
             #expect(periods[0]["churn_rate"] == .null)
 
@@ -57,6 +58,7 @@ struct ReportsAPITests {
             let rows = try #require(try revenue.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue))
             #expect(rows.map { $0["currency"] } == ["USD", "USD", "USD"], "sandbox never counts")
             #expect(rows.map { $0["billings"] } == [1998, 999, 0])
+            try #require(rows.count == 3)
             #expect(rows[0]["commission"] == 600 && rows[0]["proceeds"] == 1398 && rows[0]["refunds"] == 999)
             #expect(rows[2]["deferred_end"] == 0)
 
