@@ -40,12 +40,12 @@ struct MultiHostTests {
             // Port 1 on loopback: nothing listens there.
             let down = url.single(.init(host: "127.0.0.1", port: 1))
             #expect(await PrimaryClient.probe(down, logger: logger) == .unreachable)
-            #expect(await PrimaryClient.probe(url, logger: logger) == .writable)
+            #expect(await PrimaryClient.probe(url, logger: logger, timeout: .seconds(20)) == .writable)
             try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { owner in
                 try await owner.query("ALTER DATABASE \(unescaped: url.database) SET default_transaction_read_only = on")
                 return true
             }
-            #expect(await PrimaryClient.probe(url, logger: logger) == .readOnly)
+            #expect(await PrimaryClient.probe(url, logger: logger, timeout: .seconds(20)) == .readOnly)
             // From another database: sessions on this one are read-only now.
             try await TestDatabase.run(try TestDatabase.baseURL().clientConfiguration(maximumConnections: 1)) { owner in
                 try await owner.query("ALTER DATABASE \(unescaped: url.database) RESET default_transaction_read_only")

@@ -84,9 +84,10 @@ final class Receiver: Sendable {
 struct WebhookDeliveryTests {
     static let configuration = WebhookConfiguration(
         policy: WebhookDestinationPolicy(allowHTTP: true, allowPrivate: true), concurrency: 4,
-        connectTimeout: .seconds(1), responseTimeout: .milliseconds(500),
+        // Long enough that a loaded machine's slow answer is not a timeout (which would deliver twice).
+        connectTimeout: .seconds(2), responseTimeout: .seconds(3),
         retrySchedule: WebhookRetrySchedule(delays: [.milliseconds(50), .milliseconds(100)], giveUpAfter: .seconds(60), jitter: 0),
-        leaseDuration: .seconds(5), leaseInterval: .milliseconds(200), pollInterval: .milliseconds(50))
+        leaseDuration: .seconds(8), leaseInterval: .milliseconds(200), pollInterval: .milliseconds(50))
 
     /// Runs the service on a fresh database while `body` runs, with a receiver listening.
     static func running(
@@ -166,7 +167,7 @@ struct WebhookDeliveryTests {
     func timeoutAndGone() async throws {
         try await Self.running { store, events, receiver, url in
             let e = try await Self.create(store, url, receiver: receiver)
-            receiver.set(.init(status: 200, delay: .seconds(1), times: 1))
+            receiver.set(.init(status: 200, delay: .seconds(4), times: 1))
             _ = try await events.append([SampleEvents.purchase(subscriber: "s", key: "k1")])
             try await Self.eventually("delivered after a timeout") {
                 let through = try await store.get(e.id).deliveredThrough

@@ -156,14 +156,14 @@ public final class PrimaryClient: ClientProvider, Service {
         case unreachable
     }
 
-    public static func probe(_ url: DatabaseURL, logger: Logger) async -> Role {
+    public static func probe(_ url: DatabaseURL, logger: Logger, timeout: Duration = .seconds(3)) async -> Role {
         do {
             // The probe's own connection: TLS only when the URL requires it (SCRAM never sends the password).
             let tls: PostgresConnection.Configuration.TLS =
                 url.sslMode == "require" ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
             var config = PostgresConnection.Configuration(
                 host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: tls)
-            config.options.connectTimeout = .seconds(2)
+            config.options.connectTimeout = timeout < .seconds(2) ? .milliseconds(Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)) : .seconds(2)
             let configuration = config
             return try await withThrowingTaskGroup(of: Role.self) { group in
                 group.addTask {
@@ -183,7 +183,7 @@ public final class PrimaryClient: ClientProvider, Service {
                     return recovery || readOnly ? .readOnly : .writable
                 }
                 group.addTask {
-                    try await Task.sleep(for: .seconds(3))
+                    try await Task.sleep(for: timeout)
                     return .unreachable
                 }
                 defer { group.cancelAll() }
