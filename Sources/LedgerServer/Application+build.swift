@@ -32,14 +32,21 @@ public struct ServerConfiguration: Sendable {
     public var replicaWait: Duration
     /// Outbound webhooks: which URLs are allowed, timeouts, retries, leases (docs/webhooks.md).
     public var webhooks: WebhookConfiguration
+    /// Stripe webhook endpoint secrets (`whsec_…`), several during a rotation; empty: the Stripe route answers 503.
+    public var stripeWebhookSecrets: [String]
+    /// Seconds a `Stripe-Signature` timestamp may differ from now (docs/stripe.md).
+    public var stripeSignatureTolerance: Int64
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
         keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
         appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250),
-        webhooks: WebhookConfiguration = WebhookConfiguration()
+        webhooks: WebhookConfiguration = WebhookConfiguration(), stripeWebhookSecrets: [String] = [],
+        stripeSignatureTolerance: Int64 = StripeSignatureVerifier.defaultTolerance
     ) {
+        self.stripeWebhookSecrets = stripeWebhookSecrets
+        self.stripeSignatureTolerance = stripeSignatureTolerance
         self.replicaWait = replicaWait
         self.webhooks = webhooks
         self.appleMaxAge = appleMaxAge
@@ -162,6 +169,11 @@ func buildRouter(
             maxAge: configuration.appleMaxAge),
         intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
+    // Outside the v1 group: Stripe authenticates with its signature, not an API key.
+    StripeStoreRoutes(
+        verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
+    ).register(on: router)
     return router
 }
 

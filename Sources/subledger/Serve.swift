@@ -10,6 +10,7 @@ import Metrics
 import PostgresNIO
 import Prometheus
 import ServiceLifecycle
+import StoreAdapters
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the HTTP API.")
@@ -109,6 +110,16 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a webhook endpoint's lease lasts without renewal: how soon another instance takes over a dead one's endpoints.")
     var webhookLeaseSeconds = 15
 
+    @Option(
+        name: .customLong("stripe-webhook-secret"),
+        help: "A Stripe webhook endpoint secret (whsec_…); repeatable, for rotation (default: $SUBLEDGER_STRIPE_WEBHOOK_SECRETS, comma-separated). Without one, POST /v1/stores/stripe/webhooks answers 503.")
+    var stripeWebhookSecrets: [String] = []
+
+    @Option(
+        name: .customLong("stripe-signature-tolerance"),
+        help: "Seconds a Stripe-Signature timestamp may differ from now (default: $SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE or 300).")
+    var stripeSignatureTolerance: Int?
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
         _ = try appleRoots()
@@ -145,6 +156,15 @@ struct Serve: AsyncParsableCommand {
             )
         }
         let webhooks = try webhookConfiguration()
+        let env = ProcessInfo.processInfo.environment
+        let stripeSecrets =
+            stripeWebhookSecrets.isEmpty
+            ? (env["SUBLEDGER_STRIPE_WEBHOOK_SECRETS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+            : stripeWebhookSecrets
+        let stripeTolerance =
+            stripeSignatureTolerance ?? env["SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE"].flatMap { Int($0) } ?? Int(StripeSignatureVerifier.defaultTolerance)
+        guard (1...86_400).contains(stripeTolerance) else { throw ValidationError("--stripe-signature-tolerance must be 1 to 86400 seconds") }
         let leaseTimeout = Duration.milliseconds(Int64(dbTimeout * 1000))
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -165,7 +185,8 @@ struct Serve: AsyncParsableCommand {
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
                 entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
-                replicaWait: replicaWait, webhooks: webhooks),
+                replicaWait: replicaWait, webhooks: webhooks, stripeWebhookSecrets: stripeSecrets,
+                stripeSignatureTolerance: Int64(stripeTolerance)),
             primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
             metrics: registry, logger: logger)
         logger.info(

@@ -15,7 +15,7 @@ struct APIHarness {
     var keys: [APIRole: String]
 
     static func run(
-        maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [],
+        maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
@@ -31,7 +31,8 @@ struct APIHarness {
             let app = try buildApplication(
                 // The App Store scenarios are dated 2026: accept signatures of any age (the limit has its own tests).
                 configuration: ServerConfiguration(
-                    maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER, appleMaxAge: .seconds(100 * 365 * 86_400)),
+                    maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER, appleMaxAge: .seconds(100 * 365 * 86_400),
+                    stripeWebhookSecrets: stripeSecrets),
                 client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
