@@ -161,7 +161,7 @@ struct StripeMapperTests {
             _ = try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
             Issue.record("accepted an amount above the limit")
         } catch {
-            #expect(error.field == "data.object.lines.data[0].amount")
+            #expect((error as? StoreMappingError)?.field == "data.object.lines.data[0].amount")
         }
         let backwards = StripeFixtures.line(id: "il_1", amount: 10, start: Self.apr1, end: Self.mar1, price: StripeFixtures.price("pro.monthly"))
         #expect(throws: StoreMappingError.self) {
