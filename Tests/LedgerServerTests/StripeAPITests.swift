@@ -125,9 +125,12 @@ struct StripeAPITests {
             try await S.catalog(http, api)
             let c = "cus_A", sub = "sub_A"
             // The first invoice arrives before the checkout names the subscriber: it waits.
-            let in1 = S.event("evt_in1", "invoice.paid", at: "2026-03-01T10:00:05Z", S.invoice(
+            // A real invoice can be far larger than the 16 KiB an event's metadata may hold.
+            var first = S.invoice(
                 "in_1", "subscription_create", customer: c, sub: sub, pi: "pi_1", paidAt: "2026-03-01T10:00:00Z",
-                lines: [S.line("il_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")]))
+                lines: [S.line("il_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")])
+            first["description"] = .string(String(repeating: "x", count: 40_000))
+            let in1 = S.event("evt_in1", "invoice.paid", at: "2026-03-01T10:00:05Z", first)
             #expect(S.status(try await S.post(http, in1)) == "pending")
             let checkout = S.object("checkout.session", [
                 "id": "cs_A", "mode": "subscription", "client_reference_id": "web-a", "customer": .string(c), "subscription": .string(sub),
@@ -303,6 +306,21 @@ struct StripeAPITests {
             }
             let windows = try await http.execute(uri: "/v1/subscribers/web-s/windows", method: .get, headers: api.headers(.reader))
             #expect(try windows.json.objectValue?["windows"]?.arrayValue?.isEmpty ?? true)
+            // A signed event that is not what Stripe documents: 422 naming the field, nothing stored.
+            let huge = S.event("evt_s2", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
+                "in_h", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_h", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_h", 1_000_000_000_000_001, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-s"))
+            let refused = try await S.post(http, huge)
+            #expect(refused.status == .unprocessableContent && refused.errorField == "data.object.lines.data[0].amount", "\(String(buffer: refused.body))")
+            let unknownPrice = S.event("evt_s3", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
+                "in_u", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_u", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_u", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "no.such.price")], subscriber: "web-s"))
+            let missing = try await S.post(http, unknownPrice)
+            #expect(missing.status == .unprocessableContent && missing.errorCode == "invalid_event", "\(String(buffer: missing.body))")
+            let notJSON = try await S.post(http, Array("not json".utf8))
+            #expect(notJSON.status == .badRequest && notJSON.errorCode == "invalid_request")
+            let after = try await http.execute(uri: "/v1/subscribers/web-s/windows", method: .get, headers: api.headers(.reader))
+            #expect(try after.json.objectValue?["windows"]?.arrayValue?.isEmpty ?? true)
             // The old secret during a rotation, then the new one (a retried delivery: duplicate).
             #expect(S.status(try await S.post(http, bytes, secret: S.secret)) == "applied")
             #expect(S.status(try await S.post(http, bytes, secret: "whsec_new")) == "duplicate")

@@ -68,9 +68,12 @@ public enum StripeEventMapper: StoreAdapter {
     public static func interpret(_ e: StripeEvent) throws(StoreMappingError) -> StripeMapping {
         let o = e.object
         var m = StripeMapping(ignored: false, accountID: nil, linkedIDs: [], subscriberHint: nil, invoiceTransaction: nil, drafts: [])
-        let meta: [String: JSONValue] = [
-            "store": "stripe", "event_id": .string(e.id), "event_type": .string(e.type), "raw": .object(e.payload),
-        ]
+        // Stripe's ids only: whole Stripe objects outgrow the 16 KiB metadata limit; the raw event is kept in the inbox.
+        var ids: [String: JSONValue] = ["store": "stripe", "event_id": .string(e.id), "event_type": .string(e.type)]
+        if let objectID = id(o["id"]) { ids["object_id"] = .string(objectID) }
+        if let kind = o["object"]?.stringValue, kind.utf8.count <= 100 { ids["object"] = .string(kind) }
+        if let customer = id(o["customer"]) { ids["customer"] = .string(customer) }
+        let meta = ids
         func draft(_ type: EventType, _ at: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> EventDraft {
             EventDraft(
                 type: type, occurredAt: at, environment: e.environment, idempotencyKey: key, productID: product,
