@@ -120,6 +120,14 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a Stripe-Signature timestamp may differ from now (default: $SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE or 300).")
     var stripeSignatureTolerance: Int?
 
+    @Option(
+        name: .customLong("stripe-api-key"),
+        help: "A Stripe API key (sk_… or a restricted rk_… with read access to customers): pending events' customers are looked up for metadata.subscriber_id (default: $SUBLEDGER_STRIPE_API_KEY; none: webhooks alone).")
+    var stripeAPIKey: String?
+
+    @Option(name: .customLong("stripe-api-base-url"), help: "Stripe's API (default: $SUBLEDGER_STRIPE_API_BASE_URL or https://api.stripe.com).")
+    var stripeAPIBaseURL: String?
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
         _ = try appleRoots()
@@ -165,6 +173,11 @@ struct Serve: AsyncParsableCommand {
         let stripeTolerance =
             stripeSignatureTolerance ?? env["SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE"].flatMap { Int($0) } ?? Int(StripeSignatureVerifier.defaultTolerance)
         guard (1...86_400).contains(stripeTolerance) else { throw ValidationError("--stripe-signature-tolerance must be 1 to 86400 seconds") }
+        let stripeKey = (stripeAPIKey ?? env["SUBLEDGER_STRIPE_API_KEY"]).flatMap { $0.isEmpty ? nil : $0 }
+        let stripeBase = stripeAPIBaseURL ?? env["SUBLEDGER_STRIPE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? StripeAPIClient.defaultBaseURL
+        guard stripeBase.hasPrefix("https://") || stripeBase.hasPrefix("http://") else {
+            throw ValidationError("--stripe-api-base-url must be an http:// or https:// URL, not '\(stripeBase)'")
+        }
         let leaseTimeout = Duration.milliseconds(Int64(dbTimeout * 1000))
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -186,7 +199,7 @@ struct Serve: AsyncParsableCommand {
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
                 entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
                 replicaWait: replicaWait, webhooks: webhooks, stripeWebhookSecrets: stripeSecrets,
-                stripeSignatureTolerance: Int64(stripeTolerance)),
+                stripeSignatureTolerance: Int64(stripeTolerance), stripeAPIKey: stripeKey, stripeAPIBaseURL: stripeBase),
             primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
             metrics: registry, logger: logger)
         logger.info(

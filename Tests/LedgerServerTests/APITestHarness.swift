@@ -16,6 +16,7 @@ struct APIHarness {
 
     static func run(
         maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
+        stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com",
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
@@ -32,10 +33,12 @@ struct APIHarness {
                 // The App Store scenarios are dated 2026: accept signatures of any age (the limit has its own tests).
                 configuration: ServerConfiguration(
                     maxBodyBytes: maxBodyBytes, appleRootsDER: appleRootsDER, appleMaxAge: .seconds(100 * 365 * 86_400),
-                    stripeWebhookSecrets: stripeSecrets),
+                    stripeWebhookSecrets: stripeSecrets, stripeAPIKey: stripeAPIKey, stripeAPIBaseURL: stripeAPIBaseURL,
+                    stripeLookupInterval: .milliseconds(100)),
                 client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
-            try await app.test(.router) { http in
+            // Background services (the Stripe customer look-up) run only in a live application.
+            try await app.test(stripeAPIKey == nil ? .router : .live) { http in
                 try await body(http, APIHarness(keys: keys))
             }
             return true

@@ -5,7 +5,9 @@ import HummingbirdTesting
 import LedgerCore
 import LedgerServer
 import NIOCore
+import Logging
 import StoreAdapters
+import Synchronization
 import Testing
 
 /// Signed Stripe events built from Stripe's own example objects (Resources/stripe, MIT).
@@ -377,5 +379,108 @@ struct StripeAPITests {
                 #expect(ea == eb, "\(at)")
             }
         }
+    }
+}
+
+/// A local stand-in for Stripe's API: `GET /v1/customers/{id}` with the documented customer object, checking
+/// the bearer key as Stripe does (401 otherwise).
+final class StripeAPIStandIn: Sendable {
+    let key: String
+    let customers: [String: [String: JSONValue]]
+    let seen = Mutex<[String]>([])
+
+    init(key: String, customers: [String: [String: JSONValue]]) {
+        self.key = key
+        self.customers = customers
+    }
+
+    func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
+        let router = Router()
+        router.get("v1/customers/:id") { request, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            self.seen.withLock { $0.append(id) }
+            guard request.headers[.authorization] == "Bearer \(self.key)" else {
+                return Response(
+                    status: .unauthorized, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}"#)))
+            }
+            guard let customer = self.customers[id] else {
+                return Response(
+                    status: .notFound, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","code":"resource_missing"}}"#)))
+            }
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(customer).canonicalBytes())))
+        }
+        let port = Mutex<Int?>(nil)
+        var quiet = Logger(label: "stripe-stand-in")
+        quiet.logLevel = .critical
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: quiet)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await app.runService(gracefulShutdownSignals: [])
+                return nil
+            }
+            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+            let result = try await body("http://127.0.0.1:\(port.withLock { $0 }!)")
+            group.cancelAll()
+            return result
+        }
+    }
+}
+
+@Suite("Stripe API look-ups against a local stand-in")
+struct StripeLookupTests {
+    typealias S = StripeHelpers
+    static let key = "sk_test_standin"
+    static let customers: [String: [String: JSONValue]] = [
+        "cus_L": S.object("customer", ["id": "cus_L", "metadata": ["subscriber_id": "web-l"]]),
+        "cus_N": S.object("customer", ["id": "cus_N", "metadata": [:]]),
+    ]
+
+    static func invoice(_ customer: String) -> [UInt8] {
+        S.event("evt_\(customer)", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
+            "in_\(customer)", "subscription_create", customer: customer, sub: "sub_\(customer)", pi: "pi_\(customer)", paidAt: "2026-03-01T10:00:00Z",
+            lines: [S.line("il_\(customer)", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")]))
+    }
+
+    @Test("an event whose customer no link names waits, then the customer's metadata.subscriber_id applies it")
+    func lookUp() async throws {
+        let standIn = StripeAPIStandIn(key: Self.key, customers: Self.customers)
+        try await standIn.serve { base in
+            try await APIHarness.run(stripeAPIKey: Self.key, stripeAPIBaseURL: base) { http, api in
+                try await S.catalog(http, api)
+                #expect(S.status(try await S.post(http, Self.invoice("cus_L"))) == "pending")
+                #expect(S.status(try await S.post(http, Self.invoice("cus_N"))) == "pending")
+                var active = false
+                for _ in 0..<100 where !active {
+                    try await Task.sleep(for: .milliseconds(100))
+                    active = try await S.active(http, api, "web-l", at: "2026-03-15T00:00:00Z")
+                }
+                #expect(active, "the looked-up customer's event was not applied")
+                // Later events of that customer resolve through the link at once.
+                #expect(S.status(try await S.post(http, S.event("evt_cus_L_2", "invoice.paid", at: "2026-04-01T10:00:01Z", S.invoice(
+                    "in_cus_L_2", "subscription_cycle", customer: "cus_L", sub: "sub_cus_L", pi: "pi_cus_L_2", paidAt: "2026-04-01T10:00:00Z",
+                    lines: [S.line("il_cus_L_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")])))) == "applied")
+            }
+        }
+        #expect(standIn.seen.withLock { $0.contains("cus_L") && $0.contains("cus_N") })
+    }
+
+    @Test("a key Stripe refuses (401) applies nothing: the events stay pending")
+    func wrongKey() async throws {
+        let standIn = StripeAPIStandIn(key: Self.key, customers: Self.customers)
+        try await standIn.serve { base in
+            try await APIHarness.run(stripeAPIKey: "sk_test_wrong", stripeAPIBaseURL: base) { http, api in
+                try await S.catalog(http, api)
+                #expect(S.status(try await S.post(http, Self.invoice("cus_L"))) == "pending")
+                try await Task.sleep(for: .milliseconds(800))
+                #expect(try await S.active(http, api, "web-l", at: "2026-03-15T00:00:00Z") == false)
+                // Still pending: a retried delivery is pending again, not a duplicate.
+                #expect(S.status(try await S.post(http, Self.invoice("cus_L"))) == "pending")
+            }
+        }
+        #expect(!standIn.seen.withLock { $0.isEmpty })
     }
 }
