@@ -185,10 +185,18 @@ struct StripeAPITests {
             #expect(try await S.active(http, api, "web-a", "max", at: "2026-05-26T00:00:00Z") == false)
             #expect(try await S.active(http, api, "web-a", "pro", at: "2026-05-26T00:00:00Z") == false)
 
+            // Beside a store's purchase (another subscriber, source apple): reports count both.
+            let apple = try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(eventJSON(
+                subscriber: "ios-1", key: "apple-1", overrides: ["source": "apple"]))))
+            #expect(apple.status == .created)
             let revenue = try await http.execute(uri: "/v1/reports/revenue?from=2026-03-01&to=2026-07-01", method: .get, headers: api.headers(.analyst))
             let rows = try #require(try revenue.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue))
             func sum(_ k: String) -> Int64 { rows.compactMap { $0[k]?.numberValue?.int64Value }.reduce(0, +) }
-            #expect(sum("billings") == 4000 && sum("refunds") == 1500)
+            #expect(sum("billings") == 4000 + 999 && sum("refunds") == 1500)
+            let churn = try await http.execute(uri: "/v1/reports/churn?from=2026-03-01&to=2026-07-01&interval=month", method: .get, headers: api.headers(.analyst))
+            let periods = try #require(try churn.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue))
+            #expect(periods.map { $0["new"] } == [2, 0, 0, 0], "web-a and ios-1 both start in March")
+            #expect(periods[1]["churned"] == 1 && periods[2]["churned_refund"] == 1, "ios-1 lapses in April, web-a by its refund in May: \(periods)")
             #expect(rows.last?["deferred_end"] == 0)
         }
     }
