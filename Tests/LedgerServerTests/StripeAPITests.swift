@@ -492,3 +492,77 @@ struct StripeLookupTests {
         #expect(!standIn.seen.withLock { $0.isEmpty })
     }
 }
+
+@Suite("Stripe webhooks: hostile signed events")
+struct StripeHostileTests {
+    typealias S = StripeHelpers
+
+    /// A deterministic generator (SplitMix64), so a failure names a reproducible case.
+    struct Random {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func pick<T>(_ a: [T]) -> T { a[Int(next() % UInt64(a.count))] }
+    }
+
+    static let odd: [JSONValue] = [
+        .null, true, "", .string(String(repeating: "x", count: 5000)), -1, 0, .number(JSONNumber(Int64.max)), .number(JSONNumber(Int64.min)),
+        .number(JSONNumber(jsonText: "1e400")!), .number(JSONNumber(jsonText: "-0.5")!), [], [:], ["id": "x"], [[[[[]]]]], "\u{0}", "cus_\u{202E}",
+        "1780000000", .number(JSONNumber(253_402_300_800)),
+    ]
+
+    @Test("each mapped type with fields replaced by odd values: answered 200, 400, 409 or 422, never 500; the server keeps answering")
+    func mutations() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let bases: [(String, [String: JSONValue])] = [
+                ("invoice.paid", S.invoice("in_h", "subscription_cycle", customer: "cus_h", sub: "sub_h", pi: "pi_h", paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.line("il_h", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-h")),
+                ("invoice.payment_failed", S.invoice("in_h2", "subscription_cycle", customer: "cus_h", sub: "sub_h", pi: "pi_h2", paidAt: "2026-04-01T10:00:00Z",
+                    lines: [S.line("il_h2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-h")),
+                ("customer.subscription.updated", S.subscription("sub_h", customer: "cus_h", subscriber: "web-h", status: "past_due",
+                    ["current_period_start": S.n("2026-04-01T10:00:00Z"), "trial_start": S.n("2026-03-01T10:00:00Z"), "trial_end": S.n("2026-03-08T10:00:00Z")])),
+                ("customer.subscription.deleted", S.subscription("sub_h", customer: "cus_h", subscriber: "web-h", status: "canceled", ["ended_at": S.n("2026-05-01T10:00:00Z")])),
+                ("charge.refunded", S.object("charge", ["id": "ch_h", "payment_intent": "pi_h", "customer": "cus_h", "refunded": true,
+                    "refunds": ["object": "list", "data": [.object(S.object("refund", ["id": "re_h", "payment_intent": "pi_h"]))]]])),
+                ("refund.created", S.object("refund", ["id": "re_h2", "payment_intent": "pi_h"])),
+                ("charge.dispute.created", S.object("dispute", ["id": "dp_h", "payment_intent": "pi_h"])),
+                ("charge.dispute.closed", S.object("dispute", ["id": "dp_h", "payment_intent": "pi_h", "status": "won"])),
+                ("payment_intent.succeeded", S.object("payment_intent", ["id": "pi_p", "metadata": ["subscriber_id": "web-h", "lookup_key": "week.pass"]])),
+                ("checkout.session.completed", S.object("checkout.session", ["client_reference_id": "web-h", "customer": "cus_h"])),
+            ]
+            var random = Random(state: 16)
+            var n = 0
+            for (type, base) in bases {
+                for _ in 0..<12 {
+                    n += 1
+                    var object = base
+                    for _ in 0..<3 {
+                        let key = random.pick(Array(object.keys).sorted() + ["lines", "items", "metadata", "created", "amount", "currency", "period"])
+                        object[key] = random.pick(Self.odd)
+                    }
+                    let r = try await S.post(http, S.event("evt_h\(n)", type, at: "2026-03-01T10:00:00Z", object))
+                    #expect([200, 400, 409, 422].contains(r.status.code), "case \(n) (\(type)): \(r.status) \(String(buffer: r.body))")
+                }
+            }
+            // Odd envelopes.
+            for envelope: JSONValue in [
+                [:], ["id": "evt_x"], ["id": "evt_x", "type": "invoice.paid", "created": 1, "data": []],
+                ["id": .string(String(repeating: "e", count: 300)), "type": "invoice.paid", "created": 1, "data": ["object": [:]]],
+                ["id": "evt_x", "type": "invoice.paid", "created": -5, "data": ["object": [:]]], [1, 2, 3], "text",
+            ] {
+                let r = try await S.post(http, envelope.canonicalBytes())
+                #expect([200, 400, 422].contains(r.status.code), "\(envelope): \(r.status)")
+            }
+            var deep = String(repeating: "[", count: 5000)
+            deep += String(repeating: "]", count: 5000)
+            #expect(try await S.post(http, Array("{\"id\":\"evt_d\",\"data\":\(deep)}".utf8)).status == .badRequest)
+            #expect(try await http.execute(uri: "/health", method: .get).status == .ok)
+        }
+    }
+}
