@@ -38,6 +38,7 @@ public struct ServerConfiguration: Sendable {
     public var stripeSignatureTolerance: Int64
     /// A Stripe API key: pending events' customers are looked up for `metadata.subscriber_id`. Nil: webhooks alone.
     public var stripeAPIKey: String?
+    /// Stripe's API (`https://api.stripe.com`; tests point it at a local stand-in).
     public var stripeAPIBaseURL: String
     /// How often pending Stripe customers are looked up.
     public var stripeLookupInterval: Duration
