@@ -117,7 +117,7 @@ enum StripeHelpers {
     static func status(_ r: TestResponse) -> String? { try? r.json.objectValue?["status"]?.stringValue }
 }
 
-@Suite("Stripe webhooks over HTTP on PostgreSQL")
+@Suite("Stripe webhooks over HTTP on PostgreSQL", .serialized)
 struct StripeAPITests {
     typealias S = StripeHelpers
 
@@ -438,7 +438,7 @@ final class StripeAPIStandIn: Sendable {
     }
 }
 
-@Suite("Stripe API look-ups against a local stand-in")
+@Suite("Stripe API look-ups against a local stand-in", .serialized)
 struct StripeLookupTests {
     typealias S = StripeHelpers
     static let key = "sk_test_standin"
