@@ -87,6 +87,22 @@ struct StripeMapperTests {
         #expect(cycle.first?.type == .renewal && cycle.first?.productID == "price_1PgafmB7WZ01zgkW6dKueIc5" && cycle.first?.environment == .sandbox)
     }
 
+    @Test("Stripe's fee is the commission when the balance transaction is expanded; zero-decimal currencies are taken as they are")
+    func feeAndCurrency() throws {
+        var line = StripeFixtures.line(id: "il_1", amount: 1200, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly")).objectValue!
+        line["currency"] = "jpy"
+        var inv = invoice("subscription_create", lines: [.object(line)])
+        inv["charge"] = .object(StripeFixtures.object("charge", [
+            "id": "ch_1", "balance_transaction": .object(StripeFixtures.object("balance_transaction", ["amount": 1200, "fee": 71, "currency": "jpy"])),
+        ]))
+        let d = try #require(try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: inv)).first)
+        #expect(d.data["price_minor"] == 1200 && d.data["currency"] == "JPY")
+        #expect(d.data["commission_rate"] == "0.059167")
+        inv["charge"] = "ch_1"
+        let catalogRate = try #require(try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: inv)).first)
+        #expect(catalogRate.data["commission_rate"] == nil)
+    }
+
     @Test("an upgrade's proration credit refunds and cuts the credited invoice; the new item is a purchase")
     func upgrade() throws {
         let mid: Int64 = 1_773_568_800
