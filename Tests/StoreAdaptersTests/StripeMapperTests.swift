@@ -103,6 +103,15 @@ struct StripeMapperTests {
         #expect(catalogRate.data["commission_rate"] == nil)
     }
 
+    @Test("a failed renewal is a billing issue with seven days of grace; a failed first payment grants nothing")
+    func paymentFailed() throws {
+        let line = StripeFixtures.line(id: "il_1", amount: 1000, start: Self.apr1, end: Self.apr1 + 30 * 86_400, price: StripeFixtures.price("pro.monthly"))
+        let renewal = try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_cycle", lines: [line])))
+        #expect(renewal.map(\.type) == [.billingIssue] && renewal[0].idempotencyKey == "stripe:billing_issue:sub_1:\(Self.apr1)")
+        #expect(renewal[0].data["grace_until"] == "2026-04-08T10:00:00Z")
+        #expect(try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_create", lines: [line]))).isEmpty)
+    }
+
     @Test("an upgrade's proration credit refunds and cuts the credited invoice; the new item is a purchase")
     func upgrade() throws {
         let mid: Int64 = 1_773_568_800

@@ -103,7 +103,9 @@ public enum StripeEventMapper: StoreAdapter {
         case "invoice.payment_failed":
             m.accountID = id(o["customer"])
             m.subscriberHint = invoiceSubscriber(o)
-            if let line = subscriptionLines(o).first, let product = productID(line.price) {
+            // A failed first payment (`subscription_create`) leaves the subscription incomplete: nothing was
+            // granted, so there is no grace to give. Renewals that fail are billing issues.
+            if o["billing_reason"]?.stringValue != "subscription_create", let line = subscriptionLines(o).first, let product = productID(line.price) {
                 let start = try time(line.line["period"]?.objectValue?["start"], field: "data.object.lines.data.period.start")
                 let sub = invoiceSubscription(o) ?? id(o["id"]) ?? ""
                 m.drafts = [billingIssue(sub: sub, periodStart: start, product: product, draft: draft)]
