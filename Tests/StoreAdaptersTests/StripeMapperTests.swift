@@ -165,6 +165,15 @@ struct StripeMapperTests {
         sub["cancel_at_period_end"] = true
         let off = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["cancel_at_period_end": false]))
         #expect(off.map(\.type) == [.autoRenewChanged] && off[0].data["enabled"] == false)
+        // The newer way: a `cancel_at` set, then removed.
+        var at = sub
+        at["cancel_at_period_end"] = false
+        at["cancel_at"] = .number(JSONNumber(Self.apr1))
+        let setAt = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", id: "evt_3", object: at, previous: ["cancel_at": .null]))
+        #expect(setAt.map(\.type) == [.autoRenewChanged] && setAt[0].data["enabled"] == false)
+        at["cancel_at"] = .null
+        let cleared = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", id: "evt_4", object: at, previous: ["cancel_at": .number(JSONNumber(Self.apr1))]))
+        #expect(cleared.map(\.type) == [.autoRenewChanged] && cleared[0].data["enabled"] == true)
         sub["status"] = "past_due"
         sub["current_period_start"] = .number(JSONNumber(Self.apr1))
         let due = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["status": "active"]))

@@ -217,9 +217,17 @@ public enum StripeEventMapper: StoreAdapter {
             }
         }
         if e.type == "customer.subscription.updated" {
+            // Auto-renew off: `cancel_at_period_end` turned on, or (the newer way) a `cancel_at` set; on: either undone.
+            var cancels: Bool?
             if let was = e.previousAttributes["cancel_at_period_end"]?.boolValue, let now = o["cancel_at_period_end"]?.boolValue, was != now {
-                let at = now ? (nn(o["canceled_at"]).flatMap { try? time($0, field: "") } ?? e.created) : e.created
-                out.append(draft(.autoRenewChanged, at, "stripe:event:\(e.id)", product, ["enabled": .bool(!now), "product_id": .string(product)]))
+                cancels = now
+            } else if e.previousAttributes.keys.contains("cancel_at") {
+                let was = nn(e.previousAttributes["cancel_at"]) != nil, now = nn(o["cancel_at"]) != nil
+                if was != now { cancels = now }
+            }
+            if let cancels {
+                let at = cancels ? (nn(o["canceled_at"]).flatMap { try? time($0, field: "") } ?? e.created) : e.created
+                out.append(draft(.autoRenewChanged, at, "stripe:event:\(e.id)", product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
             }
             if let previousStatus, previousStatus != status {
                 let periodStart = nn(o["current_period_start"]) ?? nn(item["current_period_start"])
