@@ -337,6 +337,30 @@ struct StripeAPITests {
         }
     }
 
+    @Test("an upgrade that waited for its subscriber still cuts the replaced payment when applied")
+    func pendingUpgrade() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let c = "cus_P", sub = "sub_P"
+            #expect(S.status(try await S.post(http, S.event("evt_p1", "invoice.paid", at: "2026-03-01T10:00:05Z", S.invoice(
+                "in_p1", "subscription_create", customer: c, sub: sub, pi: "pi_p1", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_p1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")])))) == "pending")
+            #expect(S.status(try await S.post(http, S.event("evt_p2", "invoice.paid", at: "2026-03-15T10:00:05Z", S.invoice(
+                "in_p2", "subscription_update", customer: c, sub: sub, pi: "pi_p2", paidAt: "2026-03-15T10:00:00Z",
+                lines: [
+                    S.line("il_p2a", -500, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly", proration: true, credited: "in_p1"),
+                    S.line("il_p2b", 1000, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "max.monthly", proration: true),
+                ])))) == "pending")
+            let checkout = S.object("checkout.session", ["id": "cs_P", "mode": "subscription", "client_reference_id": "web-p", "customer": .string(c)])
+            #expect(try await S.post(http, S.event("evt_pc", "checkout.session.completed", at: "2026-03-01T10:00:06Z", checkout)).status == .ok)
+            let r = try await http.execute(uri: "/v1/subscribers/web-p/windows", method: .get, headers: api.headers(.reader))
+            let windows = try #require(try r.json.objectValue?["windows"]?.arrayValue?.compactMap(\.objectValue))
+            let old = try #require(windows.first { $0["transaction_id"] == "pi_p1" })
+            #expect(old["cut_at"] == "2026-03-15T10:00:00Z", "\(windows)")
+            #expect(try await S.active(http, api, "web-p", "max", at: "2026-03-20T00:00:00Z"))
+        }
+    }
+
     @Test("without a configured secret the route answers 503 stripe_not_configured")
     func notConfigured() async throws {
         try await APIHarness.run(stripeSecrets: []) { http, _ in

@@ -67,13 +67,7 @@ struct StripeStoreRoutes {
             return Response.json(["status": "ignored", "event_id": id]).ledgerPosition(try await router.primaryHead())
         }
 
-        var drafts = mapping.drafts
-        for i in drafts.indices {
-            guard let invoice = drafts[i].metadata["credited_invoice"]?.stringValue,
-                let transaction = try await intake.links.subscriber(store: Self.invoiceStore, accountID: invoice)
-            else { continue }
-            drafts[i].data["transaction_id"] = .string(transaction)
-        }
+        let drafts = try await Self.withInvoiceTransactions(mapping.drafts, links: intake.links)
         if let (invoice, transaction) = mapping.invoiceTransaction {
             try await intake.links.link(store: Self.invoiceStore, [invoice], to: transaction, by: "invoice")
         }
@@ -81,7 +75,7 @@ struct StripeStoreRoutes {
         for a in [mapping.accountID].compactMap({ $0 }) + mapping.linkedIDs where !accounts.contains(a) { accounts.append(a) }
         // The event names its subscriber: link its Stripe ids first (a conflict stores nothing), applying what waited.
         if let hint = mapping.subscriberHint, !accounts.isEmpty {
-            _ = try await intake.link(store: Self.store, accountIDs: accounts, to: hint, by: "stripe", logger: context.logger, drafts: Self.remap)
+            _ = try await intake.link(store: Self.store, accountIDs: accounts, to: hint, by: "stripe", logger: context.logger, drafts: try await Self.remapper(intake, accounts: accounts))
         }
         let outcome = try await intake.ingest(
             EventIntake.StoreMessage(
@@ -100,7 +94,8 @@ struct StripeStoreRoutes {
             if mapping.subscriberHint == nil, !mapping.linkedIDs.isEmpty {
                 do {
                     applied = try await intake.link(
-                        store: Self.store, accountIDs: mapping.linkedIDs, to: subscriber, by: "stripe", logger: context.logger, drafts: Self.remap)
+                        store: Self.store, accountIDs: mapping.linkedIDs, to: subscriber, by: "stripe", logger: context.logger,
+                        drafts: try await Self.remapper(intake, accounts: mapping.linkedIDs))
                 } catch let conflict as StoreLinks.Conflict {
                     context.logger.warning("stripe payment already linked to another subscriber", metadata: ["error.message": "\(conflict)"])
                 }
@@ -113,11 +108,34 @@ struct StripeStoreRoutes {
     }
 
     /// A pending event's drafts, mapped again from its stored payload.
-    @Sendable static func remap(_ pending: StoreInbox.Message) throws -> [EventDraft] {
+    static func remap(_ pending: StoreInbox.Message) throws(EventValidationError) -> [EventDraft] {
         do throws(StoreMappingError) {
             return try StripeEventMapper.interpret(try StripeEvent(payload: pending.payload)).drafts
         } catch {
             throw EventValidationError(field: error.field, reason: error.description)
         }
+    }
+
+    /// Proration credits name the replaced invoice: its transaction is the payment recorded for it, when known.
+    static func withInvoiceTransactions(_ drafts: [EventDraft], links: StoreLinks) async throws -> [EventDraft] {
+        var drafts = drafts
+        for i in drafts.indices {
+            guard let invoice = drafts[i].metadata["credited_invoice"]?.stringValue,
+                let transaction = try await links.subscriber(store: invoiceStore, accountID: invoice)
+            else { continue }
+            drafts[i].data["transaction_id"] = .string(transaction)
+        }
+        return drafts
+    }
+
+    /// `remap` for the events pending on `accounts`, with their proration credits' transactions looked up first
+    /// (`EventIntake.link` maps synchronously).
+    static func remapper(_ intake: EventIntake, accounts: [String]) async throws -> @Sendable (StoreInbox.Message) throws -> [EventDraft] {
+        var mapped: [String: [EventDraft]] = [:]
+        for pending in try await intake.inbox.pending(store: store, accountIDs: accounts) {
+            guard let drafts = try? remap(pending) else { continue }
+            mapped[pending.messageID] = try await withInvoiceTransactions(drafts, links: intake.links)
+        }
+        return { [mapped] pending in try mapped[pending.messageID] ?? remap(pending) }
     }
 }

@@ -74,7 +74,7 @@ struct StripeCustomerLookup: Service {
             do {
                 let n = try await intake.link(
                     store: StripeStoreRoutes.store, accountIDs: [account], to: subscriber, by: "stripe_api", logger: logger,
-                    drafts: StripeStoreRoutes.remap)
+                    drafts: try await StripeStoreRoutes.remapper(intake, accounts: [account]))
                 applied += n
                 logger.info("stripe customer linked by API look-up", metadata: ["stripe.customer": "\(account)", "stripe.applied": "\(n)"])
             } catch let conflict as StoreLinks.Conflict {
