@@ -39,14 +39,31 @@ public struct ServerConfiguration: Sendable {
     /// The App Store Server API client and the developer's policy for answering refund consumption
     /// requests; nil: they are recorded, not answered.
     public var appleConsumption: (client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy)?
+    /// Stripe webhook endpoint secrets (`whsec_…`), several during a rotation; empty: the Stripe route answers 503.
+    public var stripeWebhookSecrets: [String]
+    /// Seconds a `Stripe-Signature` timestamp may differ from now (docs/stripe.md).
+    public var stripeSignatureTolerance: Int64
+    /// A Stripe API key: pending events' customers are looked up for `metadata.subscriber_id`. Nil: webhooks alone.
+    public var stripeAPIKey: String?
+    /// Stripe's API (`https://api.stripe.com`; tests point it at a local stand-in).
+    public var stripeAPIBaseURL: String
+    /// How often pending Stripe customers are looked up.
+    public var stripeLookupInterval: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
         keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
         appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250),
-        webhooks: WebhookConfiguration = WebhookConfiguration()
+        webhooks: WebhookConfiguration = WebhookConfiguration(), stripeWebhookSecrets: [String] = [],
+        stripeSignatureTolerance: Int64 = StripeSignatureVerifier.defaultTolerance, stripeAPIKey: String? = nil,
+        stripeAPIBaseURL: String = StripeAPIClient.defaultBaseURL, stripeLookupInterval: Duration = .seconds(60)
     ) {
+        self.stripeAPIKey = stripeAPIKey
+        self.stripeAPIBaseURL = stripeAPIBaseURL
+        self.stripeLookupInterval = stripeLookupInterval
+        self.stripeWebhookSecrets = stripeWebhookSecrets
+        self.stripeSignatureTolerance = stripeSignatureTolerance
         self.replicaWait = replicaWait
         self.webhooks = webhooks
         self.appleMaxAge = appleMaxAge
@@ -98,10 +115,17 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
+    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache)
     let router = try buildRouter(
         configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
-        cache: cache, logger: logger)
+        cache: cache, intake: intake, logger: logger)
     var services = clientServices
+    if let key = configuration.stripeAPIKey {
+        services.append(
+            StripeCustomerLookup(
+                client: StripeAPIClient(apiKey: key, baseURL: configuration.stripeAPIBaseURL), intake: intake,
+                interval: configuration.stripeLookupInterval, logger: logger))
+    }
     services.append(DatabaseWatch(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
@@ -110,12 +134,6 @@ public func buildApplication(
     services.append(
         WebhookDeliveryService(store: WebhookStore(database: database), configuration: configuration.webhooks, logger: logger))
     if let apple = configuration.appleBackfill {
-        // Its own group-commit queue; the cache and the read router learn its appends as the routes' do.
-        let store = EventStore(database: database, onCommit: { changes in
-            cache?.invalidate(changes)
-            if let last = changes.values.max() { readRouter.observedPrimary(last) }
-        })
-        let intake = EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
         let backfill = AppleBackfill(client: apple.client, reader: try appleReader(configuration), intake: intake, logger: logger)
         services.append(
             AppleBackfillService(backfill: backfill, marks: StoreSyncMarks(database: database), interval: apple.interval, logger: logger))
@@ -142,6 +160,7 @@ func buildRouter(
     migrations: [Migration],
     metrics registry: PrometheusCollectorRegistry? = nil,
     cache: LedgerCache? = nil,
+    intake: EventIntake? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
     let router = Router(context: LedgerRequestContext.self)
@@ -157,15 +176,9 @@ func buildRouter(
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
     let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
-    let catalog = CatalogStore(database: database)
-    // One store, so appends from every route share one group-commit queue; one intake for every source.
-    // The cache forgets what an append changed (remembering where, for replicas), and the read router
-    // learns a position the primary has committed.
-    let store = EventStore(database: database, onCommit: { changes in
-        cache?.invalidate(changes)
-        if let last = changes.values.max() { readRouter.observedPrimary(last) }
-    })
-    let intake = EventIntake(store: store, catalog: catalog, database: database)
+    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache)
+    let store = intake.store
+    let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
@@ -180,6 +193,11 @@ func buildRouter(
         reader: try appleReader(configuration),
         intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
+    // Outside the v1 group: Stripe authenticates with its signature, not an API key.
+    StripeStoreRoutes(
+        verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
+    ).register(on: router)
     return router
 }
 
@@ -188,6 +206,17 @@ func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificati
     let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
     return AppleNotificationReader(
         verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID, maxAge: configuration.appleMaxAge)
+}
+
+/// One store, so appends from every route (and background worker) share one group-commit queue; one intake
+/// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
+/// router learns a position the primary has committed.
+func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?) -> EventIntake {
+    let store = EventStore(database: database, onCommit: { changes in
+        cache?.invalidate(changes)
+        if let last = changes.values.max() { readRouter.observedPrimary(last) }
+    })
+    return EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
 }
 
 /// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.

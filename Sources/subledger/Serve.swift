@@ -12,6 +12,7 @@ import Metrics
 import PostgresNIO
 import Prometheus
 import ServiceLifecycle
+import StoreAdapters
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the HTTP API.")
@@ -123,6 +124,24 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a webhook endpoint's lease lasts without renewal: how soon another instance takes over a dead one's endpoints.")
     var webhookLeaseSeconds = 15
 
+    @Option(
+        name: .customLong("stripe-webhook-secret"),
+        help: "A Stripe webhook endpoint secret (whsec_…); repeatable, for rotation (default: $SUBLEDGER_STRIPE_WEBHOOK_SECRETS, comma-separated). Without one, POST /v1/stores/stripe/webhooks answers 503.")
+    var stripeWebhookSecrets: [String] = []
+
+    @Option(
+        name: .customLong("stripe-signature-tolerance"),
+        help: "Seconds a Stripe-Signature timestamp may differ from now (default: $SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE or 300).")
+    var stripeSignatureTolerance: Int?
+
+    @Option(
+        name: .customLong("stripe-api-key"),
+        help: "A Stripe API key (sk_… or a restricted rk_… with read access to customers): pending events' customers are looked up for metadata.subscriber_id (default: $SUBLEDGER_STRIPE_API_KEY; none: webhooks alone).")
+    var stripeAPIKey: String?
+
+    @Option(name: .customLong("stripe-api-base-url"), help: "Stripe's API (default: $SUBLEDGER_STRIPE_API_BASE_URL or https://api.stripe.com).")
+    var stripeAPIBaseURL: String?
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
         _ = try appleRoots()
@@ -159,6 +178,20 @@ struct Serve: AsyncParsableCommand {
             )
         }
         let webhooks = try webhookConfiguration()
+        let env = ProcessInfo.processInfo.environment
+        let stripeSecrets =
+            stripeWebhookSecrets.isEmpty
+            ? (env["SUBLEDGER_STRIPE_WEBHOOK_SECRETS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+            : stripeWebhookSecrets
+        let stripeTolerance =
+            stripeSignatureTolerance ?? env["SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE"].flatMap { Int($0) } ?? Int(StripeSignatureVerifier.defaultTolerance)
+        guard (1...86_400).contains(stripeTolerance) else { throw ValidationError("--stripe-signature-tolerance must be 1 to 86400 seconds") }
+        let stripeKey = (stripeAPIKey ?? env["SUBLEDGER_STRIPE_API_KEY"]).flatMap { $0.isEmpty ? nil : $0 }
+        let stripeBase = stripeAPIBaseURL ?? env["SUBLEDGER_STRIPE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? StripeAPIClient.defaultBaseURL
+        guard stripeBase.hasPrefix("https://") || stripeBase.hasPrefix("http://") else {
+            throw ValidationError("--stripe-api-base-url must be an http:// or https:// URL, not '\(stripeBase)'")
+        }
         let leaseTimeout = Duration.milliseconds(Int64(dbTimeout * 1000))
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -178,10 +211,10 @@ struct Serve: AsyncParsableCommand {
             databaseLeaseTimeout: leaseTimeout, appleRootsDER: try appleRoots(), appleBundleID: bundleID,
             keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
             entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
-            replicaWait: replicaWait, webhooks: webhooks)
+            replicaWait: replicaWait, webhooks: webhooks, stripeWebhookSecrets: stripeSecrets,
+            stripeSignatureTolerance: Int64(stripeTolerance), stripeAPIKey: stripeKey, stripeAPIBaseURL: stripeBase)
         // The App Store Server API, for the periodic backfill and the consumption answers: its HTTP client
         // lives as long as the server.
-        let env = ProcessInfo.processInfo.environment
         var backfillInterval: Duration?
         if let text = appleBackfillInterval ?? env["SUBLEDGER_APPLE_BACKFILL_INTERVAL"], !text.isEmpty {
             guard let interval = Self.duration(text), interval >= .seconds(60) else {

@@ -15,7 +15,8 @@ struct APIHarness {
     var keys: [APIRole: String]
 
     static func run(
-        maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [],
+        maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
+        stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com",
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
@@ -34,10 +35,13 @@ struct APIHarness {
                 // above the production default, so a slow lease is not mistaken for an outage.
                 configuration: ServerConfiguration(
                     maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15), appleRootsDER: appleRootsDER,
-                    appleMaxAge: .seconds(100 * 365 * 86_400)),
+                    appleMaxAge: .seconds(100 * 365 * 86_400),
+                    stripeWebhookSecrets: stripeSecrets, stripeAPIKey: stripeAPIKey, stripeAPIBaseURL: stripeAPIBaseURL,
+                    stripeLookupInterval: .milliseconds(100)),
                 client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
-            try await app.test(.router) { http in
+            // Background services (the Stripe customer look-up) run only in a live application.
+            try await app.test(stripeAPIKey == nil ? .router : .live) { http in
                 try await body(http, APIHarness(keys: keys))
             }
             return true

@@ -114,6 +114,25 @@ public struct StoreInbox: Sendable {
         }
     }
 
+    /// The accounts pending messages of a store wait for, those waiting longest first (for a store's look-up
+    /// of who an account belongs to).
+    public func pendingAccounts(store: String, limit: Int) async throws -> [String] {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var out: [String] = []
+            for try await account in try await c.query(
+                """
+                SELECT account_id FROM store_inbox
+                WHERE store = \(store) AND status = 'pending' AND account_id IS NOT NULL
+                GROUP BY account_id ORDER BY min(received_at) LIMIT \(Int64(limit))
+                """, logger: logger
+            ).decode(String.self) {
+                out.append(account)
+            }
+            return out
+        }
+    }
+
     /// Pending messages of these accounts, oldest first.
     public func pending(store: String, accountIDs: [String]) async throws -> [Message] {
         guard !accountIDs.isEmpty else { return [] }

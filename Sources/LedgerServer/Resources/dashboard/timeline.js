@@ -47,8 +47,10 @@ export function timeline({ windows, events, at }) {
   const items = windows.map((w) => {
     const start = new Date(w.start);
     const end = w.end ? new Date(w.end) : null;
-    const granted = grantedEnd(w, byId.get(w.source_event_id));
-    return { w, start, end, granted, isVoid: end !== null && end.getTime() === start.getTime() };
+    const event = byId.get(w.source_event_id);
+    const granted = grantedEnd(w, event);
+    // Where the window came from: the source of its event (apple, google, stripe, support, …).
+    return { w, start, end, granted, source: event?.source ?? null, isVoid: end !== null && end.getTime() === start.getTime() };
   });
   const times = [at.getTime()];
   for (const i of items) times.push(i.start.getTime(), ...(i.end ? [i.end.getTime()] : []), ...(i.granted ? [i.granted.getTime()] : []));
@@ -118,9 +120,9 @@ export function timeline({ windows, events, at }) {
     const color = kindColors[w.kind] ?? "#888";
     const attrs = {
       class: "window", "data-entitlement": w.entitlement, "data-kind": w.kind, "data-start": w.start, "data-end": w.end ?? "",
-      "data-cut-at": w.cut_at ?? "", "data-cut-cause": w.cut_cause ?? "", "data-void": String(i.isVoid),
+      "data-cut-at": w.cut_at ?? "", "data-cut-cause": w.cut_cause ?? "", "data-void": String(i.isVoid), "data-event-source": i.source ?? "",
     };
-    const desc = `${w.kind} ${w.entitlement}${w.product_id ? ` (${w.product_id})` : ""}: ${when(w.start)} → ${when(w.end)}`
+    const desc = `${w.kind} ${w.entitlement}${w.product_id ? ` (${w.product_id})` : ""}${i.source ? ` from ${i.source}` : ""}: ${when(w.start)} → ${when(w.end)}`
       + (w.cut_at ? ` · cut at ${when(w.cut_at)} by ${w.cut_cause ?? "an event"}` : "") + (i.isVoid ? " · void" : "");
     if (i.isVoid) {
       const cx = x(i.start.getTime()), cy = yy + rowH / 2;
@@ -139,7 +141,10 @@ export function timeline({ windows, events, at }) {
     if (w.kind === "grace") g.append(s("rect", { x: xs, y: yy, width: Math.max(2, xe - xs), height: rowH, fill: "url(#tl-stripes)" }));
     if (w.kind === "credit") g.append(s("rect", { x: xs + 1, y: yy + 1, width: Math.max(1, xe - xs - 2), height: rowH - 2, fill: "none", stroke: "#7a5a00", "stroke-dasharray": "2 2" }));
     if (!i.end) g.append(s("path", { d: `M${xe},${yy}L${xe + 6},${yy + rowH / 2}L${xe},${yy + rowH}Z`, fill: color }));
-    if (xe - xs > 44) g.append(s("text", { x: xs + 4, y: yy + rowH * 0.7, class: `wlabel${w.kind === "credit" || w.kind === "grace" || w.kind === "trial" ? " dark" : ""}` }, w.kind));
+    if (xe - xs > 44) {
+      const label = i.source && xe - xs > 110 ? `${w.kind} · ${i.source}` : w.kind;
+      g.append(s("text", { x: xs + 4, y: yy + rowH * 0.7, class: `wlabel${w.kind === "credit" || w.kind === "grace" || w.kind === "trial" ? " dark" : ""}` }, label));
+    }
     if (w.cut_at) {
       const xc = x(new Date(w.cut_at).getTime());
       g.append(s("line", { x1: xc, x2: xc, y1: yy - 4, y2: yy + rowH + 4, stroke: CUT, "stroke-width": 2.5, class: "cut" }));

@@ -1,0 +1,474 @@
+import LedgerCore
+
+/// A verified Stripe event (`object: "event"`): its envelope and the object it carries.
+public struct StripeEvent: Sendable {
+    public var id: String
+    public var type: String
+    /// The event's creation time (Stripe keeps it across retries): used only where the object has no time of its own.
+    public var created: Timestamp
+    public var livemode: Bool
+    public var object: [String: JSONValue]
+    public var previousAttributes: [String: JSONValue]
+    /// The whole event as received.
+    public var payload: [String: JSONValue]
+
+    public var environment: LedgerEnvironment { livemode ? .production : .sandbox }
+
+    /// Reads the envelope; the error names the missing or malformed field.
+    public init(payload: [String: JSONValue]) throws(StoreMappingError) {
+        guard let id = payload["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 255 else {
+            throw StoreMappingError(field: "id", reason: "is required (the Stripe event id, at most 255 bytes)")
+        }
+        guard let type = payload["type"]?.stringValue, !type.isEmpty, type.utf8.count <= 100 else {
+            throw StoreMappingError(field: "type", reason: "is required (at most 100 bytes)")
+        }
+        guard let object = payload["data"]?.objectValue?["object"]?.objectValue else {
+            throw StoreMappingError(field: "data.object", reason: "is required (an object)")
+        }
+        self.id = id
+        self.type = type
+        self.created = try StripeEventMapper.time(payload["created"], field: "created")
+        self.livemode = payload["livemode"]?.boolValue ?? false
+        self.object = object
+        self.previousAttributes = payload["data"]?.objectValue?["previous_attributes"]?.objectValue ?? [:]
+        self.payload = payload
+    }
+}
+
+/// What a Stripe event says: the ledger drafts, whom it concerns, and the store ids to link.
+public struct StripeMapping: Sendable {
+    /// The event type is not one the ledger maps: answered 200, counted, kept nowhere but the inbox.
+    public var ignored: Bool
+    /// The Stripe account id resolving the subscriber: the customer, else the payment intent or charge.
+    public var accountID: String?
+    /// Further Stripe ids to link to the subscriber once known (payment intents, charges), so that a refund or
+    /// dispute that names only those finds it.
+    public var linkedIDs: [String]
+    /// A subscriber id the event carries (`client_reference_id`, `metadata.subscriber_id`).
+    public var subscriberHint: String?
+    /// Invoice id → its ledger transaction id, for later proration credits of that invoice.
+    public var invoiceTransaction: (invoice: String, transaction: String)?
+    public var drafts: [EventDraft]
+}
+
+/// The pure mapping of Stripe events to ledger drafts (docs/stripe.md). No I/O, no clock.
+///
+/// Idempotency keys come from Stripe's own ids (invoice lines, refunds, disputes, payment intents), so the
+/// same fact delivered by two event types (`invoice.paid` and `invoice.payment_succeeded`, `refund.created` and
+/// `charge.refunded`) is stored once; `occurred_at` is the object's own time, so delivery order never matters.
+public enum StripeEventMapper: StoreAdapter {
+    public static let store = "stripe"
+    /// The grace a failed renewal gets: `grace_until` = the failed period's start + 7 days (docs/stripe.md).
+    public static let graceSeconds: Int64 = 7 * 86_400
+
+    public static func map(_ event: StripeEvent) throws(StoreMappingError) -> [EventDraft] {
+        try interpret(event).drafts
+    }
+
+    public static func interpret(_ e: StripeEvent) throws(StoreMappingError) -> StripeMapping {
+        let o = e.object
+        var m = StripeMapping(ignored: false, accountID: nil, linkedIDs: [], subscriberHint: nil, invoiceTransaction: nil, drafts: [])
+        // Stripe's ids only: whole Stripe objects outgrow the 16 KiB metadata limit; the raw event is kept in the inbox.
+        var ids: [String: JSONValue] = ["store": "stripe", "event_id": .string(e.id), "event_type": .string(e.type)]
+        if let objectID = id(o["id"]) { ids["object_id"] = .string(objectID) }
+        if let kind = o["object"]?.stringValue, kind.utf8.count <= 100 { ids["object"] = .string(kind) }
+        if let customer = id(o["customer"]) { ids["customer"] = .string(customer) }
+        let meta = ids
+        func draft(_ type: EventType, _ at: Timestamp, key: String, product: String?, _ data: [String: JSONValue]) -> EventDraft {
+            EventDraft(
+                type: type, occurredAt: at, environment: e.environment, idempotencyKey: key, productID: product,
+                originalTransactionID: nil, data: data, metadata: meta)
+        }
+        switch e.type {
+        case "checkout.session.completed":
+            m.accountID = id(o["customer"])
+            m.subscriberHint = o["client_reference_id"]?.stringValue ?? metadataSubscriber(o)
+            if let pi = id(o["payment_intent"]) { m.linkedIDs.append(pi) }
+            if m.accountID == nil { m.accountID = id(o["payment_intent"]) }
+        case "customer.created", "customer.updated":
+            m.accountID = id(o["id"])
+            m.subscriberHint = metadataSubscriber(o)
+        case "customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted":
+            m.accountID = id(o["customer"])
+            m.subscriberHint = metadataSubscriber(o)
+            m.drafts = try subscriptionDrafts(e, draft: draft)
+        case "invoice.paid", "invoice.payment_succeeded":
+            m.accountID = id(o["customer"])
+            m.subscriberHint = invoiceSubscriber(o)
+            let (drafts, transaction) = try invoiceDrafts(e, meta: meta)
+            m.drafts = drafts
+            if let transaction, let invoice = id(o["id"]) { m.invoiceTransaction = (invoice, transaction) }
+            if let pi = invoicePaymentIntent(o) { m.linkedIDs.append(pi) }
+            if let ch = id(o["charge"]) { m.linkedIDs.append(ch) }
+        case "invoice.payment_failed":
+            m.accountID = id(o["customer"])
+            m.subscriberHint = invoiceSubscriber(o)
+            // A failed first payment (`subscription_create`) leaves the subscription incomplete: nothing was
+            // granted, so there is no grace to give. Renewals that fail are billing issues.
+            if o["billing_reason"]?.stringValue != "subscription_create", let line = subscriptionLines(o).first, let product = productID(line.price) {
+                let start = try time(line.line["period"]?.objectValue?["start"], field: "data.object.lines.data.period.start")
+                let sub = invoiceSubscription(o) ?? id(o["id"]) ?? ""
+                m.drafts = [billingIssue(sub: sub, periodStart: start, product: product, draft: draft)]
+            }
+        case "payment_intent.succeeded":
+            m.accountID = id(o["customer"]) ?? id(o["id"])
+            m.subscriberHint = metadataSubscriber(o)
+            let pi = try string(o, "id")
+            m.linkedIDs.append(pi)
+            if let charge = id(o["latest_charge"]) { m.linkedIDs.append(charge) }
+            // A one-time pass names its price in the payment intent's metadata; invoice payments are mapped from invoices.
+            if let product = metadataProduct(o) {
+                let amount = try money(o["amount_received"] ?? o["amount"], field: "data.object.amount_received")
+                m.drafts = [
+                    draft(.purchase, try time(o["created"], field: "data.object.created"), key: "stripe:payment:\(pi)", product: product, [
+                        "product_id": .string(product), "transaction_id": .string(pi), "price_minor": .number(JSONNumber(amount)),
+                        "currency": .string(try currency(o)),
+                    ])
+                ]
+            }
+        case "charge.refunded":
+            m.accountID = id(o["customer"]) ?? id(o["payment_intent"]) ?? id(o["id"])
+            m.subscriberHint = metadataSubscriber(o)
+            let charge = try string(o, "id")
+            let transaction = id(o["payment_intent"]) ?? id(o["invoice"]) ?? charge
+            let refunds = (o["refunds"]?.objectValue?["data"]?.arrayValue ?? []).compactMap(\.objectValue)
+            var last: Timestamp?
+            for r in refunds {
+                guard let d = try refundDraft(r, transaction: transaction, draft: draft) else { continue }
+                m.drafts.append(d)
+                last = max(last ?? d.occurredAt, d.occurredAt)
+            }
+            if o["refunded"]?.boolValue == true {
+                // Fully refunded: access ends. The money went back with the refunds themselves (by refund id).
+                m.drafts.append(
+                    draft(.refund, last ?? e.created, key: "stripe:charge_refunded:\(charge)", product: nil, [
+                        "transaction_id": .string(transaction), "amount_minor": 0, "currency": .string(try currency(o)),
+                        "reason": "stripe_full_refund", "cut": true,
+                    ]))
+            }
+        case "refund.created", "charge.refund.updated", "refund.updated":
+            m.accountID = id(o["customer"]) ?? id(o["payment_intent"]) ?? id(o["charge"])
+            let transaction = id(o["payment_intent"]) ?? id(o["charge"]) ?? ""
+            if let d = try refundDraft(o, transaction: transaction, draft: draft) { m.drafts = [d] }
+        case "charge.dispute.created":
+            m.accountID = id(o["payment_intent"]) ?? id(o["charge"])
+            let dispute = try string(o, "id")
+            let transaction = id(o["payment_intent"]) ?? id(o["charge"]) ?? ""
+            m.drafts = [
+                draft(.refund, try time(o["created"], field: "data.object.created"), key: "stripe:dispute:\(dispute)", product: nil, [
+                    "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(try money(o["amount"], field: "data.object.amount"))),
+                    "currency": .string(try currency(o)), "reason": "chargeback", "cut": true,
+                ])
+            ]
+        case "charge.dispute.closed":
+            m.accountID = id(o["payment_intent"]) ?? id(o["charge"])
+            let dispute = try string(o, "id")
+            let transaction = id(o["payment_intent"]) ?? id(o["charge"]) ?? ""
+            if ["won", "warning_closed"].contains(o["status"]?.stringValue ?? "") {
+                m.drafts = [
+                    draft(.refundReversal, e.created, key: "stripe:dispute_closed:\(dispute)", product: nil, ["transaction_id": .string(transaction)])
+                ]
+            }
+        default:
+            m.ignored = true
+        }
+        if let hint = m.subscriberHint, !Identifiers.isValidSubscriberID(hint) { m.subscriberHint = nil }
+        return m
+    }
+
+    // MARK: subscriptions
+
+    static func subscriptionDrafts(
+        _ e: StripeEvent, draft: (EventType, Timestamp, String, String?, [String: JSONValue]) -> EventDraft
+    ) throws(StoreMappingError) -> [EventDraft] {
+        let o = e.object
+        let sub = try string(o, "id")
+        let item = (o["items"]?.objectValue?["data"]?.arrayValue?.first?.objectValue) ?? [:]
+        let price = item["price"]?.objectValue ?? item["plan"]?.objectValue
+        guard let product = productID(price) else {
+            throw StoreMappingError(field: "data.object.items.data.price", reason: "is required (the subscription's price)")
+        }
+        let status = o["status"]?.stringValue ?? ""
+        let previousStatus = e.previousAttributes["status"]?.stringValue
+        var out: [EventDraft] = []
+        if e.type == "customer.subscription.deleted" {
+            var ended = e.created
+            if let v = nn(o["ended_at"]) ?? nn(o["canceled_at"]) { ended = try time(v, field: "data.object.ended_at") }
+            let reason: String =
+                switch o["cancellation_details"]?.objectValue?["reason"]?.stringValue {
+                case "payment_failed"?: "billing"
+                case "cancellation_requested"?: "voluntary"
+                case "payment_disputed"?: "other"
+                default: ["past_due", "unpaid", "incomplete_expired"].contains(previousStatus ?? "") ? "billing" : "voluntary"
+                }
+            return [draft(.expiration, ended, "stripe:subscription_deleted:\(sub)", product, ["product_id": .string(product), "reason": .string(reason)])]
+        }
+        if status == "trialing", nn(o["trial_start"]) != nil, nn(o["trial_end"]) != nil {
+            let start = try time(o["trial_start"], field: "data.object.trial_start")
+            let end = try time(o["trial_end"], field: "data.object.trial_end")
+            if end > start {
+                var data: [String: JSONValue] = [
+                    "product_id": .string(product), "transaction_id": .string("\(sub):trial"), "original_transaction_id": .string(sub),
+                    "kind": "auto_renewable", "offer": "trial", "period_start": .string(start.rfc3339), "period_end": .string(end.rfc3339),
+                    "price_minor": 0, "currency": .string(try currency(price ?? o)),
+                ]
+                if let p = period(price) { data["period"] = .string(p) }
+                out.append(draft(.purchase, start, "stripe:trial:\(sub)", product, data))
+            }
+        }
+        if e.type == "customer.subscription.updated" {
+            // Auto-renew off: `cancel_at_period_end` turned on, or (the newer way) a `cancel_at` set; on: either undone.
+            var cancels: Bool?
+            if let was = e.previousAttributes["cancel_at_period_end"]?.boolValue, let now = o["cancel_at_period_end"]?.boolValue, was != now {
+                cancels = now
+            } else if e.previousAttributes.keys.contains("cancel_at") {
+                let was = nn(e.previousAttributes["cancel_at"]) != nil, now = nn(o["cancel_at"]) != nil
+                if was != now { cancels = now }
+            }
+            if let cancels {
+                let at = cancels ? (nn(o["canceled_at"]).flatMap { try? time($0, field: "") } ?? e.created) : e.created
+                out.append(draft(.autoRenewChanged, at, "stripe:event:\(e.id)", product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
+            }
+            if let previousStatus, previousStatus != status {
+                let periodStart = nn(o["current_period_start"]) ?? nn(item["current_period_start"])
+                if ["past_due", "unpaid"].contains(status), !["past_due", "unpaid"].contains(previousStatus), let periodStart {
+                    out.append(billingIssue(sub: sub, periodStart: try time(periodStart, field: "data.object.current_period_start"), product: product, draft: draft))
+                }
+                if status == "paused" {
+                    out.append(draft(.expiration, e.created, "stripe:event:\(e.id)", product, ["product_id": .string(product), "reason": "paused"]))
+                }
+            }
+        }
+        return out
+    }
+
+    /// A failed renewal, keyed by the subscription and the failed period's start so that the invoice and the
+    /// subscription's status change record it once, at the same time.
+    static func billingIssue(
+        sub: String, periodStart: Timestamp, product: String,
+        draft: (EventType, Timestamp, String, String?, [String: JSONValue]) -> EventDraft
+    ) -> EventDraft {
+        let until = Timestamp(microseconds: periodStart.microseconds + graceSeconds * 1_000_000)
+        return draft(
+            .billingIssue, periodStart, "stripe:billing_issue:\(sub):\(periodStart.microseconds / 1_000_000)", product,
+            ["product_id": .string(product), "grace_until": .string(until.rfc3339)])
+    }
+
+    // MARK: invoices
+
+    struct Line {
+        var line: [String: JSONValue]
+        var price: [String: JSONValue]?
+        var proration: Bool
+    }
+
+    /// An invoice's subscription lines, with their price (the line's `price`, or the newer `pricing.price_details`).
+    static func subscriptionLines(_ o: [String: JSONValue]) -> [Line] {
+        (o["lines"]?.objectValue?["data"]?.arrayValue ?? []).compactMap(\.objectValue).compactMap { l in
+            var price = l["price"]?.objectValue ?? l["plan"]?.objectValue
+            if price == nil, let details = l["pricing"]?.objectValue?["price_details"]?.objectValue {
+                price = details["price"]?.objectValue ?? details["price"]?.stringValue.map { ["id": .string($0)] }
+            }
+            guard price != nil else { return nil }
+            let parent = l["parent"]?.objectValue
+            let proration =
+                l["proration"]?.boolValue ?? parent?["subscription_item_details"]?.objectValue?["proration"]?.boolValue
+                ?? parent?["invoice_item_details"]?.objectValue?["proration"]?.boolValue ?? false
+            return Line(line: l, price: price, proration: proration)
+        }
+    }
+
+    static func invoiceDrafts(_ e: StripeEvent, meta: [String: JSONValue]) throws(StoreMappingError) -> ([EventDraft], String?) {
+        let o = e.object
+        let invoice = try string(o, "id")
+        let at: Timestamp
+        if let paid = nn(o["status_transitions"]?.objectValue?["paid_at"]) {
+            at = try time(paid, field: "data.object.status_transitions.paid_at")
+        } else {
+            at = try time(o["created"], field: "data.object.created")
+        }
+        let transaction = invoicePaymentIntent(o) ?? invoice
+        let sub = invoiceSubscription(o)
+        let reason = o["billing_reason"]?.stringValue ?? ""
+        var drafts: [EventDraft] = []
+        var first = true
+        for (i, l) in subscriptionLines(o).enumerated() {
+            let field = "data.object.lines.data[\(i)]"
+            guard let product = productID(l.price) else { continue }
+            let amount = try signedMoney(l.line["amount"], field: "\(field).amount")
+            let lineID = l.line["id"]?.stringValue ?? "\(i)"
+            let currencyCode = try currency(l.line["currency"] == nil ? o : l.line)
+            if l.proration && amount < 0 {
+                // Unused time of the replaced item: its transaction is refunded by the credit and cut at the change.
+                let periodStart = try time(l.line["period"]?.objectValue?["start"], field: "\(field).period.start")
+                // Without the credited invoice the replaced transaction is unknown: the credit changes nothing here.
+                guard let credited = creditedInvoice(l.line) else { continue }
+                var lineMeta = meta
+                lineMeta["credited_invoice"] = .string(credited)
+                drafts.append(
+                    EventDraft(
+                        type: .refund, occurredAt: periodStart, environment: e.environment, idempotencyKey: "stripe:proration:\(invoice):\(lineID)",
+                        productID: nil, originalTransactionID: sub,
+                        data: [
+                            "transaction_id": .string(credited), "amount_minor": .number(JSONNumber(-amount)),
+                            "currency": .string(currencyCode), "reason": "stripe_proration", "cut": true,
+                        ], metadata: lineMeta))
+                continue
+            }
+            guard amount > 0 else { continue }
+            let p = l.line["period"]?.objectValue
+            let start = try time(p?["start"], field: "\(field).period.start")
+            let end = try time(p?["end"], field: "\(field).period.end")
+            guard end > start else { throw StoreMappingError(field: "\(field).period.end", reason: "must be after period.start") }
+            let txn = first ? transaction : "\(transaction):\(lineID)"
+            first = false
+            var data: [String: JSONValue] = [
+                "product_id": .string(product), "transaction_id": .string(txn), "kind": "auto_renewable", "offer": "none",
+                "period_start": .string(start.rfc3339), "period_end": .string(end.rfc3339), "price_minor": .number(JSONNumber(amount)),
+                "currency": .string(currencyCode),
+            ]
+            if let sub { data["original_transaction_id"] = .string(sub) }
+            if let period = period(l.price) { data["period"] = .string(period) }
+            if let rate = commissionRate(o, amount: amount) { data["commission_rate"] = .string(rate) }
+            let renewal = sub != nil && !["subscription_create", "subscription_update"].contains(reason) && !l.proration
+            drafts.append(
+                EventDraft(
+                    type: renewal ? .renewal : .purchase, occurredAt: at, environment: e.environment,
+                    idempotencyKey: "stripe:invoice:\(invoice):\(lineID)", productID: product, originalTransactionID: sub, data: data,
+                    metadata: meta))
+        }
+        return (drafts, drafts.contains { $0.type != .refund } ? transaction : nil)
+    }
+
+    static func creditedInvoice(_ line: [String: JSONValue]) -> String? {
+        let details =
+            line["proration_details"]?.objectValue
+            ?? line["parent"]?.objectValue?["subscription_item_details"]?.objectValue?["proration_details"]?.objectValue
+            ?? line["parent"]?.objectValue?["invoice_item_details"]?.objectValue?["proration_details"]?.objectValue
+        return details?["credited_items"]?.objectValue?["invoice"]?.stringValue
+    }
+
+    /// Stripe's fee as the commission rate, when the invoice's charge and its balance transaction are expanded.
+    static func commissionRate(_ o: [String: JSONValue], amount: Int64) -> String? {
+        guard let bt = o["charge"]?.objectValue?["balance_transaction"]?.objectValue,
+            let fee = bt["fee"]?.numberValue?.int64Value, let gross = bt["amount"]?.numberValue?.int64Value,
+            gross > 0, fee >= 0, fee <= gross, gross <= Limits.maxMoneyMinor
+        else { return nil }
+        // Six decimals, rounded half up: fee / gross.
+        let scaled = (fee * 1_000_000 + gross / 2) / gross
+        if scaled >= 1_000_000 { return "1" }
+        let digits = String(scaled)
+        return "0." + String(repeating: "0", count: 6 - digits.count) + digits
+    }
+
+    static func invoicePaymentIntent(_ o: [String: JSONValue]) -> String? {
+        if let pi = id(o["payment_intent"]) { return pi }
+        for p in (o["payments"]?.objectValue?["data"]?.arrayValue ?? []).compactMap(\.objectValue) {
+            if let pi = id(p["payment"]?.objectValue?["payment_intent"]) { return pi }
+        }
+        return nil
+    }
+
+    static func invoiceSubscription(_ o: [String: JSONValue]) -> String? {
+        id(o["subscription"]) ?? id(o["parent"]?.objectValue?["subscription_details"]?.objectValue?["subscription"])
+    }
+
+    static func invoiceSubscriber(_ o: [String: JSONValue]) -> String? {
+        let details = o["subscription_details"]?.objectValue ?? o["parent"]?.objectValue?["subscription_details"]?.objectValue
+        return details.flatMap(metadataSubscriber) ?? metadataSubscriber(o)
+    }
+
+    // MARK: refunds
+
+    static func refundDraft(
+        _ r: [String: JSONValue], transaction: String,
+        draft: (EventType, Timestamp, String, String?, [String: JSONValue]) -> EventDraft
+    ) throws(StoreMappingError) -> EventDraft? {
+        guard let refund = id(r["id"]) else { throw StoreMappingError(field: "data.object.id", reason: "is required (the refund id)") }
+        if ["failed", "canceled"].contains(r["status"]?.stringValue ?? "") { return nil }
+        return draft(.refund, try time(r["created"], field: "data.object.created"), "stripe:refund:\(refund)", nil, [
+            "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(try money(r["amount"], field: "data.object.amount"))),
+            "currency": .string(try currency(r)), "reason": .string("stripe_" + (r["reason"]?.stringValue ?? "refund")), "cut": false,
+        ])
+    }
+
+    // MARK: values
+
+    /// The catalog product id of a Stripe price: its `lookup_key` when set, else its id.
+    public static func productID(_ price: [String: JSONValue]?) -> String? {
+        guard let price else { return nil }
+        if let key = price["lookup_key"]?.stringValue, !key.isEmpty { return key }
+        return price["id"]?.stringValue
+    }
+
+    static func metadataProduct(_ o: [String: JSONValue]) -> String? {
+        let md = o["metadata"]?.objectValue
+        return [md?["lookup_key"]?.stringValue, md?["price_id"]?.stringValue].compactMap { $0 }.first { !$0.isEmpty }
+    }
+
+    static func metadataSubscriber(_ o: [String: JSONValue]) -> String? {
+        o["metadata"]?.objectValue?["subscriber_id"]?.stringValue
+    }
+
+    /// `recurring.interval` × `interval_count` as an ISO 8601 duration.
+    static func period(_ price: [String: JSONValue]?) -> String? {
+        let r = price?["recurring"]?.objectValue ?? price
+        guard let interval = r?["interval"]?.stringValue else { return nil }
+        let count = r?["interval_count"]?.numberValue?.int64Value ?? 1
+        guard (1...1000).contains(count) else { return nil }
+        switch interval {
+        case "day": return "P\(count)D"
+        case "week": return "P\(count)W"
+        case "month": return "P\(count)M"
+        case "year": return "P\(count)Y"
+        default: return nil
+        }
+    }
+
+    /// `nil` for an absent or JSON `null` member.
+    static func nn(_ v: JSONValue?) -> JSONValue? {
+        if case .null? = v { return nil }
+        return v
+    }
+
+    /// An expandable field: the id string, or the expanded object's `id`.
+    static func id(_ v: JSONValue?) -> String? {
+        guard let v else { return nil }
+        let s = v.stringValue ?? v.objectValue?["id"]?.stringValue
+        guard let s, !s.isEmpty, s.utf8.count <= 255 else { return nil }
+        return s
+    }
+
+    static func string(_ o: [String: JSONValue], _ key: String) throws(StoreMappingError) -> String {
+        guard let s = id(o[key]) else { throw StoreMappingError(field: "data.object.\(key)", reason: "is required (at most 255 bytes)") }
+        return s
+    }
+
+    /// Stripe times are Unix seconds.
+    static func time(_ v: JSONValue?, field: String) throws(StoreMappingError) -> Timestamp {
+        guard let s = v?.numberValue?.int64Value else { throw StoreMappingError(field: field, reason: "is required (Unix seconds)") }
+        guard (0...253_402_300_799).contains(s) else { throw StoreMappingError(field: field, reason: "is out of range (years 1970–9999)") }
+        return Timestamp(microseconds: s * 1_000_000)
+    }
+
+    /// Stripe amounts are already minor units (zero-decimal currencies included): at most 10^15 (docs/limits.md).
+    static func money(_ v: JSONValue?, field: String) throws(StoreMappingError) -> Int64 {
+        let a = try signedMoney(v, field: field)
+        guard a >= 0 else { throw StoreMappingError(field: field, reason: "must not be negative") }
+        return a
+    }
+
+    static func signedMoney(_ v: JSONValue?, field: String) throws(StoreMappingError) -> Int64 {
+        guard let a = v?.numberValue?.int64Value else { throw StoreMappingError(field: field, reason: "is required (an integer of minor units)") }
+        guard a.magnitude <= UInt64(Limits.maxMoneyMinor) else {
+            throw StoreMappingError(field: field, reason: "must be at most \(Limits.maxMoneyMinor) minor units")
+        }
+        return a
+    }
+
+    static func currency(_ o: [String: JSONValue]) throws(StoreMappingError) -> String {
+        guard let c = o["currency"]?.stringValue, c.utf8.count == 3, c.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) })
+        else { throw StoreMappingError(field: "data.object.currency", reason: "is required (a three-letter ISO 4217 code)") }
+        return c.uppercased()
+    }
+}
