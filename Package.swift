@@ -116,6 +116,7 @@ let package = Package(
             name: "LedgerTestSupport",
             dependencies: [
                 "LedgerCore", "LedgerStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],

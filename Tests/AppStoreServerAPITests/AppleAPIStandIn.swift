@@ -3,6 +3,7 @@ import AppStoreServerAPI
 import Foundation
 import Hummingbird
 import LedgerCore
+import LedgerTestSupport
 import Logging
 import NIOCore
 import Synchronization
@@ -136,21 +137,6 @@ final class AppleAPIStandIn: Sendable {
                 return Response(status: .accepted)
             }
         }
-        let port = Mutex<Int?>(nil)
-        var quiet = Logger(label: "apple-stand-in")
-        quiet.logLevel = .critical
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: quiet)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-            let result = try await body("http://127.0.0.1:\(port.withLock { $0 }!)")
-            group.cancelAll()
-            return result
-        }
+        return try await LocalHTTPServer.serve(router, label: "apple-stand-in") { port in try await body("http://127.0.0.1:\(port)") }
     }
 }

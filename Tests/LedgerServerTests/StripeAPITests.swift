@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LedgerCore
+import LedgerTestSupport
 import LedgerServer
 import NIOCore
 import Logging
@@ -443,22 +444,7 @@ final class StripeAPIStandIn: Sendable {
             }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(customer).canonicalBytes())))
         }
-        let port = Mutex<Int?>(nil)
-        var quiet = Logger(label: "stripe-stand-in")
-        quiet.logLevel = .critical
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: quiet)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-            let result = try await body("http://127.0.0.1:\(port.withLock { $0 }!)")
-            group.cancelAll()
-            return result
-        }
+        return try await LocalHTTPServer.serve(router, label: "stripe-stand-in") { port in try await body("http://127.0.0.1:\(port)") }
     }
 }
 

@@ -58,24 +58,7 @@ final class Receiver: Sendable {
     func serve<T: Sendable>(_ body: @escaping @Sendable (Int) async throws -> T) async throws -> T {
         let router = Router()
         router.post("hook") { request, _ in try await self.handle(request) }
-        let port = Mutex<Int?>(nil)
-        // Cancelled at the end of each test: Hummingbird logs that as an error, which says nothing here.
-        var quiet = Logger(label: "receiver")
-        quiet.logLevel = .critical
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } },
-            logger: quiet)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-            let result = try await body(port.withLock { $0 }!)
-            group.cancelAll()
-            return result
-        }
+        return try await LocalHTTPServer.serve(router, label: "receiver", body)
     }
 }
 

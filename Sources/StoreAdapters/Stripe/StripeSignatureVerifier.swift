@@ -51,7 +51,7 @@ public struct StripeSignatureVerifier: Sendable {
                 timestamp = t
             case "v1":
                 // A malformed entry cannot match; it is skipped like a signature made with another secret.
-                if let bytes = hexBytes(value), bytes.count == SHA256.byteCount {
+                if !value.isEmpty, let bytes = Hex.decode(value), bytes.count == SHA256.byteCount {
                     guard signatures.count < maxSignatures else { throw Failure("has more than \(maxSignatures) v1 signatures") }
                     signatures.append(bytes)
                 }
@@ -89,28 +89,6 @@ public struct StripeSignatureVerifier: Sendable {
         var signed = Array("\(timestamp).".utf8)
         signed.append(contentsOf: body)
         let mac = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Array(secret.utf8)))
-        return mac.map { String(format: "%02x", $0) }.joined()
-    }
-
-    static func hexBytes(_ s: String) -> [UInt8]? {
-        let u = Array(s.utf8)
-        guard u.count % 2 == 0, !u.isEmpty else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: c - 0x30
-            case 0x61...0x66: c - 0x61 + 10
-            case 0x41...0x46: c - 0x41 + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(u.count / 2)
-        var i = 0
-        while i < u.count {
-            guard let h = nibble(u[i]), let l = nibble(u[i + 1]) else { return nil }
-            out.append(h << 4 | l)
-            i += 2
-        }
-        return out
+        return Hex.encode(mac)
     }
 }
