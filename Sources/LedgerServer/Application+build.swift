@@ -1,3 +1,4 @@
+import GooglePlayClient
 import Hummingbird
 import StoreAdapters
 import LedgerCore
@@ -32,14 +33,17 @@ public struct ServerConfiguration: Sendable {
     public var replicaWait: Duration
     /// Outbound webhooks: which URLs are allowed, timeouts, retries, leases (docs/webhooks.md).
     public var webhooks: WebhookConfiguration
+    /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
+    public var google: GooglePlayConfiguration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
         databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
         keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
         appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250),
-        webhooks: WebhookConfiguration = WebhookConfiguration()
+        webhooks: WebhookConfiguration = WebhookConfiguration(), google: GooglePlayConfiguration = GooglePlayConfiguration()
     ) {
+        self.google = google
         self.replicaWait = replicaWait
         self.webhooks = webhooks
         self.appleMaxAge = appleMaxAge
@@ -91,10 +95,10 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
-    let router = try buildRouter(
+    let (router, routerServices) = try buildRouterAndServices(
         configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
         cache: cache, logger: logger)
-    var services = clientServices
+    var services = clientServices + routerServices
     services.append(DatabaseWatch(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
@@ -123,6 +127,22 @@ func buildRouter(
     cache: LedgerCache? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
+    try buildRouterAndServices(
+        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        cache: cache, logger: logger
+    ).router
+}
+
+/// The router and the background services its routes need (Google Play's inbox resolver).
+func buildRouterAndServices(
+    configuration: ServerConfiguration,
+    database: Database,
+    readRouter: ReadRouter,
+    migrations: [Migration],
+    metrics registry: PrometheusCollectorRegistry? = nil,
+    cache: LedgerCache? = nil,
+    logger: Logger
+) throws -> (router: Router<LedgerRequestContext>, services: [any Service]) {
     let router = Router(context: LedgerRequestContext.self)
     // Metrics outside the error mapping, so that every response is counted under the status it was sent
     // with (a 403 thrown as an APIError is a 403, not the 500 Hummingbird assumes for unknown errors).
@@ -162,7 +182,17 @@ func buildRouter(
             maxAge: configuration.appleMaxAge),
         intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
-    return router
+    var services: [any Service] = []
+    let google = configuration.google
+    let play =
+        google.acceptsPushes || google.serviceAccount != nil
+        ? GooglePlay(configuration: google, intake: intake, logger: logger) : nil
+    if let play, google.serviceAccount != nil { services.append(GoogleResolverService(play: play, inbox: intake.inbox)) }
+    let googleRoutes = GoogleStoreRoutes(
+        play: play, reader: ProjectionReader(router: readRouter, cache: cache), router: readRouter, maxBodyBytes: configuration.maxBodyBytes)
+    googleRoutes.register(on: v1)
+    googleRoutes.registerPush(on: router)
+    return (router, services)
 }
 
 /// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.

@@ -1,0 +1,307 @@
+import AsyncHTTPClient
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+import Metrics
+import ServiceLifecycle
+import StoreAdapters
+
+/// What `serve` is told about Google Play (docs/google.md). Without an audience and a push service account
+/// the notification route answers 503 `not_configured`; without a service-account file nothing can be resolved.
+public struct GooglePlayConfiguration: Sendable {
+    public var packageNames: Set<String>
+    public var serviceAccount: GoogleServiceAccount?
+    public var apiBaseURL: String
+    public var pubsubAudience: String?
+    public var pubsubServiceAccount: String?
+    public var oidcJWKS: String
+    /// First delay before a notification whose resolution failed is tried again; doubled each time, at most an hour.
+    public var retryBase: Duration
+    /// How often the background resolver looks for notifications that are due.
+    public var pollInterval: Duration
+    /// Delays between attempts of one API call.
+    public var callBackoff: [Duration]
+
+    public static let defaultAPIBaseURL = "https://androidpublisher.googleapis.com"
+
+    public init(
+        packageNames: Set<String> = [], serviceAccount: GoogleServiceAccount? = nil, apiBaseURL: String = defaultAPIBaseURL,
+        pubsubAudience: String? = nil, pubsubServiceAccount: String? = nil, oidcJWKS: String = GoogleKeySource.defaultURL,
+        retryBase: Duration = .seconds(5), pollInterval: Duration = .seconds(5),
+        callBackoff: [Duration] = [.milliseconds(200), .milliseconds(800), .seconds(2)]
+    ) {
+        self.packageNames = packageNames
+        self.serviceAccount = serviceAccount
+        self.apiBaseURL = apiBaseURL
+        self.pubsubAudience = pubsubAudience
+        self.pubsubServiceAccount = pubsubServiceAccount
+        self.oidcJWKS = oidcJWKS
+        self.retryBase = retryBase
+        self.pollInterval = pollInterval
+        self.callBackoff = callBackoff
+    }
+
+    /// Whether pushes can be verified (and so accepted at all).
+    public var acceptsPushes: Bool { pubsubAudience != nil && pubsubServiceAccount != nil && !packageNames.isEmpty }
+}
+
+/// Google Play on the intake seam: verifies pushes, records each notification in the inbox before anything
+/// else, resolves it with the Play Developer API and appends what Google's state says (docs/google.md).
+public final class GooglePlay: Sendable {
+    public static let store = "google"
+
+    public let configuration: GooglePlayConfiguration
+    let intake: EventIntake
+    let keys: GoogleKeySource
+    let api: GooglePlayAPI?
+    let logger: Logger
+
+    public init(configuration: GooglePlayConfiguration, intake: EventIntake, http: HTTPClient, logger: Logger) {
+        self.configuration = configuration
+        self.intake = intake
+        self.logger = logger
+        keys = GoogleKeySource(location: configuration.oidcJWKS, http: http, logger: logger)
+        api = configuration.serviceAccount.map {
+            GooglePlayAPI(baseURL: configuration.apiBaseURL, account: $0, http: http, logger: logger, backoff: configuration.callBackoff)
+        }
+    }
+
+    /// Over the process-wide HTTP client.
+    public convenience init(configuration: GooglePlayConfiguration, intake: EventIntake, logger: Logger) {
+        self.init(configuration: configuration, intake: intake, http: HTTPClient.shared, logger: logger)
+    }
+
+    /// What became of a notification.
+    public enum Outcome: Sendable {
+        /// Verified, but for a package this ledger does not serve: recorded as `ignored`.
+        case ignored
+        case duplicate
+        /// Recorded; Google could not be asked yet: the background resolver will.
+        case received
+        case notice
+        case pending
+        case applied(subscriber: String, events: [RecordedEvent])
+        /// Recorded, but Google refused to say more (a token it does not know): kept as `failed`.
+        case failed(String)
+
+        public var name: String {
+            switch self {
+            case .ignored: "ignored"
+            case .duplicate: "duplicate"
+            case .received: "received"
+            case .notice: "notice"
+            case .pending: "pending"
+            case .applied: "applied"
+            case .failed: "failed"
+            }
+        }
+    }
+
+    /// Verifies a push's `Authorization: Bearer <OIDC token>`; the error says why not (401).
+    public func verifyPush(bearer token: String) async throws -> [String: JSONValue] {
+        guard let audience = configuration.pubsubAudience, let email = configuration.pubsubServiceAccount else {
+            throw GoogleTokenError("Google Play pushes are not configured")
+        }
+        let jwks: GoogleJWKS
+        do {
+            jwks = try await keys.keys(for: GoogleOIDCVerifier.keyID(of: token))
+        } catch {
+            throw GoogleTokenError("Google's signing keys could not be read: \(error)")
+        }
+        return try GoogleOIDCVerifier(audience: audience, serviceAccountEmail: email)
+            .verify(token, keys: jwks, now: Int64(Date().timeIntervalSince1970))
+    }
+
+    /// Records a verified notification (committed before this returns), then tries to resolve it at once.
+    public func receive(_ n: GoogleNotification, raw: String) async throws -> Outcome {
+        guard configuration.packageNames.contains(n.packageName) else {
+            _ = try await intake.inbox.recordIfNew(message(n, raw: raw, status: .ignored))
+            Counter(label: "subledger_google_notifications_ignored_total").increment()
+            logger.warning(
+                "google notification for a package that is not configured: recorded as ignored",
+                metadata: ["google.package_name": "\(n.packageName)", "google.message_id": "\(n.messageID)"])
+            count(.ignored)
+            return .ignored
+        }
+        let status: StoreInbox.Status = n.kind == "test" || n.kind == "unknown" ? .notice : .received
+        if try await !intake.inbox.recordIfNew(message(n, raw: raw, status: status)) {
+            guard try await intake.inbox.status(store: Self.store, messageID: n.messageID) == .received else {
+                count(.duplicate)
+                return .duplicate
+            }
+        }
+        if status == .notice {
+            count(.notice)
+            return .notice
+        }
+        let outcome = await resolve(n, raw: raw, attempts: 0)
+        count(outcome)
+        return outcome
+    }
+
+    /// Resolves a notification the inbox kept (the background resolver's step).
+    public func resolve(stored m: StoreInbox.Message) async -> Outcome {
+        do {
+            let n = try GoogleNotification(messageID: m.messageID, notification: m.payload)
+            return await resolve(n, raw: m.raw, attempts: m.attempts)
+        } catch {
+            try? await intake.inbox.attemptFailed(
+                store: Self.store, messageID: m.messageID, error: "\(error)", retryAfter: .zero, giveUp: true)
+            return .failed("\(error)")
+        }
+    }
+
+    /// Asks Google and appends; a failure is recorded on the inbox row (retried later, or `failed`).
+    func resolve(_ n: GoogleNotification, raw: String, attempts: Int) async -> Outcome {
+        do {
+            return try await resolveOnce(n, raw: raw)
+        } catch let error as GooglePlayError {
+            if case .refused = error {
+                return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+            }
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
+        } catch let error as StoreMappingError {
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+        } catch {
+            // The catalog lacks the product, the database refused: try again later.
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
+        }
+    }
+
+    private func failed(_ n: GoogleNotification, error: String, attempts: Int, giveUp: Bool) async -> Outcome {
+        let exponent = min(attempts, 10)
+        let delay = min(configuration.retryBase * (1 << exponent), .seconds(3600))
+        logger.warning(
+            "google notification not resolved yet",
+            metadata: [
+                "google.message_id": "\(n.messageID)", "google.attempts": "\(attempts + 1)", "error.message": "\(error)",
+                "google.gave_up": "\(giveUp)",
+            ])
+        do {
+            try await intake.inbox.attemptFailed(store: Self.store, messageID: n.messageID, error: error, retryAfter: delay, giveUp: giveUp)
+        } catch {
+            logger.error("google inbox update failed", metadata: ["google.message_id": "\(n.messageID)", "error.message": "\(error)"])
+        }
+        return giveUp ? .failed(error) : .received
+    }
+
+    func resolveOnce(_ n: GoogleNotification, raw: String) async throws -> Outcome {
+        guard let api else { throw GooglePlayError.unavailable("no service account is configured (--google-service-account-file)") }
+        guard let token = n.purchaseToken else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+        switch n.kind {
+        case "subscription":
+            let purchase = try await api.subscription(package: n.packageName, token: token)
+            let r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
+            var drafts = r.drafts
+            if let linked = r.linkedPurchaseToken {
+                // An upgrade or downgrade: the new token belongs to the old one's subscriber, whose time ends now.
+                if r.subscriberHint == nil, try await intake.links.subscriber(store: Self.store, accountID: token) == nil,
+                    let owner = try await intake.links.subscriber(store: Self.store, accountID: linked)
+                {
+                    try await intake.links.link(store: Self.store, [token], to: owner, by: "linked_purchase_token")
+                }
+                if let first = drafts.first(where: { $0.type == .purchase }) {
+                    let old = try await api.subscription(package: n.packageName, token: linked)
+                    let currency = (purchase["lineItems"]?.arrayValue?.first?.objectValue?["autoRenewingPlan"]?.objectValue?["recurringPrice"]?
+                        .objectValue?["currencyCode"]?.stringValue).flatMap { Identifiers.isValidCurrency($0) ? $0 : nil }
+                    drafts += GoogleSubscriptionMapper.replacement(old: old, at: first.occurredAt, currency: currency, n: n)
+                }
+            }
+            let outcome = try await ingest(n, raw: raw, drafts: drafts, environment: r.environment, hint: r.subscriberHint)
+            if case .applied = outcome, let product = r.acknowledgeProductID {
+                do {
+                    try await api.acknowledge(package: n.packageName, productID: product, token: token)
+                } catch {
+                    logger.warning(
+                        "google purchase not acknowledged yet (retried when Google next notifies)",
+                        metadata: ["google.message_id": "\(n.messageID)", "error.message": "\(error)"])
+                }
+            }
+            return outcome
+        case "voided_purchase" where n.subtype == "1":
+            let purchase = try await api.subscription(package: n.packageName, token: token)
+            let env: LedgerEnvironment = purchase["testPurchase"] != nil ? .sandbox : .production
+            let product = purchase["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
+            return try await ingest(n, raw: raw, drafts: GoogleSubscriptionMapper.voided(n, product: product, environment: env), environment: env, hint: nil)
+        default:
+            // One-time products and their voided purchases are kept as notices (docs/google.md: not done yet).
+            return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
+        }
+    }
+
+    func ingest(_ n: GoogleNotification, raw: String, drafts: [EventDraft], environment: LedgerEnvironment, hint: String?) async throws -> Outcome {
+        let outcome = try await intake.ingest(
+            EventIntake.StoreMessage(
+                store: Self.store, messageID: n.messageID, kind: n.kind, subtype: n.subtype, environment: environment,
+                accountID: n.purchaseToken, subscriberHint: hint, raw: raw, payload: n.payload, drafts: drafts))
+        switch outcome {
+        case .duplicate: return .duplicate
+        case .notice: return .notice
+        case .pending: return .pending
+        case .applied(let s, let e): return .applied(subscriber: s, events: e)
+        }
+    }
+
+    /// A client-submitted purchase: Google's state of the token, linked to `subscriber` and appended; the
+    /// token's notifications that waited for a subscriber are then marked applied (the state covers them).
+    public func submit(subscriber: String, package: String, productID: String, token: String) async throws -> [RecordedEvent] {
+        guard let api else { throw GooglePlayError.configuration("Google Play is not configured (--google-service-account-file)") }
+        let purchase = try await api.subscription(package: package, token: token)
+        let products = purchase["lineItems"]?.arrayValue?.compactMap { $0.objectValue?["productId"]?.stringValue } ?? []
+        guard products.contains(productID) else {
+            throw StoreMappingError(field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
+        }
+        let n = try GoogleNotification(
+            messageID: "purchase", notification: [
+                "packageName": .string(package), "eventTimeMillis": .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
+            ])
+        var withToken = n
+        withToken.purchaseToken = token
+        let r = try GoogleSubscriptionMapper.resolve(withToken, purchase: purchase)
+        try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
+        let events = r.drafts.isEmpty ? [] : try await intake.append(drafts: r.drafts, subscriber: subscriber, source: Self.store).events
+        _ = try await intake.link(store: Self.store, accountIDs: [token], to: subscriber, by: "purchase", logger: logger) { _ in [] }
+        if let product = r.acknowledgeProductID {
+            try? await api.acknowledge(package: package, productID: product, token: token)
+        }
+        return events
+    }
+
+    private func message(_ n: GoogleNotification, raw: String, status: StoreInbox.Status) -> StoreInbox.Message {
+        StoreInbox.Message(
+            store: Self.store, messageID: n.messageID, kind: n.kind, subtype: n.subtype, environment: .production,
+            accountID: n.purchaseToken, status: status, raw: raw, payload: n.payload)
+    }
+
+    private func count(_ outcome: Outcome) {
+        Counter(label: "subledger_google_notifications_total", dimensions: [("outcome", outcome.name)]).increment()
+    }
+}
+
+/// Resolves, in the background, the notifications that wait in the inbox (Google was unreachable, the
+/// catalog lacked a product): none is dropped; each is retried with a growing delay.
+public struct GoogleResolverService: Service {
+    let play: GooglePlay
+    let inbox: StoreInbox
+
+    public init(play: GooglePlay, inbox: StoreInbox) {
+        self.play = play
+        self.inbox = inbox
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
+                        _ = await play.resolve(stored: m)
+                    }
+                } catch {
+                    play.logger.warning("google resolver could not read the inbox", metadata: ["error.message": "\(error)"])
+                }
+                try? await Task.sleep(for: play.configuration.pollInterval)
+            }
+        }
+    }
+}
