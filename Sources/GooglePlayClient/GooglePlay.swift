@@ -125,7 +125,8 @@ public final class GooglePlay: Sendable {
             return .ignored
         }
         let status: StoreInbox.Status = n.kind == "test" || n.kind == "unknown" ? .notice : .received
-        if try await !intake.inbox.recordIfNew(message(n, raw: raw, status: status)) {
+        let isNew = try await intake.inbox.recordIfNew(message(n, raw: raw, status: status))
+        if !isNew {
             guard try await intake.inbox.status(store: Self.store, messageID: n.messageID) == .received else {
                 count(.duplicate)
                 return .duplicate

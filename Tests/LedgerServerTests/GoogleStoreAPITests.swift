@@ -122,17 +122,20 @@ final class GooglePlayStandIn: Sendable {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: value.canonicalBytes())))
     }
 
-    static let unauthorised = json(["error": ["code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"]], status: .unauthorized)
-    static let unavailable = json(["error": ["code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE"]], status: .serviceUnavailable)
+    static func unauthorised() -> Response { json(["error": ["code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"]], status: .unauthorized) }
+    static func unavailable() -> Response { json(["error": ["code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE"]], status: .serviceUnavailable) }
 
     func serve<T: Sendable>(_ body: @escaping @Sendable (Int) async throws -> T) async throws -> T {
         let router = Router()
         router.post("token") { request, _ in try await self.handleToken(request) }
         router.get("certs") { _, _ in Self.json(try self.jwks()) }
         router.get("androidpublisher/v3/applications/:package/purchases/subscriptionsv2/tokens/:token") { request, context in
-            let (down, _) = self.state.withLock { s in s.apiCalls += 1; return (s.down, 0) }
-            if down { return Self.unavailable }
-            guard self.authorised(request) else { return Self.unauthorised }
+            let down = self.state.withLock { s -> Bool in
+                s.apiCalls += 1
+                return s.down
+            }
+            if down { return Self.unavailable() }
+            guard self.authorised(request) else { return Self.unauthorised() }
             let token = context.parameters.get("token") ?? ""
             guard context.parameters.get("package") == Self.package, let p = self.state.withLock({ $0.purchases[token] }) else {
                 return Self.json(["error": ["code": 404, "message": "The purchase token was not found.", "status": "NOT_FOUND"]], status: .notFound)
@@ -140,8 +143,8 @@ final class GooglePlayStandIn: Sendable {
             return Self.json(.object(p))
         }
         router.post("androidpublisher/v3/applications/:package/purchases/subscriptions/:product/tokens/:action") { request, context in
-            if self.state.withLock({ $0.down }) { return Self.unavailable }
-            guard self.authorised(request) else { return Self.unauthorised }
+            if self.state.withLock({ $0.down }) { return Self.unavailable() }
+            guard self.authorised(request) else { return Self.unauthorised() }
             let action = context.parameters.get("action") ?? ""
             guard action.hasSuffix(":acknowledge") else { return Self.json(["error": ["code": 404]], status: .notFound) }
             let token = String(action.dropLast(":acknowledge".count))
@@ -357,7 +360,7 @@ struct GoogleStoreAPITests {
             try await Self.send(c, Self.push(id: "h1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-h"))
             c.google.set("tok-h", Self.purchase(state: "SUBSCRIPTION_STATE_ON_HOLD", order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h"))
             try await Self.send(c, Self.push(id: "h2", at: "2026-04-01T10:00:00Z", type: 5, token: "tok-h"))
-            #expect(try await !Self.active(c, "user-h", at: "2026-04-02T00:00:00Z"))
+            #expect(try await Self.active(c, "user-h", at: "2026-04-02T00:00:00Z") == false)
             c.google.set("tok-h", Self.purchase(
                 state: "SUBSCRIPTION_STATE_EXPIRED", order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h",
                 canceled: ["systemInitiatedCancellation": [:]]))
@@ -412,7 +415,7 @@ struct GoogleStoreAPITests {
             try await Self.send(c, Self.push(id: "p1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-p"))
             c.google.set("tok-p", Self.purchase(state: "SUBSCRIPTION_STATE_PAUSED", order: "GPA.6000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-p"))
             try await Self.send(c, Self.push(id: "p2", at: "2026-04-01T10:00:00Z", type: 10, token: "tok-p"))
-            #expect(try await !Self.active(c, "user-p", at: "2026-04-15T00:00:00Z"))
+            #expect(try await Self.active(c, "user-p", at: "2026-04-15T00:00:00Z") == false)
             c.google.set("tok-p", Self.purchase(order: "GPA.6000-0000-0000-00001..0", expiry: "2026-06-01T10:00:00Z", account: "user-p"))
             try await Self.send(c, Self.push(id: "p3", at: "2026-05-01T10:00:00Z", type: 2, token: "tok-p"))
             #expect(try await Self.active(c, "user-p", at: "2026-05-15T00:00:00Z"))
@@ -428,7 +431,7 @@ struct GoogleStoreAPITests {
             c.google.set("tok-v", Self.purchase(order: "GPA.7000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-v"))
             try await Self.send(c, Self.push(id: "v1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-v"))
             try await Self.send(c, Self.push(id: "v2", at: "2026-03-10T00:00:00Z", token: "tok-v", voided: "GPA.7000-0000-0000-00001"))
-            #expect(try await !Self.active(c, "user-v", at: "2026-03-15T00:00:00Z"))
+            #expect(try await Self.active(c, "user-v", at: "2026-03-15T00:00:00Z") == false)
             let refund = try #require(try await Self.events(c, "user-v").last)
             #expect(refund["type"] == "refund")
             #expect(refund.objectValue("data")?["amount_minor"] == 999)
