@@ -125,7 +125,8 @@ public final class GooglePlay: Sendable {
             return .ignored
         }
         let status: StoreInbox.Status = n.kind == "test" || n.kind == "unknown" ? .notice : .received
-        let isNew = try await intake.inbox.recordIfNew(message(n, raw: raw, status: status))
+        // The background resolver leaves it to this request for a minute (the API calls' retries and timeouts).
+        let isNew = try await intake.inbox.recordIfNew(message(n, raw: raw, status: status), resolveAfter: .seconds(60))
         if !isNew {
             guard try await intake.inbox.status(store: Self.store, messageID: n.messageID) == .received else {
                 count(.duplicate)

@@ -197,7 +197,7 @@ struct GoogleStoreAPITests {
         _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
         let google = try GooglePlayStandIn()
-        try await google.serve { port in
+        _ = try await google.serve { port in
             try await TestDatabase.withDatabase { url in
                 let keys = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
                     var keys: [APIRole: String] = [:]
@@ -405,6 +405,11 @@ struct GoogleStoreAPITests {
             #expect(events.map { $0["type"]?.stringValue ?? "" } == ["purchase", "purchase", "refund"])
             #expect(events[2].objectValue("data")?["transaction_id"] == "GPA.4000-0000-0000-00001")
             #expect(events[2].objectValue("data")?["amount_minor"] == 0)
+            let windows = try await c.http.execute(uri: "/v1/subscribers/user-u/windows", method: .get, headers: c.api.headers(.reader))
+            let old = try #require(try windows.json.objectValue?["windows"]?.arrayValue?.compactMap(\.objectValue).first {
+                $0["transaction_id"] == "GPA.4000-0000-0000-00001"
+            })
+            #expect(old["cut_at"] == "2026-03-15T10:00:00Z", "the old token's time ends when the new one starts")
         }
     }
 
