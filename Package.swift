@@ -130,6 +130,7 @@ let package = Package(
             dependencies: [
                 "StoreAdapters", "LedgerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
             ],

@@ -226,8 +226,24 @@ public final class GooglePlay: Sendable {
             let env: LedgerEnvironment = purchase["testPurchase"] != nil ? .sandbox : .production
             let product = purchase["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
             return try await ingest(n, raw: raw, drafts: GoogleSubscriptionMapper.voided(n, product: product, environment: env), environment: env, hint: nil)
+        case "one_time_product" where n.subtype == "1":
+            guard let sku = n.productID else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+            let purchase = try await api.product(package: n.packageName, productID: sku, token: token)
+            let r = try GoogleProductMapper.resolve(n, product: sku, purchase: purchase)
+            let outcome = try await ingest(n, raw: raw, drafts: r.drafts, environment: r.environment, hint: r.subscriberHint)
+            if case .applied = outcome, let product = r.acknowledgeProductID {
+                do {
+                    try await api.acknowledgeProduct(package: n.packageName, productID: product, token: token)
+                } catch {
+                    logger.warning(
+                        "google product purchase not acknowledged yet",
+                        metadata: ["google.message_id": "\(n.messageID)", "error.message": "\(error)"])
+                }
+            }
+            return outcome
         default:
-            // One-time products and their voided purchases are kept as notices (docs/google.md: not done yet).
+            // Cancelled pending one-time purchases, voided one-time purchases (Google does not say which product:
+            // docs/google.md), test notifications: kept as notices.
             return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
         }
     }
@@ -249,23 +265,37 @@ public final class GooglePlay: Sendable {
     /// token's notifications that waited for a subscriber are then marked applied (the state covers them).
     public func submit(subscriber: String, package: String, productID: String, token: String) async throws -> [RecordedEvent] {
         guard let api else { throw GooglePlayError.configuration("Google Play is not configured (--google-service-account-file)") }
-        let purchase = try await api.subscription(package: package, token: token)
-        let products = purchase["lineItems"]?.arrayValue?.compactMap { $0.objectValue?["productId"]?.stringValue } ?? []
-        guard products.contains(productID) else {
-            throw StoreMappingError(field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
-        }
-        let n = try GoogleNotification(
+        var n = try GoogleNotification(
             messageID: "purchase", notification: [
                 "packageName": .string(package), "eventTimeMillis": .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
             ])
-        var withToken = n
-        withToken.purchaseToken = token
-        let r = try GoogleSubscriptionMapper.resolve(withToken, purchase: purchase)
+        n.purchaseToken = token
+        let r: GoogleResolution
+        do {
+            let purchase = try await api.subscription(package: package, token: token)
+            let products = purchase["lineItems"]?.arrayValue?.compactMap { $0.objectValue?["productId"]?.stringValue } ?? []
+            guard products.contains(productID) else {
+                throw StoreMappingError(field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
+            }
+            r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
+        } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
+            // Not a subscription token: a one-time product's, or unknown (then products.get refuses it too).
+            r = try GoogleProductMapper.resolve(n, product: productID, purchase: try await api.product(package: package, productID: productID, token: token))
+        }
+        let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
         try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
         let events = r.drafts.isEmpty ? [] : try await intake.append(drafts: r.drafts, subscriber: subscriber, source: Self.store).events
         _ = try await intake.link(store: Self.store, accountIDs: [token], to: subscriber, by: "purchase", logger: logger) { _ in [] }
         if let product = r.acknowledgeProductID {
-            try? await api.acknowledge(package: package, productID: product, token: token)
+            do {
+                if isProduct {
+                    try await api.acknowledgeProduct(package: package, productID: product, token: token)
+                } else {
+                    try await api.acknowledge(package: package, productID: product, token: token)
+                }
+            } catch {
+                logger.warning("google purchase not acknowledged yet", metadata: ["error.message": "\(error)"])
+            }
         }
         return events
     }
@@ -299,8 +329,10 @@ public struct GoogleResolverService: Service {
                     for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
                         _ = await play.resolve(stored: m)
                     }
-                } catch {
+                } catch where !Task.isCancelled {
                     play.logger.warning("google resolver could not read the inbox", metadata: ["error.message": "\(error)"])
+                } catch {
+                    return
                 }
                 try? await Task.sleep(for: play.configuration.pollInterval)
             }

@@ -46,6 +46,18 @@ public actor GooglePlayAPI {
         _ = try await call(.POST, url, body: "{}")
     }
 
+    /// `purchases.products.get` (a one-time product).
+    public func product(package: String, productID: String, token: String) async throws -> [String: JSONValue] {
+        let url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/products/\(Self.escape(productID))/tokens/\(Self.escape(token))"
+        return try await call(.GET, url, body: nil)
+    }
+
+    /// `purchases.products.acknowledge`.
+    public func acknowledgeProduct(package: String, productID: String, token: String) async throws {
+        let url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/products/\(Self.escape(productID))/tokens/\(Self.escape(token)):acknowledge"
+        _ = try await call(.POST, url, body: "{}")
+    }
+
     func call(_ method: HTTPMethod, _ url: String, body: String?) async throws -> [String: JSONValue] {
         var attempt = 0
         while true {

@@ -137,10 +137,35 @@ final class GooglePlayStandIn: Sendable {
             if down { return Self.unavailable() }
             guard self.authorised(request) else { return Self.unauthorised() }
             let token = context.parameters.get("token") ?? ""
-            guard context.parameters.get("package") == Self.package, let p = self.state.withLock({ $0.purchases[token] }) else {
+            guard context.parameters.get("package") == Self.package, let p = self.state.withLock({ $0.purchases[token] }),
+                p["kind"] != "androidpublisher#productPurchase"
+            else {
                 return Self.json(["error": ["code": 404, "message": "The purchase token was not found.", "status": "NOT_FOUND"]], status: .notFound)
             }
             return Self.json(.object(p))
+        }
+        router.get("androidpublisher/v3/applications/:package/purchases/products/:product/tokens/:token") { request, context in
+            if self.state.withLock({ $0.down }) { return Self.unavailable() }
+            guard self.authorised(request) else { return Self.unauthorised() }
+            let token = context.parameters.get("token") ?? ""
+            guard let p = self.state.withLock({ $0.purchases[token] }), p["kind"] == "androidpublisher#productPurchase",
+                p["productId"]?.stringValue == context.parameters.get("product")
+            else {
+                return Self.json(["error": ["code": 404, "message": "The purchase token was not found.", "status": "NOT_FOUND"]], status: .notFound)
+            }
+            return Self.json(.object(p))
+        }
+        router.post("androidpublisher/v3/applications/:package/purchases/products/:product/tokens/:token") { request, context in
+            if self.state.withLock({ $0.down }) { return Self.unavailable() }
+            guard self.authorised(request) else { return Self.unauthorised() }
+            let action = context.parameters.get("token") ?? ""
+            guard action.hasSuffix(":acknowledge") else { return Self.json(["error": ["code": 404]], status: .notFound) }
+            let token = String(action.dropLast(":acknowledge".count))
+            self.state.withLock { s in
+                s.acknowledged.append(token)
+                s.purchases[token]?["acknowledgementState"] = 1
+            }
+            return Response(status: .ok)
         }
         router.post("androidpublisher/v3/applications/:package/purchases/subscriptions/:product/tokens/:action") { request, context in
             if self.state.withLock({ $0.down }) { return Self.unavailable() }
@@ -179,6 +204,9 @@ struct GoogleStoreAPITests {
         "entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 999, "currency": "USD",
         "commission_rate": "0.15",
     ]
+    static let lifetime: JSONValue = [
+        "entitlements": ["pro"], "kind": "lifetime", "price_minor": 4999, "currency": "USD", "commission_rate": "0.15",
+    ]
     static let maxProduct: JSONValue = [
         "entitlements": ["pro", "max"], "kind": "auto_renewable", "period": "P1M", "price_minor": 1999, "currency": "USD",
         "commission_rate": "0.15",
@@ -214,7 +242,7 @@ struct GoogleStoreAPITests {
                     client: client, migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
                 try await app.test(.router) { http in
                     let api = APIHarness(keys: keys)
-                    for (id, p) in [("pro.monthly", product), ("max.monthly", maxProduct)] {
+                    for (id, p) in [("pro.monthly", product), ("max.monthly", maxProduct), ("lifetime.pro", lifetime)] {
                         let put = try await http.execute(uri: "/v1/catalog/products/\(id)", method: .put, headers: api.headers(.admin), body: LedgerServerTests.body(p))
                         #expect(put.status == .ok || put.status == .created)
                     }
@@ -531,6 +559,42 @@ struct GoogleStoreAPITests {
             wrong["product_id"] = "pro.monthly"
             wrong["purchase_token"] = "tok-unknown"
             #expect(try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(.object(wrong))).status == .unprocessableContent)
+        }
+    }
+
+    @Test("a one-time product: purchased through a notification, acknowledged; a submitted one-time token")
+    func oneTimeProducts() async throws {
+        try await Self.run { c in
+            func productPurchase(_ order: String, account: String?) -> [String: JSONValue] {
+                var p: [String: JSONValue] = [
+                    "kind": "androidpublisher#productPurchase", "productId": "lifetime.pro", "orderId": .string(order),
+                    "purchaseTimeMillis": .string(String(Self.t("2026-03-01T10:00:00Z").microseconds / 1000)), "purchaseState": 0,
+                    "acknowledgementState": 0, "consumptionState": 0, "regionCode": "US",
+                ]
+                if let account { p["obfuscatedExternalAccountId"] = .string(account) }
+                return p
+            }
+            c.google.set("tok-l", productPurchase("GPA.9300-0000-0000-00001", account: "user-l"))
+            let n: JSONValue = [
+                "version": "1.0", "packageName": .string(GooglePlayStandIn.package),
+                "eventTimeMillis": .string(String(Self.t("2026-03-01T10:00:01Z").microseconds / 1000)),
+                "oneTimeProductNotification": ["version": "1.0", "notificationType": 1, "purchaseToken": "tok-l", "sku": "lifetime.pro"],
+            ]
+            let push: JSONValue = ["message": ["data": .string(Data(n.canonicalBytes()).base64EncodedString()), "messageId": "l1"]]
+            let r = try await Self.send(c, push)
+            #expect(try r.json.objectValue?["status"] == "applied")
+            #expect(try await Self.active(c, "user-l", at: "2030-01-01T00:00:00Z"))
+            #expect(c.google.acknowledged == ["tok-l"])
+
+            c.google.set("tok-m", productPurchase("GPA.9400-0000-0000-00001", account: nil))
+            let submit: JSONValue = [
+                "subscriber_id": "user-m", "package_name": .string(GooglePlayStandIn.package), "product_id": "lifetime.pro", "purchase_token": "tok-m",
+            ]
+            let submitted = try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+            #expect(submitted.status == .ok)
+            #expect(try submitted.events.map { $0["type"] } == ["purchase"])
+            #expect(try submitted.json.objectValue?["entitlements"]?.arrayValue?.first?.objectValue?["active"] == true)
+            #expect(c.google.acknowledged == ["tok-l", "tok-m"])
         }
     }
 
