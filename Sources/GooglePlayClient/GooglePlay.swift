@@ -22,6 +22,8 @@ public struct GooglePlayConfiguration: Sendable {
     public var pollInterval: Duration
     /// Delays between attempts of one API call.
     public var callBackoff: [Duration]
+    /// How often `serve` reads voided purchases (nil: never).
+    public var reconcileInterval: Duration?
 
     public static let defaultAPIBaseURL = "https://androidpublisher.googleapis.com"
 
@@ -29,8 +31,9 @@ public struct GooglePlayConfiguration: Sendable {
         packageNames: Set<String> = [], serviceAccount: GoogleServiceAccount? = nil, apiBaseURL: String = defaultAPIBaseURL,
         pubsubAudience: String? = nil, pubsubServiceAccount: String? = nil, oidcJWKS: String = GoogleKeySource.defaultURL,
         retryBase: Duration = .seconds(5), pollInterval: Duration = .seconds(5),
-        callBackoff: [Duration] = [.milliseconds(200), .milliseconds(800), .seconds(2)]
+        callBackoff: [Duration] = [.milliseconds(200), .milliseconds(800), .seconds(2)], reconcileInterval: Duration? = .seconds(3600)
     ) {
+        self.reconcileInterval = reconcileInterval
         self.packageNames = packageNames
         self.serviceAccount = serviceAccount
         self.apiBaseURL = apiBaseURL
@@ -222,7 +225,13 @@ public final class GooglePlay: Sendable {
             }
             return outcome
         case "voided_purchase" where n.subtype == "1":
-            let purchase = try await api.subscription(package: n.packageName, token: token)
+            let purchase: [String: JSONValue]
+            do {
+                purchase = try await api.subscription(package: n.packageName, token: token)
+            } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
+                // Not a subscription's token (reconciliation cannot tell): a one-time purchase, kept as a notice.
+                return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
+            }
             let env: LedgerEnvironment = purchase["testPurchase"] != nil ? .sandbox : .production
             let product = purchase["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
             return try await ingest(n, raw: raw, drafts: GoogleSubscriptionMapper.voided(n, product: product, environment: env), environment: env, hint: nil)
@@ -300,6 +309,50 @@ public final class GooglePlay: Sendable {
         return events
     }
 
+    /// Reads `purchases.voidedpurchases.list` for every configured package (from `since`, else Google's
+    /// default of 30 days) and feeds each voided order through the inbox as a voided-purchase notification
+    /// (`voided:<orderId>`), so refunds whose notification was missed still land, once. Returns how many
+    /// voided purchases were read and how many were new to the inbox.
+    public func reconcile(since: Timestamp?) async throws -> (read: Int, new: Int) {
+        guard let api else { throw GooglePlayError.configuration("Google Play is not configured (--google-service-account-file)") }
+        var read = 0
+        var new = 0
+        for package in configuration.packageNames.sorted() {
+            var pageToken: String?
+            var pages = 0
+            repeat {
+                let page = try await api.voidedPurchases(package: package, since: since.map { $0.microseconds / 1000 }, pageToken: pageToken)
+                for v in page["voidedPurchases"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
+                    guard let order = v["orderId"]?.stringValue, let token = v["purchaseToken"]?.stringValue else { continue }
+                    read += 1
+                    let voided: [String: JSONValue] = [
+                        "purchaseToken": .string(token), "orderId": .string(order), "productType": 1,
+                        "refundType": v["voidedQuantity"] == nil ? 1 : 2,
+                    ]
+                    let n: GoogleNotification
+                    do {
+                        n = try GoogleNotification(
+                            messageID: "voided:\(order)",
+                            notification: [
+                                "packageName": .string(package),
+                                "eventTimeMillis": v["voidedTimeMillis"] ?? .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
+                                "voidedPurchaseNotification": .object(voided),
+                            ])
+                    } catch {
+                        logger.warning("google voided purchase skipped", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
+                        continue
+                    }
+                    if case .duplicate = try await receive(n, raw: "") { continue }
+                    new += 1
+                }
+                pageToken = page["tokenPagination"]?.objectValue?["nextPageToken"]?.stringValue
+                pages += 1
+            } while pageToken != nil && pages < 1000
+        }
+        Counter(label: "subledger_google_reconciled_voided_total").increment(by: new)
+        return (read, new)
+    }
+
     private func message(_ n: GoogleNotification, raw: String, status: StoreInbox.Status) -> StoreInbox.Message {
         StoreInbox.Message(
             store: Self.store, messageID: n.messageID, kind: n.kind, subtype: n.subtype, environment: .production,
@@ -335,6 +388,33 @@ public struct GoogleResolverService: Service {
                     return
                 }
                 try? await Task.sleep(for: play.configuration.pollInterval)
+            }
+        }
+    }
+}
+
+/// Reconciles voided purchases periodically (`GooglePlay.reconcile`), in case a notification was missed.
+public struct GoogleReconcileService: Service {
+    let play: GooglePlay
+    let interval: Duration
+
+    public init(play: GooglePlay, interval: Duration) {
+        self.play = play
+        self.interval = interval
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let (read, new) = try await play.reconcile(since: nil)
+                    play.logger.info("google voided purchases reconciled", metadata: ["google.voided.read": "\(read)", "google.voided.new": "\(new)"])
+                } catch where !Task.isCancelled {
+                    play.logger.warning("google reconciliation failed; next run later", metadata: ["error.message": "\(error)"])
+                } catch {
+                    return
+                }
+                try? await Task.sleep(for: interval)
             }
         }
     }

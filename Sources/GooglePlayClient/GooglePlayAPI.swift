@@ -58,6 +58,14 @@ public actor GooglePlayAPI {
         _ = try await call(.POST, url, body: "{}")
     }
 
+    /// One page of `purchases.voidedpurchases.list` (subscriptions and one-time products, `type=1`).
+    public func voidedPurchases(package: String, since: Int64?, pageToken: String?) async throws -> [String: JSONValue] {
+        var url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/voidedpurchases?type=1&maxResults=1000"
+        if let since { url += "&startTime=\(since)" }
+        if let pageToken { url += "&token=\(Self.escape(pageToken))" }
+        return try await call(.GET, url, body: nil)
+    }
+
     func call(_ method: HTTPMethod, _ url: String, body: String?) async throws -> [String: JSONValue] {
         var attempt = 0
         while true {

@@ -187,7 +187,10 @@ func buildRouterAndServices(
     let play =
         google.acceptsPushes || google.serviceAccount != nil
         ? GooglePlay(configuration: google, intake: intake, logger: logger) : nil
-    if let play, google.serviceAccount != nil { services.append(GoogleResolverService(play: play, inbox: intake.inbox)) }
+    if let play, google.serviceAccount != nil {
+        services.append(GoogleResolverService(play: play, inbox: intake.inbox))
+        if let interval = google.reconcileInterval { services.append(GoogleReconcileService(play: play, interval: interval)) }
+    }
     let googleRoutes = GoogleStoreRoutes(
         play: play, reader: ProjectionReader(router: readRouter, cache: cache), router: readRouter, maxBodyBytes: configuration.maxBodyBytes)
     googleRoutes.register(on: v1)

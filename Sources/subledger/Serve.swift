@@ -110,57 +110,7 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a webhook endpoint's lease lasts without renewal: how soon another instance takes over a dead one's endpoints.")
     var webhookLeaseSeconds = 15
 
-    @Option(
-        name: .customLong("google-package-name"),
-        help: "A Google Play package name this ledger serves; repeatable (default: $SUBLEDGER_GOOGLE_PACKAGE_NAMES, comma-separated).")
-    var googlePackageNames: [String] = []
-
-    @Option(
-        name: .customLong("google-service-account-file"),
-        help: "Google service-account JSON key file for the Play Developer API (default: $SUBLEDGER_GOOGLE_SERVICE_ACCOUNT_FILE).")
-    var googleServiceAccountFile: String?
-
-    @Option(
-        name: .customLong("google-api-base-url"),
-        help: "Play Developer API base URL (default: $SUBLEDGER_GOOGLE_API_BASE_URL, else https://androidpublisher.googleapis.com).")
-    var googleAPIBaseURL: String?
-
-    @Option(
-        name: .customLong("google-pubsub-audience"),
-        help: "The audience of the Pub/Sub push subscription's OIDC tokens (default: $SUBLEDGER_GOOGLE_PUBSUB_AUDIENCE).")
-    var googlePubsubAudience: String?
-
-    @Option(
-        name: .customLong("google-pubsub-service-account"),
-        help: "The service account email Pub/Sub pushes as (default: $SUBLEDGER_GOOGLE_PUBSUB_SERVICE_ACCOUNT).")
-    var googlePubsubServiceAccount: String?
-
-    @Option(
-        name: .customLong("google-oidc-jwks"),
-        help: "URL or file of Google's OIDC signing keys (default: $SUBLEDGER_GOOGLE_OIDC_JWKS, else https://www.googleapis.com/oauth2/v3/certs).")
-    var googleOIDCJWKS: String?
-
-    /// Google Play's configuration from the flags, else the environment.
-    func googleConfiguration() throws -> GooglePlayConfiguration {
-        let env = ProcessInfo.processInfo.environment
-        func value(_ flag: String?, _ name: String) -> String? {
-            (flag ?? env[name]).flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0.trimmingCharacters(in: .whitespaces) }
-        }
-        var packages = googlePackageNames
-        if packages.isEmpty, let list = env["SUBLEDGER_GOOGLE_PACKAGE_NAMES"] {
-            packages = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        var account: GoogleServiceAccount?
-        if let path = value(googleServiceAccountFile, "SUBLEDGER_GOOGLE_SERVICE_ACCOUNT_FILE") {
-            do { account = try GoogleServiceAccount.load(path: path) } catch { throw ValidationError("--google-service-account-file: \(error)") }
-        }
-        return GooglePlayConfiguration(
-            packageNames: Set(packages), serviceAccount: account,
-            apiBaseURL: value(googleAPIBaseURL, "SUBLEDGER_GOOGLE_API_BASE_URL") ?? GooglePlayConfiguration.defaultAPIBaseURL,
-            pubsubAudience: value(googlePubsubAudience, "SUBLEDGER_GOOGLE_PUBSUB_AUDIENCE"),
-            pubsubServiceAccount: value(googlePubsubServiceAccount, "SUBLEDGER_GOOGLE_PUBSUB_SERVICE_ACCOUNT"),
-            oidcJWKS: value(googleOIDCJWKS, "SUBLEDGER_GOOGLE_OIDC_JWKS") ?? GoogleKeySource.defaultURL)
-    }
+    @OptionGroup var google: GoogleOptions
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
@@ -218,7 +168,7 @@ struct Serve: AsyncParsableCommand {
                 appleBundleID: appleBundleID ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
                 keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
                 entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
-                replicaWait: replicaWait, webhooks: webhooks, google: try googleConfiguration()),
+                replicaWait: replicaWait, webhooks: webhooks, google: try google.configuration()),
             primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
             metrics: registry, logger: logger)
         logger.info(

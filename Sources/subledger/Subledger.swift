@@ -6,6 +6,6 @@ struct Subledger: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "subledger",
         abstract: "An event-sourced subscription ledger on PostgreSQL.",
-        subcommands: [Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, Import.self, AppleTestNotification.self]
+        subcommands: [Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, Import.self, AppleTestNotification.self, Google.self]
     )
 }

@@ -24,6 +24,7 @@ final class GooglePlayStandIn: Sendable {
         var accessTokens: Set<String> = []
         var refusedAssertions = 0
         var apiCalls = 0
+        var voided: [JSONValue] = []
     }
 
     static let email = "ledger@test-project.iam.gserviceaccount.com"
@@ -42,6 +43,7 @@ final class GooglePlayStandIn: Sendable {
 
     func set(_ token: String, _ purchase: [String: JSONValue]) { state.withLock { $0.purchases[token] = purchase } }
     func setDown(_ down: Bool) { state.withLock { $0.down = down } }
+    func void(_ entry: JSONValue) { state.withLock { $0.voided.append(entry) } }
     var acknowledged: [String] { state.withLock { $0.acknowledged } }
 
     /// The service account's key file, as Google issues it.
@@ -53,12 +55,12 @@ final class GooglePlayStandIn: Sendable {
         ]).canonicalBytes()
     }
 
-    func configuration(port: Int, packages: Set<String> = [package]) throws -> GooglePlayConfiguration {
+    func configuration(port: Int, packages: Set<String> = [package], reconcile: Duration? = nil) throws -> GooglePlayConfiguration {
         GooglePlayConfiguration(
             packageNames: packages, serviceAccount: try GoogleServiceAccount(json: serviceAccountJSON(port: port)),
             apiBaseURL: "http://127.0.0.1:\(port)", pubsubAudience: Self.audience, pubsubServiceAccount: Self.pushAccount,
             oidcJWKS: "http://127.0.0.1:\(port)/certs", retryBase: .milliseconds(100), pollInterval: .milliseconds(100),
-            callBackoff: [.milliseconds(20)])
+            callBackoff: [.milliseconds(20)], reconcileInterval: reconcile)
     }
 
     /// An OIDC ID token as Pub/Sub sends it; `key` other than the published one makes a forgery.
@@ -144,6 +146,17 @@ final class GooglePlayStandIn: Sendable {
             }
             return Self.json(.object(p))
         }
+        router.get("androidpublisher/v3/applications/:package/purchases/voidedpurchases") { request, _ in
+            if self.state.withLock({ $0.down }) { return Self.unavailable() }
+            guard self.authorised(request) else { return Self.unauthorised() }
+            // Two entries a page, so that paging is exercised.
+            let all = self.state.withLock { $0.voided }
+            let start = Int(request.uri.queryParameters.get("token") ?? "0") ?? 0
+            let page = Array(all.dropFirst(start).prefix(2))
+            var body: [String: JSONValue] = ["voidedPurchases": .array(page), "pageInfo": ["resultPerPage": 2]]
+            if start + 2 < all.count { body["tokenPagination"] = ["nextPageToken": .string(String(start + 2))] }
+            return Self.json(.object(body))
+        }
         router.get("androidpublisher/v3/applications/:package/purchases/products/:product/tokens/:token") { request, context in
             if self.state.withLock({ $0.down }) { return Self.unavailable() }
             guard self.authorised(request) else { return Self.unauthorised() }
@@ -221,7 +234,7 @@ struct GoogleStoreAPITests {
 
     /// The application with Google Play configured against the stand-in, on a fresh database.
     static func run(
-        packages: Set<String> = [GooglePlayStandIn.package], configured: Bool = true,
+        packages: Set<String> = [GooglePlayStandIn.package], configured: Bool = true, reconcile: Duration? = nil,
         _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
         let google = try GooglePlayStandIn()
@@ -238,7 +251,8 @@ struct GoogleStoreAPITests {
                 let app = try buildApplication(
                     configuration: ServerConfiguration(
                         maxBodyBytes: 1024 * 1024,
-                        google: configured ? try google.configuration(port: port, packages: packages) : GooglePlayConfiguration()),
+                        google: configured
+                            ? try google.configuration(port: port, packages: packages, reconcile: reconcile) : GooglePlayConfiguration(reconcileInterval: nil)),
                     client: client, migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
                 try await app.test(.router) { http in
                     let api = APIHarness(keys: keys)
@@ -595,6 +609,37 @@ struct GoogleStoreAPITests {
             #expect(try submitted.events.map { $0["type"] } == ["purchase"])
             #expect(try submitted.json.objectValue?["entitlements"]?.arrayValue?.first?.objectValue?["active"] == true)
             #expect(c.google.acknowledged == ["tok-l", "tok-m"])
+        }
+    }
+
+    @Test("reconciliation reads voided purchases, page by page, and refunds what a missed notification did not, once")
+    func reconciliation() async throws {
+        try await Self.run(reconcile: .milliseconds(200)) { c in
+            for (i, user) in ["user-r1", "user-r2", "user-r3"].enumerated() {
+                c.google.set("tok-r\(i)", Self.purchase(order: "GPA.9600-0000-0000-0000\(i)", expiry: "2026-04-01T10:00:00Z", account: user))
+                try await Self.send(c, Self.push(id: "r\(i)", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-r\(i)"))
+            }
+            // tok-r0's voiding was also notified: reconciliation must not refund it twice.
+            try await Self.send(c, Self.push(id: "rv0", at: "2026-03-10T00:00:00Z", token: "tok-r0", voided: "GPA.9600-0000-0000-00000"))
+            for i in 0..<3 {
+                c.google.void([
+                    "kind": "androidpublisher#voidedPurchase", "purchaseToken": .string("tok-r\(i)"), "orderId": .string("GPA.9600-0000-0000-0000\(i)"),
+                    "purchaseTimeMillis": .string(String(Self.t("2026-03-01T10:00:00Z").microseconds / 1000)),
+                    "voidedTimeMillis": .string(String(Self.t("2026-03-10T00:00:00Z").microseconds / 1000)), "voidedSource": 0, "voidedReason": 1,
+                ])
+            }
+            var refunded = false
+            for _ in 0..<100 where !refunded {
+                try await Task.sleep(for: .milliseconds(100))
+                refunded = try await Self.events(c, "user-r3").contains { $0["type"] == "refund" }
+            }
+            #expect(refunded)
+            try await Task.sleep(for: .milliseconds(500))
+            for i in 1...3 {
+                let refunds = try await Self.events(c, "user-r\(i)").filter { $0["type"] == "refund" }
+                #expect(refunds.count == 1, "user-r\(i): one refund")
+            }
+            #expect(try await Self.active(c, "user-r1", at: "2026-03-15T00:00:00Z") == false)
         }
     }
 
