@@ -198,7 +198,7 @@ public final class GooglePlay: Sendable {
         case "subscription":
             let purchase = try await api.subscription(package: n.packageName, token: token)
             let r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
-            var drafts = r.drafts
+            var drafts = await priced(r.drafts, package: n.packageName)
             if let linked = r.linkedPurchaseToken {
                 // An upgrade or downgrade: the new token belongs to the old one's subscriber, whose time ends now.
                 if r.subscriberHint == nil, try await intake.links.subscriber(store: Self.store, accountID: token) == nil,
@@ -239,7 +239,8 @@ public final class GooglePlay: Sendable {
             guard let sku = n.productID else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
             let purchase = try await api.product(package: n.packageName, productID: sku, token: token)
             let r = try GoogleProductMapper.resolve(n, product: sku, purchase: purchase)
-            let outcome = try await ingest(n, raw: raw, drafts: r.drafts, environment: r.environment, hint: r.subscriberHint)
+            let outcome = try await ingest(
+                n, raw: raw, drafts: await priced(r.drafts, package: n.packageName), environment: r.environment, hint: r.subscriberHint)
             if case .applied = outcome, let product = r.acknowledgeProductID {
                 do {
                     try await api.acknowledgeProduct(package: n.packageName, productID: product, token: token)
@@ -293,7 +294,8 @@ public final class GooglePlay: Sendable {
         }
         let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
         try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
-        let events = r.drafts.isEmpty ? [] : try await intake.append(drafts: r.drafts, subscriber: subscriber, source: Self.store).events
+        let drafts = await priced(r.drafts, package: package)
+        let events = drafts.isEmpty ? [] : try await intake.append(drafts: drafts, subscriber: subscriber, source: Self.store).events
         _ = try await intake.link(store: Self.store, accountIDs: [token], to: subscriber, by: "purchase", logger: logger) { _ in [] }
         if let product = r.acknowledgeProductID {
             do {
@@ -351,6 +353,22 @@ public final class GooglePlay: Sendable {
         }
         Counter(label: "subledger_google_reconciled_voided_total").increment(by: new)
         return (read, new)
+    }
+
+    /// Purchases and renewals priced from their orders (`orders.get`); a draft whose order cannot be read
+    /// keeps the catalog's price (logged: the orders API may not be enabled for the service account).
+    func priced(_ drafts: [EventDraft], package: String) async -> [EventDraft] {
+        guard let api else { return drafts }
+        var out = drafts
+        for i in out.indices where out[i].type == .purchase || out[i].type == .renewal {
+            guard let order = out[i].data["transaction_id"]?.stringValue else { continue }
+            do {
+                GoogleOrderPricing.apply(order: try await api.order(package: package, orderID: order), to: &out[i])
+            } catch {
+                logger.info("google order not read; the catalog's price stands", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
+            }
+        }
+        return out
     }
 
     private func message(_ n: GoogleNotification, raw: String, status: StoreInbox.Status) -> StoreInbox.Message {

@@ -58,6 +58,12 @@ public actor GooglePlayAPI {
         _ = try await call(.POST, url, body: "{}")
     }
 
+    /// `orders.get`: what the buyer paid, the tax, the developer's revenue.
+    public func order(package: String, orderID: String) async throws -> [String: JSONValue] {
+        let url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/orders/\(Self.escape(orderID))"
+        return try await call(.GET, url, body: nil)
+    }
+
     /// One page of `purchases.voidedpurchases.list` (subscriptions and one-time products, `type=1`).
     public func voidedPurchases(package: String, since: Int64?, pageToken: String?) async throws -> [String: JSONValue] {
         var url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/voidedpurchases?type=1&maxResults=1000"

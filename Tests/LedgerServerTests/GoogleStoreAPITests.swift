@@ -25,6 +25,7 @@ final class GooglePlayStandIn: Sendable {
         var refusedAssertions = 0
         var apiCalls = 0
         var voided: [JSONValue] = []
+        var orders: [String: JSONValue] = [:]
     }
 
     static let email = "ledger@test-project.iam.gserviceaccount.com"
@@ -44,6 +45,7 @@ final class GooglePlayStandIn: Sendable {
     func set(_ token: String, _ purchase: [String: JSONValue]) { state.withLock { $0.purchases[token] = purchase } }
     func setDown(_ down: Bool) { state.withLock { $0.down = down } }
     func void(_ entry: JSONValue) { state.withLock { $0.voided.append(entry) } }
+    func order(_ id: String, _ order: JSONValue) { state.withLock { $0.orders[id] = order } }
     var acknowledged: [String] { state.withLock { $0.acknowledged } }
 
     /// The service account's key file, as Google issues it.
@@ -145,6 +147,14 @@ final class GooglePlayStandIn: Sendable {
                 return Self.json(["error": ["code": 404, "message": "The purchase token was not found.", "status": "NOT_FOUND"]], status: .notFound)
             }
             return Self.json(.object(p))
+        }
+        router.get("androidpublisher/v3/applications/:package/orders/:order") { request, context in
+            if self.state.withLock({ $0.down }) { return Self.unavailable() }
+            guard self.authorised(request) else { return Self.unauthorised() }
+            guard let order = self.state.withLock({ $0.orders[context.parameters.get("order") ?? ""] }) else {
+                return Self.json(["error": ["code": 404, "message": "Order not found.", "status": "NOT_FOUND"]], status: .notFound)
+            }
+            return Self.json(order)
         }
         router.get("androidpublisher/v3/applications/:package/purchases/voidedpurchases") { request, _ in
             if self.state.withLock({ $0.down }) { return Self.unavailable() }
@@ -640,6 +650,31 @@ struct GoogleStoreAPITests {
                 #expect(refunds.count == 1, "user-r\(i): one refund")
             }
             #expect(try await Self.active(c, "user-r1", at: "2026-03-15T00:00:00Z") == false)
+        }
+    }
+
+    @Test("the paid amount, tax and Google's share come from orders.get; without an order the catalog's price stands")
+    func orderPricing() async throws {
+        try await Self.run { c in
+            c.google.order("GPA.9700-0000-0000-00001", [
+                "orderId": "GPA.9700-0000-0000-00001", "purchaseToken": "tok-o", "state": "PROCESSED",
+                "total": ["currencyCode": "EUR", "units": "5", "nanos": 490_000_000],
+                "tax": ["currencyCode": "EUR", "units": "0", "nanos": 500_000_000],
+                "developerRevenueInBuyerCurrency": ["currencyCode": "EUR", "units": "4", "nanos": 240_000_000],
+            ])
+            c.google.set("tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-o"))
+            try await Self.send(c, Self.push(id: "o1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-o"))
+            c.google.set("tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001..0", expiry: "2026-05-01T10:00:00Z", account: "user-o", acknowledged: true))
+            try await Self.send(c, Self.push(id: "o2", at: "2026-04-01T10:00:00Z", type: 2, token: "tok-o"))
+            let events = try await Self.events(c, "user-o")
+            #expect(events.map { $0["type"]?.stringValue ?? "" } == ["purchase", "renewal"])
+            // 5.49 paid, 0.50 tax: 4.99 net, of which the developer gets 4.24: Google keeps 0.75 / 4.99.
+            #expect(events[0].objectValue("data")?["price_minor"] == 499)
+            #expect(events[0].objectValue("data")?["currency"] == "EUR")
+            #expect(events[0].objectValue("data")?["commission_rate"] == "0.150301")
+            #expect(events[0].objectValue("metadata")?["order_tax_minor"] == 50)
+            #expect(events[1].objectValue("data")?["price_minor"] == 999, "no order: the catalog's price")
+            #expect(events[1].objectValue("data")?["currency"] == "USD")
         }
     }
 

@@ -119,6 +119,19 @@ struct GoogleAdapterTests {
         #expect(GoogleTime.millis(Int64.max) == nil)
     }
 
+    @Test("Google's Money in minor units: exponents, rounding, hostile values")
+    func money() {
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "9", "nanos": 990_000_000])! == (999, "USD"))
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "JPY", "units": "1200"])! == (1200, "JPY"))
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "KWD", "units": "1", "nanos": 234_500_000])! == (1235, "KWD"))
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "0", "nanos": 4_999_999])! == (0, "USD"))
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "92233720368547758"]) == nil)
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "-1"]) == nil)
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "nanos": 1_000_000_000]) == nil)
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "dollars", "units": "1"]) == nil)
+        #expect(GoogleOrderPricing.minorUnits(nil) == nil)
+    }
+
     static func notification(type: Int, at: String = "2026-04-01T10:00:00Z") throws -> GoogleNotification {
         try GoogleNotification(
             messageID: "m-\(type)",
