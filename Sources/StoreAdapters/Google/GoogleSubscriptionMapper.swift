@@ -181,3 +181,20 @@ public enum GoogleSubscriptionMapper {
             metadata: meta)
     }
 }
+
+/// A verified notification with the subscription's state Google's API returned for it.
+public struct GoogleSubscriptionState: Sendable {
+    public var notification: GoogleNotification
+    public var purchase: [String: JSONValue]
+
+    public init(notification: GoogleNotification, purchase: [String: JSONValue]) {
+        self.notification = notification
+        self.purchase = purchase
+    }
+}
+
+extension GoogleSubscriptionMapper: StoreAdapter {
+    public static func map(_ payload: GoogleSubscriptionState) throws(StoreMappingError) -> [EventDraft] {
+        try resolve(payload.notification, purchase: payload.purchase).drafts
+    }
+}
