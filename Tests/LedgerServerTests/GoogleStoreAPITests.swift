@@ -678,12 +678,20 @@ struct GoogleStoreAPITests {
         }
     }
 
-    @Test("without configuration the routes answer 503 not_configured")
+    @Test("without configuration the routes answer 404 not_configured (401 without a token)")
     func notConfigured() async throws {
         try await Self.run(configured: false) { c in
-            let r = try await Self.send(c, Self.push(id: "n1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-n"))
-            #expect(r.status == .serviceUnavailable)
+            let push = Self.push(id: "n1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-n")
+            let r = try await Self.send(c, push)
+            #expect(r.status == .notFound)
             #expect(r.errorCode == "not_configured")
+            let anonymous = try await c.http.execute(
+                uri: "/v1/stores/google/notifications", method: .post, headers: [.contentType: "application/json"], body: LedgerServerTests.body(push))
+            #expect(anonymous.status == .unauthorized)
+            let submit: JSONValue = ["subscriber_id": "u", "package_name": "p", "product_id": "pro.monthly", "purchase_token": "t"]
+            let purchase = try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+            #expect(purchase.status == .notFound)
+            #expect(purchase.errorCode == "not_configured")
             #expect(try await Self.inbox(c).isEmpty)
         }
     }

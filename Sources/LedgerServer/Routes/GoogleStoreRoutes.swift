@@ -9,7 +9,7 @@ import StoreAdapters
 /// authenticated by Google's OIDC token, not an API key) and `POST /v1/stores/google/purchases`
 /// (client-submitted purchase tokens, role writer). HTTP only: `GooglePlay` does the work.
 struct GoogleStoreRoutes {
-    /// Nil when Google Play is not configured: both routes answer 503 `not_configured`.
+    /// Nil when Google Play is not configured: both routes answer 404 `not_configured`.
     let play: GooglePlay?
     let reader: ProjectionReader
     let router: ReadRouter
@@ -27,15 +27,17 @@ struct GoogleStoreRoutes {
         group.post("stores/google/purchases", use: purchase)
     }
 
+    /// 404 rather than 503: the route is absent from this server's configuration, not failing (a fuzzer or a
+    /// monitor must not read it as an outage).
     static let notConfigured = APIError(
-        .serviceUnavailable, code: "not_configured",
+        .notFound, code: "not_configured",
         message: "Google Play is not configured: set --google-package-name, --google-pubsub-audience, --google-pubsub-service-account and --google-service-account-file")
 
     @Sendable func notification(_ request: Request, context: LedgerRequestContext) async throws -> Response {
-        guard let play, play.configuration.acceptsPushes else { throw Self.notConfigured }
         guard let header = request.headers[.authorization] else {
             throw AuthMiddleware.unauthorized("missing Authorization: Bearer <Google OIDC token>")
         }
+        guard let play, play.configuration.acceptsPushes else { throw Self.notConfigured }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw AuthMiddleware.unauthorized("the Authorization header must be 'Bearer <Google OIDC token>'")
