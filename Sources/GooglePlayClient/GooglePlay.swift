@@ -360,6 +360,12 @@ public final class GooglePlay: Sendable {
     func priced(_ drafts: [EventDraft], package: String) async -> [EventDraft] {
         guard let api else { return drafts }
         var out = drafts
+        // A renewal's period: the catalog's billing period back from Google's expiry (a notification resolved
+        // late would otherwise start the period at the notification's time).
+        let renewed = Set(out.filter { $0.type == .renewal }.compactMap(\.productID))
+        if !renewed.isEmpty, let products = try? await intake.catalog.latest(renewed) {
+            out = out.map { d in GoogleSubscriptionMapper.withCatalogPeriod(d, period: d.productID.flatMap { products[$0]?.period }) }
+        }
         for i in out.indices where out[i].type == .purchase || out[i].type == .renewal {
             guard let order = out[i].data["transaction_id"]?.stringValue else { continue }
             do {

@@ -665,7 +665,9 @@ struct GoogleStoreAPITests {
             c.google.set("tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-o"))
             try await Self.send(c, Self.push(id: "o1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-o"))
             c.google.set("tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001..0", expiry: "2026-05-01T10:00:00Z", account: "user-o", acknowledged: true))
-            try await Self.send(c, Self.push(id: "o2", at: "2026-04-01T10:00:00Z", type: 2, token: "tok-o"))
+            // Resolved late (the notification's time is weeks after the renewal): the period still starts
+            // one catalog period before Google's expiry.
+            try await Self.send(c, Self.push(id: "o2", at: "2026-04-20T00:00:00Z", type: 2, token: "tok-o"))
             let events = try await Self.events(c, "user-o")
             #expect(events.map { $0["type"]?.stringValue ?? "" } == ["purchase", "renewal"])
             // 5.49 paid, 0.50 tax: 4.99 net, of which the developer gets 4.24: Google keeps 0.75 / 4.99.
@@ -675,6 +677,7 @@ struct GoogleStoreAPITests {
             #expect(events[0].objectValue("metadata")?["order_tax_minor"] == 50)
             #expect(events[1].objectValue("data")?["price_minor"] == 999, "no order: the catalog's price")
             #expect(events[1].objectValue("data")?["currency"] == "USD")
+            #expect(events[1].objectValue("data")?["period_start"] == "2026-04-01T10:00:00Z")
         }
     }
 

@@ -192,5 +192,14 @@ struct GoogleAdapterTests {
                 try Self.notification(type: 2), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: String(repeating: "9", count: 300)))
         }
         #expect(GoogleSubscriptionMapper.baseOrder("GPA.1234-5678-9012-34567..12") == "GPA.1234-5678-9012-34567")
+        let end = try Timestamp(rfc3339: "2026-03-31T10:00:00Z")
+        #expect(GoogleSubscriptionMapper.periodStart(expiry: end, period: ISODuration("P1M")!)?.rfc3339 == "2026-02-28T10:00:00Z")
+        #expect(GoogleSubscriptionMapper.periodStart(expiry: end, period: ISODuration("P1W")!)?.rfc3339 == "2026-03-24T10:00:00Z")
+        #expect(GoogleSubscriptionMapper.periodStart(expiry: end, period: ISODuration("P999999Y")!) == nil)
+        #expect(GoogleSubscriptionMapper.periodStart(expiry: Timestamp.minimum, period: ISODuration("P1M")!) == nil)
+        let late = GoogleSubscriptionMapper.withCatalogPeriod(renewed.drafts[0], period: ISODuration("P1M"))
+        let april = try Timestamp(rfc3339: "2026-04-01T10:00:00Z")
+        #expect(late.data["period_start"] == "2026-04-01T10:00:00Z")
+        #expect(late.occurredAt == april)
     }
 }

@@ -147,6 +147,31 @@ public enum GoogleSubscriptionMapper {
         ]
     }
 
+    /// A renewal's period start: its `expiryTime` less the product's billing period (Google's state gives
+    /// only the end). Nil when that is not a sane earlier time (a hostile catalog period, a time near year 1).
+    public static func periodStart(expiry: Timestamp, period: ISODuration) -> Timestamp? {
+        guard period.months >= 0, period.days >= 0, period.seconds >= 0, period.months <= 1200, period.days <= 36_600,
+            period.seconds <= 3_162_240_000, expiry.civil.year >= 200
+        else { return nil }
+        var back = period
+        back.months = -period.months
+        back.days = -period.days
+        back.seconds = -period.seconds
+        let start = back.added(to: expiry)
+        return start < expiry ? start : nil
+    }
+
+    /// A renewal draft whose period starts `period` before its end (see `periodStart`); others unchanged.
+    public static func withCatalogPeriod(_ draft: EventDraft, period: ISODuration?) -> EventDraft {
+        guard draft.type == .renewal, let period, let end = draft.data["period_end"]?.stringValue.flatMap({ try? Timestamp(rfc3339: $0) }),
+            let start = periodStart(expiry: end, period: period)
+        else { return draft }
+        var d = draft
+        d.data["period_start"] = .string(start.rfc3339)
+        d.occurredAt = start
+        return d
+    }
+
     /// `GPA.1234-5678-9012-34567..2` → `GPA.1234-5678-9012-34567` (the subscription's first order).
     public static func baseOrder(_ order: String) -> String {
         guard let r = order.range(of: "..") else { return order }
