@@ -221,7 +221,7 @@ final class GooglePlayStandIn: Sendable {
     }
 }
 
-@Suite("Google Play API")
+@Suite("Google Play API", .serialized)
 struct GoogleStoreAPITests {
     static let product: JSONValue = [
         "entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 999, "currency": "USD",
@@ -257,7 +257,7 @@ struct GoogleStoreAPITests {
                     return keys
                 }
                 let client = PostgresClient(
-                    configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 20), backgroundLogger: TestDatabase.logger)
+                    configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 8), backgroundLogger: TestDatabase.logger)
                 let app = try buildApplication(
                     configuration: ServerConfiguration(
                         maxBodyBytes: 1024 * 1024,
