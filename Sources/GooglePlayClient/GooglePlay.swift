@@ -168,6 +168,9 @@ public final class GooglePlay: Sendable {
             return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
         } catch let error as StoreMappingError {
             return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+        } catch let error as StoreLinks.Conflict {
+            // The token is linked to another subscriber than the one Google names: for an operator.
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
         } catch {
             // The catalog lacks the product, the database refused: try again later.
             return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
