@@ -237,7 +237,21 @@ public final class GooglePlay: Sendable {
             }
             let env: LedgerEnvironment = purchase["testPurchase"] != nil ? .sandbox : .production
             let product = purchase["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
-            return try await ingest(n, raw: raw, drafts: GoogleSubscriptionMapper.voided(n, product: product, environment: env), environment: env, hint: nil)
+            var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env)
+            if let order = try await readOrder(n) {
+                for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
+            }
+            return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
+        case "voided_purchase":
+            // A one-time product's: its order names the product (the notification does not).
+            guard let order = try await readOrder(n),
+                let product = order["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
+            else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+            let purchase = try? await api.product(package: n.packageName, productID: product, token: token)
+            let env: LedgerEnvironment = purchase?["purchaseType"]?.numberValue?.int64Value == 0 ? .sandbox : .production
+            var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env)
+            for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
+            return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
         case "one_time_product" where n.subtype == "1":
             guard let sku = n.productID else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
             let purchase = try await api.product(package: n.packageName, productID: sku, token: token)
@@ -255,8 +269,7 @@ public final class GooglePlay: Sendable {
             }
             return outcome
         default:
-            // Cancelled pending one-time purchases, voided one-time purchases (Google does not say which product:
-            // docs/google.md), test notifications: kept as notices.
+            // Cancelled pending one-time purchases, test notifications: kept as notices.
             return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
         }
     }
@@ -356,6 +369,18 @@ public final class GooglePlay: Sendable {
         }
         Counter(label: "subledger_google_reconciled_voided_total").increment(by: new)
         return (read, new)
+    }
+
+    /// A voided purchase's order (`orders.get`); nil when Google does not give it (the orders permission may
+    /// be missing). Unavailability is thrown: the notification is tried again later.
+    func readOrder(_ n: GoogleNotification) async throws -> [String: JSONValue]? {
+        guard let api, let id = n.orderID else { return nil }
+        do {
+            return try await api.order(package: n.packageName, orderID: id)
+        } catch GooglePlayError.refused(let status, let message) {
+            logger.info("google order not read", metadata: ["google.order_id": "\(id)", "http.status": "\(status)", "error.message": "\(message)"])
+            return nil
+        }
     }
 
     /// Purchases and renewals priced from their orders (`orders.get`); a draft whose order cannot be read

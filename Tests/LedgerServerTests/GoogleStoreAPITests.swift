@@ -610,6 +610,23 @@ struct GoogleStoreAPITests {
             #expect(try await Self.active(c, "user-l", at: "2030-01-01T00:00:00Z"))
             #expect(c.google.acknowledged == ["tok-l"])
 
+            // Voided: the notification does not name the product; its order does, and says what was paid.
+            c.google.order("GPA.9300-0000-0000-00001", [
+                "orderId": "GPA.9300-0000-0000-00001", "purchaseToken": "tok-l", "state": "REFUNDED",
+                "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000],
+                "lineItems": [["productId": "lifetime.pro", "productTitle": "Pro forever", "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000]]],
+            ])
+            let voided: JSONValue = [
+                "version": "1.0", "packageName": .string(GooglePlayStandIn.package),
+                "eventTimeMillis": .string(String(Self.t("2026-03-20T00:00:00Z").microseconds / 1000)),
+                "voidedPurchaseNotification": ["purchaseToken": "tok-l", "orderId": "GPA.9300-0000-0000-00001", "productType": 2, "refundType": 1],
+            ]
+            try await Self.send(c, ["message": ["data": .string(Data(voided.canonicalBytes()).base64EncodedString()), "messageId": "l2"]])
+            let refund = try #require(try await Self.events(c, "user-l").last)
+            #expect(refund["type"] == "refund")
+            #expect(refund.objectValue("data")?["amount_minor"] == 4999)
+            #expect(try await Self.active(c, "user-l", at: "2030-01-01T00:00:00Z") == false)
+
             c.google.set("tok-m", productPurchase("GPA.9400-0000-0000-00001", account: nil))
             let submit: JSONValue = [
                 "subscriber_id": "user-m", "package_name": .string(GooglePlayStandIn.package), "product_id": "lifetime.pro", "purchase_token": "tok-m",

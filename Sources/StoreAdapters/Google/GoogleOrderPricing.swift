@@ -21,6 +21,21 @@ public enum GoogleOrderPricing {
         return (total, currency)
     }
 
+    /// The order's total less its tax, in minor units of its currency.
+    public static func net(_ order: [String: JSONValue]) -> (amount: Int64, currency: String)? {
+        guard let total = minorUnits(order["total"]) else { return nil }
+        let tax = minorUnits(order["tax"])
+        let net = total.amount - (tax?.currency == total.currency ? tax!.amount : 0)
+        return net >= 0 ? (net, total.currency) : nil
+    }
+
+    /// A refund draft for the order's net amount (what its purchase was priced at).
+    public static func applyRefund(order: [String: JSONValue], to draft: inout EventDraft) {
+        guard draft.type == .refund, let net = net(order) else { return }
+        draft.data["amount_minor"] = .number(JSONNumber(net.amount))
+        draft.data["currency"] = .string(net.currency)
+    }
+
     /// Applies an order to a purchase or renewal draft; leaves the draft as it is (the catalog's price) when
     /// the order does not say enough.
     public static func apply(order: [String: JSONValue], to draft: inout EventDraft) {
