@@ -39,8 +39,23 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             resources: [.copy("Apple/Resources/AppleRootCA-G3.cer")]
+        ),
+        .target(
+            name: "GooglePlayClient",
+            dependencies: [
+                "StoreAdapters",
+                "LedgerCore",
+                "LedgerStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         .target(
             name: "LedgerStore",
@@ -83,6 +98,7 @@ let package = Package(
             dependencies: [
                 "AppStoreServerAPI",
                 "StoreAdapters",
+                "GooglePlayClient",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerWebhooks",
@@ -99,6 +115,7 @@ let package = Package(
             dependencies: [
                 "AppStoreServerAPI",
                 "StoreAdapters",
+                "GooglePlayClient",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerServer",
@@ -131,6 +148,7 @@ let package = Package(
             dependencies: [
                 "StoreAdapters", "LedgerCore", "LedgerTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
@@ -164,8 +182,9 @@ let package = Package(
         .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport",
+                "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import GooglePlayClient
 import Hummingbird
 import StoreAdapters
 import LedgerCore
@@ -39,7 +40,7 @@ public struct ServerConfiguration: Sendable {
     /// The App Store Server API client and the developer's policy for answering refund consumption
     /// requests; nil: they are recorded, not answered.
     public var appleConsumption: (client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy)?
-    /// Stripe webhook endpoint secrets (`whsec_…`), several during a rotation; empty: the Stripe route answers 503.
+    /// Stripe webhook endpoint secrets (`whsec_…`), several during a rotation; empty: the Stripe route answers 404.
     public var stripeWebhookSecrets: [String]
     /// Seconds a `Stripe-Signature` timestamp may differ from now (docs/stripe.md).
     public var stripeSignatureTolerance: Int64
@@ -49,6 +50,8 @@ public struct ServerConfiguration: Sendable {
     public var stripeAPIBaseURL: String
     /// How often pending Stripe customers are looked up.
     public var stripeLookupInterval: Duration
+    /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
+    public var google: GooglePlayConfiguration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
@@ -57,8 +60,10 @@ public struct ServerConfiguration: Sendable {
         appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250),
         webhooks: WebhookConfiguration = WebhookConfiguration(), stripeWebhookSecrets: [String] = [],
         stripeSignatureTolerance: Int64 = StripeSignatureVerifier.defaultTolerance, stripeAPIKey: String? = nil,
-        stripeAPIBaseURL: String = StripeAPIClient.defaultBaseURL, stripeLookupInterval: Duration = .seconds(60)
+        stripeAPIBaseURL: String = StripeAPIClient.defaultBaseURL, stripeLookupInterval: Duration = .seconds(60),
+        google: GooglePlayConfiguration = GooglePlayConfiguration()
     ) {
+        self.google = google
         self.stripeAPIKey = stripeAPIKey
         self.stripeAPIBaseURL = stripeAPIBaseURL
         self.stripeLookupInterval = stripeLookupInterval
@@ -116,10 +121,10 @@ public func buildApplication(
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
     let intake = makeIntake(database: database, readRouter: readRouter, cache: cache)
-    let router = try buildRouter(
+    let (router, routerServices) = try buildRouterAndServices(
         configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
         cache: cache, intake: intake, logger: logger)
-    var services = clientServices
+    var services = clientServices + routerServices
     if let key = configuration.stripeAPIKey {
         services.append(
             StripeCustomerLookup(
@@ -163,6 +168,23 @@ func buildRouter(
     intake: EventIntake? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
+    try buildRouterAndServices(
+        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        cache: cache, intake: intake, logger: logger
+    ).router
+}
+
+/// The router and the background services its routes need (Google Play's inbox resolver).
+func buildRouterAndServices(
+    configuration: ServerConfiguration,
+    database: Database,
+    readRouter: ReadRouter,
+    migrations: [Migration],
+    metrics registry: PrometheusCollectorRegistry? = nil,
+    cache: LedgerCache? = nil,
+    intake: EventIntake? = nil,
+    logger: Logger
+) throws -> (router: Router<LedgerRequestContext>, services: [any Service]) {
     let router = Router(context: LedgerRequestContext.self)
     // Metrics outside the error mapping, so that every response is counted under the status it was sent
     // with (a 403 thrown as an APIError is a 403, not the 500 Hummingbird assumes for unknown errors).
@@ -198,7 +220,21 @@ func buildRouter(
         verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
         intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: router)
-    return router
+    var services: [any Service] = []
+    let google = configuration.google
+    let play =
+        google.acceptsPushes || google.serviceAccount != nil
+        ? GooglePlay(configuration: google, intake: intake, logger: logger) : nil
+    if let play, google.serviceAccount != nil {
+        services.append(GoogleResolverService(play: play, inbox: intake.inbox))
+        if let interval = google.reconcileInterval { services.append(GoogleReconcileService(play: play, interval: interval)) }
+    }
+    let googleRoutes = GoogleStoreRoutes(
+        play: play, reader: ProjectionReader(router: readRouter, cache: cache), router: readRouter, maxBodyBytes: configuration.maxBodyBytes)
+    // The RTDN push authenticates with Google's OIDC token (outside the v1 group); the purchases route takes a key.
+    googleRoutes.register(on: v1)
+    googleRoutes.registerPush(on: router)
+    return (router, services)
 }
 
 /// The App Store payload reader: Apple's root (or the configured test roots), the bundle, the age limit.

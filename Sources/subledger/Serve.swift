@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import AsyncHTTPClient
 import ArgumentParser
 import Foundation
+import GooglePlayClient
 import Hummingbird
 import LedgerCore
 import LedgerServer
@@ -126,7 +127,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("stripe-webhook-secret"),
-        help: "A Stripe webhook endpoint secret (whsec_…); repeatable, for rotation (default: $SUBLEDGER_STRIPE_WEBHOOK_SECRETS, comma-separated). Without one, POST /v1/stores/stripe/webhooks answers 503.")
+        help: "A Stripe webhook endpoint secret (whsec_…); repeatable, for rotation (default: $SUBLEDGER_STRIPE_WEBHOOK_SECRETS, comma-separated). Without one, POST /v1/stores/stripe/webhooks answers 404 not_configured.")
     var stripeWebhookSecrets: [String] = []
 
     @Option(
@@ -141,6 +142,8 @@ struct Serve: AsyncParsableCommand {
 
     @Option(name: .customLong("stripe-api-base-url"), help: "Stripe's API (default: $SUBLEDGER_STRIPE_API_BASE_URL or https://api.stripe.com).")
     var stripeAPIBaseURL: String?
+
+    @OptionGroup var google: GoogleOptions
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
@@ -212,7 +215,8 @@ struct Serve: AsyncParsableCommand {
             keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)),
             entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
             replicaWait: replicaWait, webhooks: webhooks, stripeWebhookSecrets: stripeSecrets,
-            stripeSignatureTolerance: Int64(stripeTolerance), stripeAPIKey: stripeKey, stripeAPIBaseURL: stripeBase)
+            stripeSignatureTolerance: Int64(stripeTolerance), stripeAPIKey: stripeKey, stripeAPIBaseURL: stripeBase,
+            google: try google.configuration())
         // The App Store Server API, for the periodic backfill and the consumption answers: its HTTP client
         // lives as long as the server.
         var backfillInterval: Duration?

@@ -6,6 +6,9 @@ struct Subledger: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "subledger",
         abstract: "An event-sourced subscription ledger on PostgreSQL.",
-        subcommands: [Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, Import.self, Apple.self, AppleTestNotification.self]
+        subcommands: [
+            Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, Import.self, Apple.self,
+            AppleTestNotification.self, Google.self,
+        ]
     )
 }

@@ -362,11 +362,11 @@ struct StripeAPITests {
         }
     }
 
-    @Test("without a configured secret the route answers 503 stripe_not_configured")
+    @Test("without a configured secret the route answers 404 not_configured")
     func notConfigured() async throws {
         try await APIHarness.run(stripeSecrets: []) { http, _ in
             let r = try await S.post(http, Array("{}".utf8))
-            #expect(r.status == .serviceUnavailable && r.errorCode == "stripe_not_configured")
+            #expect(r.status == .notFound && r.errorCode == "not_configured")
         }
     }
 

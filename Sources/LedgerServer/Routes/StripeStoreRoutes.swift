@@ -30,7 +30,7 @@ struct StripeStoreRoutes {
     @Sendable func webhook(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         guard verifier.isConfigured else {
             throw APIError(
-                .serviceUnavailable, code: "stripe_not_configured",
+                .notFound, code: "not_configured",
                 message: "Stripe webhooks are not configured: start serve with --stripe-webhook-secret (or SUBLEDGER_STRIPE_WEBHOOK_SECRETS)")
         }
         let bytes = Array(try await RequestBody.collect(request, limit: maxBodyBytes).readableBytesView)

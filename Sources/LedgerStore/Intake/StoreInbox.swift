@@ -95,9 +95,11 @@ public struct StoreInbox: Sendable {
         }
     }
 
-    /// Records a message only if it is new; true when it was.
-    public func recordIfNew(_ m: Message) async throws -> Bool {
+    /// Records a message only if it is new; true when it was. A background resolver takes it up after
+    /// `resolveAfter` (the caller resolving it at once meanwhile).
+    public func recordIfNew(_ m: Message, resolveAfter: Duration = .zero) async throws -> Bool {
         let logger = database.logger
+        let ms = resolveAfter.components.seconds * 1000 + resolveAfter.components.attoseconds / 1_000_000_000_000_000
         return try await database.withConnection { c in
             let rows = try await c.query(
                 """
@@ -105,7 +107,7 @@ public struct StoreInbox: Sendable {
                     raw, payload, next_attempt_at)
                 VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
                         \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
-                        clock_timestamp())
+                        clock_timestamp() + \(ms) * interval '1 millisecond')
                 ON CONFLICT (store, message_id) DO NOTHING
                 RETURNING 1
                 """, logger: logger)

@@ -1,0 +1,473 @@
+import AsyncHTTPClient
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+import Metrics
+import ServiceLifecycle
+import StoreAdapters
+
+/// What `serve` is told about Google Play (docs/google.md). Without an audience and a push service account
+/// the notification route answers 503 `not_configured`; without a service-account file nothing can be resolved.
+public struct GooglePlayConfiguration: Sendable {
+    public var packageNames: Set<String>
+    public var serviceAccount: GoogleServiceAccount?
+    public var apiBaseURL: String
+    public var pubsubAudience: String?
+    public var pubsubServiceAccount: String?
+    public var oidcJWKS: String
+    /// First delay before a notification whose resolution failed is tried again; doubled each time, at most an hour.
+    public var retryBase: Duration
+    /// How often the background resolver looks for notifications that are due.
+    public var pollInterval: Duration
+    /// Delays between attempts of one API call.
+    public var callBackoff: [Duration]
+    /// How often `serve` reads voided purchases (nil: never).
+    public var reconcileInterval: Duration?
+
+    public static let defaultAPIBaseURL = "https://androidpublisher.googleapis.com"
+
+    public init(
+        packageNames: Set<String> = [], serviceAccount: GoogleServiceAccount? = nil, apiBaseURL: String = defaultAPIBaseURL,
+        pubsubAudience: String? = nil, pubsubServiceAccount: String? = nil, oidcJWKS: String = GoogleKeySource.defaultURL,
+        retryBase: Duration = .seconds(5), pollInterval: Duration = .seconds(5),
+        callBackoff: [Duration] = [.milliseconds(200), .milliseconds(800), .seconds(2)], reconcileInterval: Duration? = .seconds(3600)
+    ) {
+        self.reconcileInterval = reconcileInterval
+        self.packageNames = packageNames
+        self.serviceAccount = serviceAccount
+        self.apiBaseURL = apiBaseURL
+        self.pubsubAudience = pubsubAudience
+        self.pubsubServiceAccount = pubsubServiceAccount
+        self.oidcJWKS = oidcJWKS
+        self.retryBase = retryBase
+        self.pollInterval = pollInterval
+        self.callBackoff = callBackoff
+    }
+
+    /// Whether pushes can be verified (and so accepted at all).
+    public var acceptsPushes: Bool { pubsubAudience != nil && pubsubServiceAccount != nil && !packageNames.isEmpty }
+}
+
+/// Google Play on the intake seam: verifies pushes, records each notification in the inbox before anything
+/// else, resolves it with the Play Developer API and appends what Google's state says (docs/google.md).
+public final class GooglePlay: Sendable {
+    public static let store = "google"
+
+    public let configuration: GooglePlayConfiguration
+    let intake: EventIntake
+    let keys: GoogleKeySource
+    let api: GooglePlayAPI?
+    let logger: Logger
+
+    public init(configuration: GooglePlayConfiguration, intake: EventIntake, http: HTTPClient, logger: Logger) {
+        self.configuration = configuration
+        self.intake = intake
+        self.logger = logger
+        keys = GoogleKeySource(location: configuration.oidcJWKS, http: http, logger: logger)
+        api = configuration.serviceAccount.map {
+            GooglePlayAPI(baseURL: configuration.apiBaseURL, account: $0, http: http, logger: logger, backoff: configuration.callBackoff)
+        }
+    }
+
+    /// Over the process-wide HTTP client.
+    public convenience init(configuration: GooglePlayConfiguration, intake: EventIntake, logger: Logger) {
+        self.init(configuration: configuration, intake: intake, http: HTTPClient.shared, logger: logger)
+    }
+
+    /// What became of a notification.
+    public enum Outcome: Sendable {
+        /// Verified, but for a package this ledger does not serve: recorded as `ignored`.
+        case ignored
+        case duplicate
+        /// Recorded; Google could not be asked yet: the background resolver will.
+        case received
+        case notice
+        case pending
+        case applied(subscriber: String, events: [RecordedEvent])
+        /// Recorded, but Google refused to say more (a token it does not know): kept as `failed`.
+        case failed(String)
+
+        public var name: String {
+            switch self {
+            case .ignored: "ignored"
+            case .duplicate: "duplicate"
+            case .received: "received"
+            case .notice: "notice"
+            case .pending: "pending"
+            case .applied: "applied"
+            case .failed: "failed"
+            }
+        }
+    }
+
+    /// Verifies a push's `Authorization: Bearer <OIDC token>`; the error says why not (401).
+    public func verifyPush(bearer token: String) async throws -> [String: JSONValue] {
+        guard let audience = configuration.pubsubAudience, let email = configuration.pubsubServiceAccount else {
+            throw GoogleTokenError("Google Play pushes are not configured")
+        }
+        let jwks: GoogleJWKS
+        do {
+            jwks = try await keys.keys(for: GoogleOIDCVerifier.keyID(of: token))
+        } catch {
+            throw GoogleTokenError("Google's signing keys could not be read: \(error)")
+        }
+        return try GoogleOIDCVerifier(audience: audience, serviceAccountEmail: email)
+            .verify(token, keys: jwks, now: Int64(Date().timeIntervalSince1970))
+    }
+
+    /// Records a verified notification (committed before this returns), then tries to resolve it at once.
+    public func receive(_ n: GoogleNotification, raw: String) async throws -> Outcome {
+        guard configuration.packageNames.contains(n.packageName) else {
+            _ = try await intake.inbox.recordIfNew(message(n, raw: raw, status: .ignored))
+            Counter(label: "subledger_google_notifications_ignored_total").increment()
+            logger.warning(
+                "google notification for a package that is not configured: recorded as ignored",
+                metadata: ["google.package_name": "\(n.packageName)", "google.message_id": "\(n.messageID)"])
+            count(.ignored)
+            return .ignored
+        }
+        let status: StoreInbox.Status = n.kind == "test" || n.kind == "unknown" ? .notice : .received
+        // The background resolver leaves it to this request for a minute (the API calls' retries and timeouts).
+        let isNew = try await intake.inbox.recordIfNew(message(n, raw: raw, status: status), resolveAfter: .seconds(60))
+        if !isNew {
+            guard try await intake.inbox.status(store: Self.store, messageID: n.messageID) == .received else {
+                count(.duplicate)
+                return .duplicate
+            }
+        }
+        if status == .notice {
+            count(.notice)
+            return .notice
+        }
+        let outcome = await resolve(n, raw: raw, attempts: 0)
+        count(outcome)
+        return outcome
+    }
+
+    /// Resolves a notification the inbox kept (the background resolver's step).
+    public func resolve(stored m: StoreInbox.Message) async -> Outcome {
+        do {
+            let n = try GoogleNotification(messageID: m.messageID, notification: m.payload)
+            return await resolve(n, raw: m.raw, attempts: m.attempts)
+        } catch {
+            try? await intake.inbox.attemptFailed(
+                store: Self.store, messageID: m.messageID, error: "\(error)", retryAfter: .zero, giveUp: true)
+            return .failed("\(error)")
+        }
+    }
+
+    /// Asks Google and appends; a failure is recorded on the inbox row (retried later, or `failed`).
+    func resolve(_ n: GoogleNotification, raw: String, attempts: Int) async -> Outcome {
+        do {
+            return try await resolveOnce(n, raw: raw)
+        } catch let error as GooglePlayError {
+            if case .refused = error {
+                return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+            }
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
+        } catch let error as StoreMappingError {
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+        } catch let error as StoreLinks.Conflict {
+            // The token is linked to another subscriber than the one Google names: for an operator.
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+        } catch {
+            // The catalog lacks the product, the database refused: try again later.
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
+        }
+    }
+
+    private func failed(_ n: GoogleNotification, error: String, attempts: Int, giveUp: Bool) async -> Outcome {
+        let exponent = min(attempts, 10)
+        let delay = min(configuration.retryBase * (1 << exponent), .seconds(3600))
+        logger.warning(
+            "google notification not resolved yet",
+            metadata: [
+                "google.message_id": "\(n.messageID)", "google.attempts": "\(attempts + 1)", "error.message": "\(error)",
+                "google.gave_up": "\(giveUp)",
+            ])
+        do {
+            try await intake.inbox.attemptFailed(store: Self.store, messageID: n.messageID, error: error, retryAfter: delay, giveUp: giveUp)
+        } catch {
+            logger.error("google inbox update failed", metadata: ["google.message_id": "\(n.messageID)", "error.message": "\(error)"])
+        }
+        return giveUp ? .failed(error) : .received
+    }
+
+    func resolveOnce(_ n: GoogleNotification, raw: String) async throws -> Outcome {
+        guard let api else { throw GooglePlayError.unavailable("no service account is configured (--google-service-account-file)") }
+        guard let token = n.purchaseToken else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+        switch n.kind {
+        case "subscription":
+            let purchase = try await api.subscription(package: n.packageName, token: token)
+            let r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
+            var drafts = await priced(r.drafts, package: n.packageName)
+            if let linked = r.linkedPurchaseToken {
+                // An upgrade or downgrade: the new token belongs to the old one's subscriber, whose time ends now.
+                if r.subscriberHint == nil, try await intake.links.subscriber(store: Self.store, accountID: token) == nil,
+                    let owner = try await intake.links.subscriber(store: Self.store, accountID: linked)
+                {
+                    try await intake.links.link(store: Self.store, [token], to: owner, by: "linked_purchase_token")
+                }
+                if let first = drafts.first(where: { $0.type == .purchase }) {
+                    let old = try await api.subscription(package: n.packageName, token: linked)
+                    let currency = (purchase["lineItems"]?.arrayValue?.first?.objectValue?["autoRenewingPlan"]?.objectValue?["recurringPrice"]?
+                        .objectValue?["currencyCode"]?.stringValue).flatMap { Identifiers.isValidCurrency($0) ? $0 : nil }
+                    drafts += GoogleSubscriptionMapper.replacement(old: old, at: first.occurredAt, currency: currency, n: n)
+                }
+            }
+            let outcome = try await ingest(n, raw: raw, drafts: drafts, environment: r.environment, hint: r.subscriberHint)
+            if case .applied = outcome, let product = r.acknowledgeProductID {
+                do {
+                    try await api.acknowledge(package: n.packageName, productID: product, token: token)
+                } catch {
+                    logger.warning(
+                        "google purchase not acknowledged yet (retried when Google next notifies)",
+                        metadata: ["google.message_id": "\(n.messageID)", "error.message": "\(error)"])
+                }
+            }
+            return outcome
+        case "voided_purchase" where n.subtype == "1":
+            let purchase: [String: JSONValue]
+            do {
+                purchase = try await api.subscription(package: n.packageName, token: token)
+            } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
+                // Not a subscription's token (reconciliation cannot tell): a one-time purchase, kept as a notice.
+                return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
+            }
+            let env: LedgerEnvironment = purchase["testPurchase"] != nil ? .sandbox : .production
+            let product = purchase["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
+            var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env)
+            if let order = try await readOrder(n) {
+                for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
+            }
+            return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
+        case "voided_purchase":
+            // A one-time product's: its order names the product (the notification does not).
+            guard let order = try await readOrder(n),
+                let product = order["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
+            else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+            let purchase = try? await api.product(package: n.packageName, productID: product, token: token)
+            let env: LedgerEnvironment = purchase?["purchaseType"]?.numberValue?.int64Value == 0 ? .sandbox : .production
+            var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env)
+            for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
+            return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
+        case "one_time_product" where n.subtype == "1":
+            guard let sku = n.productID else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+            let purchase = try await api.product(package: n.packageName, productID: sku, token: token)
+            let r = try GoogleProductMapper.resolve(n, product: sku, purchase: purchase)
+            let outcome = try await ingest(
+                n, raw: raw, drafts: await priced(r.drafts, package: n.packageName), environment: r.environment, hint: r.subscriberHint)
+            if case .applied = outcome, let product = r.acknowledgeProductID {
+                do {
+                    try await api.acknowledgeProduct(package: n.packageName, productID: product, token: token)
+                } catch {
+                    logger.warning(
+                        "google product purchase not acknowledged yet",
+                        metadata: ["google.message_id": "\(n.messageID)", "error.message": "\(error)"])
+                }
+            }
+            return outcome
+        default:
+            // Cancelled pending one-time purchases, test notifications: kept as notices.
+            return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
+        }
+    }
+
+    func ingest(_ n: GoogleNotification, raw: String, drafts: [EventDraft], environment: LedgerEnvironment, hint: String?) async throws -> Outcome {
+        let outcome = try await intake.ingest(
+            EventIntake.StoreMessage(
+                store: Self.store, messageID: n.messageID, kind: n.kind, subtype: n.subtype, environment: environment,
+                accountID: n.purchaseToken, subscriberHint: hint, raw: raw, payload: n.payload, drafts: drafts))
+        switch outcome {
+        case .duplicate: return .duplicate
+        case .notice: return .notice
+        case .pending: return .pending
+        case .applied(let s, let e): return .applied(subscriber: s, events: e)
+        }
+    }
+
+    /// A client-submitted purchase: Google's state of the token, linked to `subscriber` and appended; the
+    /// token's notifications that waited for a subscriber are then marked applied (the state covers them).
+    public func submit(subscriber: String, package: String, productID: String, token: String) async throws -> [RecordedEvent] {
+        guard let api else { throw GooglePlayError.configuration("Google Play is not configured (--google-service-account-file)") }
+        var n = try GoogleNotification(
+            messageID: "purchase", notification: [
+                "packageName": .string(package), "eventTimeMillis": .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
+            ])
+        n.purchaseToken = token
+        let r: GoogleResolution
+        do {
+            let purchase = try await api.subscription(package: package, token: token)
+            let products = purchase["lineItems"]?.arrayValue?.compactMap { $0.objectValue?["productId"]?.stringValue } ?? []
+            guard products.contains(productID) else {
+                throw StoreMappingError(field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
+            }
+            r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
+        } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
+            // Not a subscription token: a one-time product's, or unknown (then products.get refuses it too).
+            r = try GoogleProductMapper.resolve(n, product: productID, purchase: try await api.product(package: package, productID: productID, token: token))
+        }
+        let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
+        try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
+        let drafts = await priced(r.drafts, package: package)
+        let events = drafts.isEmpty ? [] : try await intake.append(drafts: drafts, subscriber: subscriber, source: Self.store).events
+        _ = try await intake.link(store: Self.store, accountIDs: [token], to: subscriber, by: "purchase", logger: logger) { _ in [] }
+        if let product = r.acknowledgeProductID {
+            do {
+                if isProduct {
+                    try await api.acknowledgeProduct(package: package, productID: product, token: token)
+                } else {
+                    try await api.acknowledge(package: package, productID: product, token: token)
+                }
+            } catch {
+                logger.warning("google purchase not acknowledged yet", metadata: ["error.message": "\(error)"])
+            }
+        }
+        return events
+    }
+
+    /// Reads `purchases.voidedpurchases.list` for every configured package (from `since`, else Google's
+    /// default of 30 days) and feeds each voided order through the inbox as a voided-purchase notification
+    /// (`voided:<orderId>`), so refunds whose notification was missed still land, once. Returns how many
+    /// voided purchases were read and how many were new to the inbox.
+    public func reconcile(since: Timestamp?) async throws -> (read: Int, new: Int) {
+        guard let api else { throw GooglePlayError.configuration("Google Play is not configured (--google-service-account-file)") }
+        var read = 0
+        var new = 0
+        for package in configuration.packageNames.sorted() {
+            var pageToken: String?
+            var pages = 0
+            repeat {
+                let page = try await api.voidedPurchases(package: package, since: since.map { $0.microseconds / 1000 }, pageToken: pageToken)
+                for v in page["voidedPurchases"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
+                    guard let order = v["orderId"]?.stringValue, let token = v["purchaseToken"]?.stringValue else { continue }
+                    read += 1
+                    let voided: [String: JSONValue] = [
+                        "purchaseToken": .string(token), "orderId": .string(order), "productType": 1,
+                        "refundType": v["voidedQuantity"] == nil ? 1 : 2,
+                    ]
+                    let n: GoogleNotification
+                    do {
+                        n = try GoogleNotification(
+                            messageID: "voided:\(order)",
+                            notification: [
+                                "packageName": .string(package),
+                                "eventTimeMillis": v["voidedTimeMillis"] ?? .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
+                                "voidedPurchaseNotification": .object(voided),
+                            ])
+                    } catch {
+                        logger.warning("google voided purchase skipped", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
+                        continue
+                    }
+                    if case .duplicate = try await receive(n, raw: "") { continue }
+                    new += 1
+                }
+                pageToken = page["tokenPagination"]?.objectValue?["nextPageToken"]?.stringValue
+                pages += 1
+            } while pageToken != nil && pages < 1000
+        }
+        Counter(label: "subledger_google_reconciled_voided_total").increment(by: new)
+        return (read, new)
+    }
+
+    /// A voided purchase's order (`orders.get`); nil when Google does not give it (the orders permission may
+    /// be missing). Unavailability is thrown: the notification is tried again later.
+    func readOrder(_ n: GoogleNotification) async throws -> [String: JSONValue]? {
+        guard let api, let id = n.orderID else { return nil }
+        do {
+            return try await api.order(package: n.packageName, orderID: id)
+        } catch GooglePlayError.refused(let status, let message) {
+            logger.info("google order not read", metadata: ["google.order_id": "\(id)", "http.status": "\(status)", "error.message": "\(message)"])
+            return nil
+        }
+    }
+
+    /// Purchases and renewals priced from their orders (`orders.get`); a draft whose order cannot be read
+    /// keeps the catalog's price (logged: the orders API may not be enabled for the service account).
+    func priced(_ drafts: [EventDraft], package: String) async -> [EventDraft] {
+        guard let api else { return drafts }
+        var out = drafts
+        // A renewal's period: the catalog's billing period back from Google's expiry (a notification resolved
+        // late would otherwise start the period at the notification's time).
+        let renewed = Set(out.filter { $0.type == .renewal }.compactMap(\.productID))
+        if !renewed.isEmpty, let products = try? await intake.catalog.latest(renewed) {
+            out = out.map { d in GoogleSubscriptionMapper.withCatalogPeriod(d, period: d.productID.flatMap { products[$0]?.period }) }
+        }
+        for i in out.indices where out[i].type == .purchase || out[i].type == .renewal {
+            guard let order = out[i].data["transaction_id"]?.stringValue else { continue }
+            do {
+                GoogleOrderPricing.apply(order: try await api.order(package: package, orderID: order), to: &out[i])
+            } catch {
+                logger.info("google order not read; the catalog's price stands", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
+            }
+        }
+        return out
+    }
+
+    private func message(_ n: GoogleNotification, raw: String, status: StoreInbox.Status) -> StoreInbox.Message {
+        StoreInbox.Message(
+            store: Self.store, messageID: n.messageID, kind: n.kind, subtype: n.subtype, environment: .production,
+            accountID: n.purchaseToken, status: status, raw: raw, payload: n.payload)
+    }
+
+    private func count(_ outcome: Outcome) {
+        Counter(label: "subledger_google_notifications_total", dimensions: [("outcome", outcome.name)]).increment()
+    }
+}
+
+/// Resolves, in the background, the notifications that wait in the inbox (Google was unreachable, the
+/// catalog lacked a product): none is dropped; each is retried with a growing delay.
+public struct GoogleResolverService: Service {
+    let play: GooglePlay
+    let inbox: StoreInbox
+
+    public init(play: GooglePlay, inbox: StoreInbox) {
+        self.play = play
+        self.inbox = inbox
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
+                        _ = await play.resolve(stored: m)
+                    }
+                } catch where !Task.isCancelled {
+                    play.logger.warning("google resolver could not read the inbox", metadata: ["error.message": "\(error)"])
+                } catch {
+                    return
+                }
+                try? await Task.sleep(for: play.configuration.pollInterval)
+            }
+        }
+    }
+}
+
+/// Reconciles voided purchases periodically (`GooglePlay.reconcile`), in case a notification was missed.
+public struct GoogleReconcileService: Service {
+    let play: GooglePlay
+    let interval: Duration
+
+    public init(play: GooglePlay, interval: Duration) {
+        self.play = play
+        self.interval = interval
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let (read, new) = try await play.reconcile(since: nil)
+                    play.logger.info("google voided purchases reconciled", metadata: ["google.voided.read": "\(read)", "google.voided.new": "\(new)"])
+                } catch where !Task.isCancelled {
+                    play.logger.warning("google reconciliation failed; next run later", metadata: ["error.message": "\(error)"])
+                } catch {
+                    return
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import LedgerCore
+
+/// What an order (`orders.get`) says was paid: the draft's `price_minor` becomes the order's total less tax,
+/// its `commission_rate` what Google kept of that (1 − developer revenue / net), so reports count what the
+/// buyer paid rather than the catalog's list price (intro offers, regional prices).
+public enum GoogleOrderPricing {
+    /// A `Money` (`units` + `nanos`) in minor units of its currency, or nil if absent or out of range.
+    public static func minorUnits(_ money: JSONValue?) -> (amount: Int64, currency: String)? {
+        guard let m = money?.objectValue, let currency = m["currencyCode"]?.stringValue, Identifiers.isValidCurrency(currency) else { return nil }
+        let units = m["units"]?.stringValue.flatMap { Int64($0) } ?? m["units"]?.numberValue?.int64Value ?? 0
+        let nanos = m["nanos"]?.numberValue?.int64Value ?? 0
+        guard abs(nanos) < 1_000_000_000, units >= 0, nanos >= 0 else { return nil }
+        let exponent = CurrencyExponent.of(currency)
+        var scale: Int64 = 1
+        for _ in 0..<exponent { scale *= 10 }
+        let (whole, overflow) = units.multipliedReportingOverflow(by: scale)
+        guard !overflow else { return nil }
+        let nanosPerMinor = 1_000_000_000 / scale
+        let (total, overflow2) = whole.addingReportingOverflow((nanos + nanosPerMinor / 2) / nanosPerMinor)
+        guard !overflow2, total <= Limits.maxMoneyMinor else { return nil }
+        return (total, currency)
+    }
+
+    /// The order's total less its tax, in minor units of its currency.
+    public static func net(_ order: [String: JSONValue]) -> (amount: Int64, currency: String)? {
+        guard let total = minorUnits(order["total"]) else { return nil }
+        let tax = minorUnits(order["tax"])
+        let net = total.amount - (tax?.currency == total.currency ? tax!.amount : 0)
+        return net >= 0 ? (net, total.currency) : nil
+    }
+
+    /// A refund draft for the order's net amount (what its purchase was priced at).
+    public static func applyRefund(order: [String: JSONValue], to draft: inout EventDraft) {
+        guard draft.type == .refund, let net = net(order) else { return }
+        draft.data["amount_minor"] = .number(JSONNumber(net.amount))
+        draft.data["currency"] = .string(net.currency)
+    }
+
+    /// Applies an order to a purchase or renewal draft; leaves the draft as it is (the catalog's price) when
+    /// the order does not say enough.
+    public static func apply(order: [String: JSONValue], to draft: inout EventDraft) {
+        guard let total = minorUnits(order["total"]) else { return }
+        let tax = minorUnits(order["tax"])
+        let net = total.amount - (tax?.currency == total.currency ? tax!.amount : 0)
+        guard net >= 0 else { return }
+        draft.data["price_minor"] = .number(JSONNumber(net))
+        draft.data["currency"] = .string(total.currency)
+        draft.metadata["order_total_minor"] = .number(JSONNumber(total.amount))
+        if let tax { draft.metadata["order_tax_minor"] = .number(JSONNumber(tax.amount)) }
+        if let revenue = minorUnits(order["developerRevenueInBuyerCurrency"]), revenue.currency == total.currency {
+            draft.metadata["developer_revenue_minor"] = .number(JSONNumber(revenue.amount))
+            if net > 0, revenue.amount <= net {
+                // Parts per million, half up: (net − revenue) / net.
+                let (scaled, overflow) = (net - revenue.amount).multipliedReportingOverflow(by: 1_000_000)
+                if !overflow {
+                    let ppm = (scaled + net / 2) / net
+                    let digits = String(ppm)
+                    let padded = String(repeating: "0", count: max(0, 6 - digits.count)) + digits
+                    draft.data["commission_rate"] = .string(ppm >= 1_000_000 ? "1" : "0." + padded)
+                }
+            }
+        }
+    }
+}
