@@ -46,7 +46,8 @@ public struct AppStoreServerAPIClient: Sendable {
         public var errorCode: Int64?
         public var message: String
         public var description: String {
-            "App Store Server API: " + [status.map { "HTTP \($0)" }, errorCode.map { "errorCode \($0)" }, message].compactMap { $0 }
+            "App Store Server API: "
+                + [status.map { "HTTP \($0)" }, errorCode.map { "errorCode \($0)" }, message].compactMap { $0 }
                 .joined(separator: ", ")
         }
     }

@@ -8,7 +8,7 @@ func runPeriodically(every interval: Duration, logger: Logger, what: String, _ b
         while !Task.isCancelled {
             do {
                 try await body()
-            } catch where Task.isCancelled {
+            } catch  where Task.isCancelled {
                 return
             } catch {
                 logger.warning("\(what) failed; retrying at the next interval", metadata: ["error.message": "\(error)"])

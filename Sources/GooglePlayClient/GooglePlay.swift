@@ -211,7 +211,8 @@ public final class GooglePlay: Sendable {
                 }
                 if let first = drafts.first(where: { $0.type == .purchase }) {
                     let old = try await api.subscription(package: n.packageName, token: linked)
-                    let currency = (purchase["lineItems"]?.arrayValue?.first?.objectValue?["autoRenewingPlan"]?.objectValue?["recurringPrice"]?
+                    let currency =
+                        (purchase["lineItems"]?.arrayValue?.first?.objectValue?["autoRenewingPlan"]?.objectValue?["recurringPrice"]?
                         .objectValue?["currencyCode"]?.stringValue).flatMap { Identifiers.isValidCurrency($0) ? $0 : nil }
                     drafts += GoogleSubscriptionMapper.replacement(old: old, at: first.occurredAt, currency: currency, n: n)
                 }
@@ -292,7 +293,8 @@ public final class GooglePlay: Sendable {
     public func submit(subscriber: String, package: String, productID: String, token: String) async throws -> [RecordedEvent] {
         guard let api else { throw GooglePlayError.configuration("Google Play is not configured (--google-service-account-file)") }
         var n = try GoogleNotification(
-            messageID: "purchase", notification: [
+            messageID: "purchase",
+            notification: [
                 "packageName": .string(package), "eventTimeMillis": .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
             ])
         n.purchaseToken = token
@@ -301,12 +303,14 @@ public final class GooglePlay: Sendable {
             let purchase = try await api.subscription(package: package, token: token)
             let products = purchase["lineItems"]?.arrayValue?.compactMap { $0.objectValue?["productId"]?.stringValue } ?? []
             guard products.contains(productID) else {
-                throw StoreMappingError(field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
+                throw StoreMappingError(
+                    field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
             }
             r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
         } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
             // Not a subscription token: a one-time product's, or unknown (then products.get refuses it too).
-            r = try GoogleProductMapper.resolve(n, product: productID, purchase: try await api.product(package: package, productID: productID, token: token))
+            r = try GoogleProductMapper.resolve(
+                n, product: productID, purchase: try await api.product(package: package, productID: productID, token: token))
         }
         let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
         try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
@@ -399,7 +403,8 @@ public final class GooglePlay: Sendable {
             do {
                 GoogleOrderPricing.apply(order: try await api.order(package: package, orderID: order), to: &out[i])
             } catch {
-                logger.info("google order not read; the catalog's price stands", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
+                logger.info(
+                    "google order not read; the catalog's price stands", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
             }
         }
         return out
@@ -434,7 +439,7 @@ public struct GoogleResolverService: Service {
                     for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
                         _ = await play.resolve(stored: m)
                     }
-                } catch where !Task.isCancelled {
+                } catch  where !Task.isCancelled {
                     play.logger.warning("google resolver could not read the inbox", metadata: ["error.message": "\(error)"])
                 } catch {
                     return
@@ -460,8 +465,9 @@ public struct GoogleReconcileService: Service {
             while !Task.isCancelled {
                 do {
                     let (read, new) = try await play.reconcile(since: nil)
-                    play.logger.info("google voided purchases reconciled", metadata: ["google.voided.read": "\(read)", "google.voided.new": "\(new)"])
-                } catch where !Task.isCancelled {
+                    play.logger.info(
+                        "google voided purchases reconciled", metadata: ["google.voided.read": "\(read)", "google.voided.new": "\(new)"])
+                } catch  where !Task.isCancelled {
                     play.logger.warning("google reconciliation failed; next run later", metadata: ["error.message": "\(error)"])
                 } catch {
                     return

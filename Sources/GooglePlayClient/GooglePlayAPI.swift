@@ -42,19 +42,22 @@ public actor GooglePlayAPI {
 
     /// `purchases.subscriptions.acknowledge`: Google refunds purchases not acknowledged within three days.
     public func acknowledge(package: String, productID: String, token: String) async throws {
-        let url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/subscriptions/\(Self.escape(productID))/tokens/\(Self.escape(token)):acknowledge"
+        let url =
+            "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/subscriptions/\(Self.escape(productID))/tokens/\(Self.escape(token)):acknowledge"
         _ = try await call(.POST, url, body: "{}")
     }
 
     /// `purchases.products.get` (a one-time product).
     public func product(package: String, productID: String, token: String) async throws -> [String: JSONValue] {
-        let url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/products/\(Self.escape(productID))/tokens/\(Self.escape(token))"
+        let url =
+            "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/products/\(Self.escape(productID))/tokens/\(Self.escape(token))"
         return try await call(.GET, url, body: nil)
     }
 
     /// `purchases.products.acknowledge`.
     public func acknowledgeProduct(package: String, productID: String, token: String) async throws {
-        let url = "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/products/\(Self.escape(productID))/tokens/\(Self.escape(token)):acknowledge"
+        let url =
+            "\(baseURL)/androidpublisher/v3/applications/\(Self.escape(package))/purchases/products/\(Self.escape(productID))/tokens/\(Self.escape(token)):acknowledge"
         _ = try await call(.POST, url, body: "{}")
     }
 
@@ -87,7 +90,9 @@ public actor GooglePlayAPI {
                 }
                 let (status, bytes) = try await send(request)
                 if status == 401 { token = nil }
-                if status == 429 || status >= 500 || status == 401 { throw GooglePlayError.unavailable("HTTP \(status) from \(method) androidpublisher") }
+                if status == 429 || status >= 500 || status == 401 {
+                    throw GooglePlayError.unavailable("HTTP \(status) from \(method) androidpublisher")
+                }
                 guard (200..<300).contains(status) else {
                     throw GooglePlayError.refused(status: status, Self.errorMessage(bytes))
                 }

@@ -44,7 +44,8 @@ public struct GoogleServiceAccount: Sendable {
             "iss": .string(clientEmail), "scope": .string(scope), "aud": .string(tokenURI),
             "iat": .number(JSONNumber(now)), "exp": .number(JSONNumber(now + 3600)),
         ]
-        let signingInput = Base64URLText.encode(JSONValue.object(header).canonicalBytes()) + "."
+        let signingInput =
+            Base64URLText.encode(JSONValue.object(header).canonicalBytes()) + "."
             + Base64URLText.encode(JSONValue.object(claims).canonicalBytes())
         let signature = try privateKey.signature(for: Array(signingInput.utf8), padding: .insecurePKCS1v1_5)
         return signingInput + "." + Base64URLText.encode(signature.rawRepresentation)

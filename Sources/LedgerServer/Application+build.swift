@@ -1,7 +1,6 @@
 import AppStoreServerAPI
 import GooglePlayClient
 import Hummingbird
-import StoreAdapters
 import LedgerCore
 import LedgerStore
 import LedgerWebhooks
@@ -9,6 +8,7 @@ import Logging
 import PostgresNIO
 import Prometheus
 import ServiceLifecycle
+import StoreAdapters
 
 /// What `subledger serve` is told on its command line.
 public struct ServerConfiguration: Sendable {
@@ -98,7 +98,8 @@ public func buildApplication(
 ) throws -> some ApplicationProtocol {
     try buildApplication(
         configuration: configuration, primary: Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout),
-        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations, metrics: registry, logger: logger)
+        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations, metrics: registry,
+        logger: logger)
 }
 
 /// The application over a primary `Database` whose client the caller provides as one of `services` (a
@@ -197,7 +198,8 @@ func buildRouterAndServices(
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
-    let v1 = router.group("v1").add(middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
+    let v1 = router.group("v1").add(
+        middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
     let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache)
     let store = intake.store
     let catalog = intake.catalog
@@ -248,10 +250,12 @@ func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificati
 /// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
 /// router learns a position the primary has committed.
 func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?) -> EventIntake {
-    let store = EventStore(database: database, onCommit: { changes in
-        cache?.invalidate(changes)
-        if let last = changes.values.max() { readRouter.observedPrimary(last) }
-    })
+    let store = EventStore(
+        database: database,
+        onCommit: { changes in
+            cache?.invalidate(changes)
+            if let last = changes.values.max() { readRouter.observedPrimary(last) }
+        })
     return EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
 }
 

@@ -67,7 +67,8 @@ public struct WebhookDeliveryService: Service {
             }
         }
         // Hand the leases over at once rather than after they expire; not cancelled with the service.
-        let store = self.store, instance = self.instance
+        let store = self.store
+        let instance = self.instance
         await Task.detached { try? await store.releaseLeases(instance: instance) }.value
         try? await client.shutdown()
         logger.info("webhook delivery stopped", metadata: ["webhooks.instance": "\(instance)"])
@@ -83,7 +84,7 @@ public struct WebhookDeliveryService: Service {
             let held = try await store.acquireLeases(instance: instance, duration: configuration.leaseDuration, limit: WebhookStore.maxEndpoints)
             // By our own clock the lease lasts from before the query was sent: never longer than PostgreSQL's.
             for id in state.renewed(held, until: asked + configuration.leaseDuration) { start(id) }
-        } catch where Task.isCancelled {
+        } catch  where Task.isCancelled {
         } catch {
             logger.warning("webhook leases not renewed", metadata: ["error.detail": "\(StoreError.classify(error))"])
         }
@@ -137,7 +138,7 @@ public struct WebhookDeliveryService: Service {
                     batch = Batch(generation: current.generation, page: page, streams: streams)
                 }
                 try await deliver(batch!, current, edits: edits, state: state, sender: sender, folds: &folds, logger: logger)
-            } catch where Task.isCancelled {
+            } catch  where Task.isCancelled {
                 return
             } catch {
                 logger.warning("webhook delivery interrupted", metadata: ["error.detail": "\(StoreError.classify(error))"])
@@ -247,7 +248,7 @@ public struct WebhookDeliveryService: Service {
                 lastPrune = ContinuousClock.now
                 do {
                     try await store.prune(olderThan: configuration.deliveriesRetention)
-                } catch where !Task.isCancelled {
+                } catch  where !Task.isCancelled {
                     logger.warning("webhook deliveries log not pruned", metadata: ["error.detail": "\(StoreError.classify(error))"])
                 } catch {}
             }

@@ -7,9 +7,9 @@ import NIOHTTP1
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Sends one signed message to one URL and says what came of it. Never follows redirects (a redirect could
@@ -109,7 +109,12 @@ struct WebhookSender: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<[[UInt8]]?, Never>) in
             let once = Mutex(false)
             let finish = { @Sendable (value: [[UInt8]]?) in
-                if once.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: value) }
+                if once.withLock({ done in
+                    defer { done = true }
+                    return !done
+                }) {
+                    continuation.resume(returning: value)
+                }
             }
             Thread { finish(lookUp(host)) }.start()
             let ms = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
@@ -121,9 +126,9 @@ struct WebhookSender: Sendable {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Glibc)
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #else
-        hints.ai_socktype = SOCK_STREAM
+            hints.ai_socktype = SOCK_STREAM
         #endif
         var result: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else { return [] }

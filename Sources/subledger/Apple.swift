@@ -140,7 +140,9 @@ struct AppleAPIKeyOptions: ParsableArguments {
 
     @Option(
         name: .customLong("apple-api-base-url"),
-        help: "App Store Server API base URL (default: $SUBLEDGER_APPLE_API_BASE_URL, else Apple's production URL; the apple commands' --environment sandbox picks Apple's sandbox URL).")
+        help:
+            "App Store Server API base URL (default: $SUBLEDGER_APPLE_API_BASE_URL, else Apple's production URL; the apple commands' --environment sandbox picks Apple's sandbox URL)."
+    )
     var baseURL: String?
 
     var env: [String: String] { ProcessInfo.processInfo.environment }

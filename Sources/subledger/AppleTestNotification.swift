@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import StoreAdapters
 import LedgerCore
+import StoreAdapters
 
 /// Signs App Store notifications with a local test chain, so a newcomer can try the Apple endpoint with curl
 /// against a server started with `--apple-root-cert <ca-dir>/root.der`.
@@ -39,7 +39,7 @@ struct AppleTestNotification: AsyncParsableCommand {
             ("purchase-date", purchaseDate), ("expires-date", expiresDate), ("revocation-date", revocationDate),
             ("signed-date", signedDate),
         ]
-        for case let (name, value?) in dates { _ = try Self.time(value, name) }
+        for case (let name, let value?) in dates { _ = try Self.time(value, name) }
     }
 
     private static func time(_ s: String, _ name: String) throws -> Timestamp {
@@ -78,7 +78,9 @@ struct AppleTestNotification: AsyncParsableCommand {
         let signed = try signedDate.map { try time($0, "signed-date") } ?? Timestamp(microseconds: purchased.microseconds + 1_000_000)
         let body = signer.notificationBody(
             type: type, subtype: subtype, signedDate: signed, bundleID: bundleId, environment: environment, transaction: t,
-            renewal: ["originalTransactionId": .string(originalTransactionId ?? transactionId), "productId": .string(productId), "autoRenewStatus": 1])
+            renewal: [
+                "originalTransactionId": .string(originalTransactionId ?? transactionId), "productId": .string(productId), "autoRenewStatus": 1,
+            ])
         print(body.canonicalString())
     }
 }

@@ -8,7 +8,9 @@ import PostgresNIO
 struct DatabaseOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
-        help: "postgres://user:password@host:port/database (default: $DATABASE_URL); several hosts (h1:p1,h2:p2, or the option repeated) mean the writable one")
+        help:
+            "postgres://user:password@host:port/database (default: $DATABASE_URL); several hosts (h1:p1,h2:p2, or the option repeated) mean the writable one"
+    )
     var databaseURLs: [String] = []
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default: $LOG_LEVEL or info)")

@@ -85,7 +85,8 @@ struct GoogleReconcile: AsyncParsableCommand {
         }
         configuration.reconcileInterval = nil
         let config = configuration
-        let (read, new) = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
+        let (read, new) = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) {
+            client in
             let db = Database(client: client, logger: logger)
             let intake = EventIntake(store: EventStore(database: db), catalog: CatalogStore(database: db), database: db)
             return try await GooglePlay(configuration: config, intake: intake, logger: logger).reconcile(since: since)

@@ -74,7 +74,9 @@ struct Import: AsyncParsableCommand {
             return (reader.lineNumber, created, present, rebuilt.subscribers)
         }
         let seconds = Date().timeIntervalSince(started)
-        print("imported \(summary.1) events (\(summary.2) already present) from \(summary.0) lines in \(String(format: "%.1f", seconds)) s; projections of \(summary.3) subscribers rebuilt")
+        print(
+            "imported \(summary.1) events (\(summary.2) already present) from \(summary.0) lines in \(String(format: "%.1f", seconds)) s; projections of \(summary.3) subscribers rebuilt"
+        )
     }
 }
 
@@ -124,7 +126,8 @@ final class ImportBatchReader: @unchecked Sendable {
             let key = "\(event.source)\u{0}\(event.idempotencyKey)"
             if let earlier = seen[key] {
                 guard earlier.fingerprint == event.fingerprint else {
-                    throw CommandFailure("line \(lineNumber): idempotency_key \"\(event.idempotencyKey)\" was used for a different event on line \(earlier.line)")
+                    throw CommandFailure(
+                        "line \(lineNumber): idempotency_key \"\(event.idempotencyKey)\" was used for a different event on line \(earlier.line)")
                 }
                 batch.duplicates += 1
                 continue

@@ -20,7 +20,8 @@ struct Rebuild: AsyncParsableCommand {
             try await Rebuilder(client: client, logger: logger, chunkSize: chunk).rebuild { p in
                 if interactive {
                     let pct = p.totalEvents == 0 ? 100 : p.events * 100 / p.totalEvents
-                    FileHandle.standardError.write(Data("\rrebuilding: \(p.subscribers) subscribers, \(p.events)/\(p.totalEvents) events (\(pct)%)".utf8))
+                    FileHandle.standardError.write(
+                        Data("\rrebuilding: \(p.subscribers) subscribers, \(p.events)/\(p.totalEvents) events (\(pct)%)".utf8))
                 }
             }
         }

@@ -1,6 +1,6 @@
 import AppStoreServerAPI
-import AsyncHTTPClient
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
 import GooglePlayClient
 import Hummingbird
@@ -39,7 +39,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("apple-root-cert"),
-        help: "A trusted root certificate (DER or PEM) for App Store JWS; repeatable (default: $SUBLEDGER_APPLE_ROOT_CERTS, comma-separated, else Apple Root CA - G3).")
+        help:
+            "A trusted root certificate (DER or PEM) for App Store JWS; repeatable (default: $SUBLEDGER_APPLE_ROOT_CERTS, comma-separated, else Apple Root CA - G3)."
+    )
     var appleRootCerts: [String] = []
 
     @Option(name: .customLong("apple-bundle-id"), help: "Refuse App Store payloads for other bundles (default: $SUBLEDGER_APPLE_BUNDLE_ID).")
@@ -57,17 +59,23 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("entitlement-cache-mib"),
-        help: "MiB of subscribers' ledgers kept in memory for entitlement and window reads, invalidated by appends and LISTEN/NOTIFY (docs/entitlement-cache.md); 0 reads PostgreSQL every time.")
+        help:
+            "MiB of subscribers' ledgers kept in memory for entitlement and window reads, invalidated by appends and LISTEN/NOTIFY (docs/entitlement-cache.md); 0 reads PostgreSQL every time."
+    )
     var entitlementCacheMiB = 256
 
     @Option(
         name: .customLong("statement-timeout"),
-        help: "Longest a request's database statement may run before it is cancelled (503), e.g. 5s, 500ms, 2m; 0 for none (default: $SUBLEDGER_STATEMENT_TIMEOUT or 10s).")
+        help:
+            "Longest a request's database statement may run before it is cancelled (503), e.g. 5s, 500ms, 2m; 0 for none (default: $SUBLEDGER_STATEMENT_TIMEOUT or 10s)."
+    )
     var statementTimeout: String?
 
     @Option(
         name: .customLong("read-database-url"),
-        help: "A read replica (a streaming standby of the primary); repeatable. Entitlement, window, event, feed, export and report reads go to one that has the position they need (docs/scaling.md).")
+        help:
+            "A read replica (a streaming standby of the primary); repeatable. Entitlement, window, event, feed, export and report reads go to one that has the position they need (docs/scaling.md)."
+    )
     var readDatabaseURLs: [String] = []
 
     @Option(
@@ -84,12 +92,16 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("apple-backfill-interval"),
-        help: "Read Apple's notification history this often (e.g. 1h) to recover missed notifications; needs the App Store Server API key (default: $SUBLEDGER_APPLE_BACKFILL_INTERVAL, else off).")
+        help:
+            "Read Apple's notification history this often (e.g. 1h) to recover missed notifications; needs the App Store Server API key (default: $SUBLEDGER_APPLE_BACKFILL_INTERVAL, else off)."
+    )
     var appleBackfillInterval: String?
 
     @Option(
         name: .customLong("apple-consumption-policy"),
-        help: "Answer Apple's refund consumption requests with this policy file (JSON, docs/apple.md); needs the App Store Server API key (default: $SUBLEDGER_APPLE_CONSUMPTION_POLICY, else off).")
+        help:
+            "Answer Apple's refund consumption requests with this policy file (JSON, docs/apple.md); needs the App Store Server API key (default: $SUBLEDGER_APPLE_CONSUMPTION_POLICY, else off)."
+    )
     var appleConsumptionPolicy: String?
 
     @Flag(
@@ -127,7 +139,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("stripe-webhook-secret"),
-        help: "A Stripe webhook endpoint secret (whsec_…); repeatable, for rotation (default: $SUBLEDGER_STRIPE_WEBHOOK_SECRETS, comma-separated). Without one, POST /v1/stores/stripe/webhooks answers 404 not_configured.")
+        help:
+            "A Stripe webhook endpoint secret (whsec_…); repeatable, for rotation (default: $SUBLEDGER_STRIPE_WEBHOOK_SECRETS, comma-separated). Without one, POST /v1/stores/stripe/webhooks answers 404 not_configured."
+    )
     var stripeWebhookSecrets: [String] = []
 
     @Option(
@@ -137,7 +151,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("stripe-api-key"),
-        help: "A Stripe API key (sk_… or a restricted rk_… with read access to customers): pending events' customers are looked up for metadata.subscriber_id (default: $SUBLEDGER_STRIPE_API_KEY; none: webhooks alone).")
+        help:
+            "A Stripe API key (sk_… or a restricted rk_… with read access to customers): pending events' customers are looked up for metadata.subscriber_id (default: $SUBLEDGER_STRIPE_API_KEY; none: webhooks alone)."
+    )
     var stripeAPIKey: String?
 
     @Option(name: .customLong("stripe-api-base-url"), help: "Stripe's API (default: $SUBLEDGER_STRIPE_API_BASE_URL or https://api.stripe.com).")
@@ -188,7 +204,8 @@ struct Serve: AsyncParsableCommand {
                 .filter { !$0.isEmpty }
             : stripeWebhookSecrets
         let stripeTolerance =
-            stripeSignatureTolerance ?? env["SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE"].flatMap { Int($0) } ?? Int(StripeSignatureVerifier.defaultTolerance)
+            stripeSignatureTolerance ?? env["SUBLEDGER_STRIPE_SIGNATURE_TOLERANCE"].flatMap { Int($0) }
+            ?? Int(StripeSignatureVerifier.defaultTolerance)
         guard (1...86_400).contains(stripeTolerance) else { throw ValidationError("--stripe-signature-tolerance must be 1 to 86400 seconds") }
         let stripeKey = (stripeAPIKey ?? env["SUBLEDGER_STRIPE_API_KEY"]).flatMap { $0.isEmpty ? nil : $0 }
         let stripeBase = stripeAPIBaseURL ?? env["SUBLEDGER_STRIPE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? StripeAPIClient.defaultBaseURL

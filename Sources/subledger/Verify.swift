@@ -28,7 +28,9 @@ struct Verify: AsyncParsableCommand {
             print("ok: every chain verifies")
             return
         }
-        print("BROKEN: \(result.breaks.count) event(s); first: event \(broken.eventID.lowercasedString) (subscriber \(broken.subscriberID), version \(broken.version), position \(broken.position)): \(broken.reason)")
+        print(
+            "BROKEN: \(result.breaks.count) event(s); first: event \(broken.eventID.lowercasedString) (subscriber \(broken.subscriberID), version \(broken.version), position \(broken.position)): \(broken.reason)"
+        )
         throw ExitCode(2)
     }
 }

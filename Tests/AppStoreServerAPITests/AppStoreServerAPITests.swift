@@ -21,7 +21,8 @@ struct AppleWorld: Sendable {
 
     init() throws {
         signer = try AppleTestSigner()
-        standIn = AppleAPIStandIn(publicKey: key.publicKey, issuerID: "57246542-96fe-1a63-e053-0824d011072a", keyID: "2X9R4HXF34", bundleID: Self.bundleID)
+        standIn = AppleAPIStandIn(
+            publicKey: key.publicKey, issuerID: "57246542-96fe-1a63-e053-0824d011072a", keyID: "2X9R4HXF34", bundleID: Self.bundleID)
         verifier = try AppleJWSVerifier(rootsDER: [signer.rootDER])
         // The scenarios are dated in 2025–2026: accept signatures of any age (the limit has its own tests).
         reader = AppleNotificationReader(verifier: verifier, bundleID: Self.bundleID, maxAge: .seconds(100 * 365 * 86_400))
@@ -178,7 +179,11 @@ struct AppStoreServerAPITests {
                 let t = W.transaction(
                     "\(original + i)", original: "\(original)", from: W.month(i), to: W.month(i + 1), token: token,
                     extra: i == 14 ? ["isUpgraded": true] : [:])
-                items.append((i == 0 ? "SUBSCRIBED" : "DID_RENEW", i == 0 ? "INITIAL_BUY" : nil, Timestamp(microseconds: W.month(i).microseconds + 1_000_000), t))
+                items.append(
+                    (
+                        i == 0 ? "SUBSCRIBED" : "DID_RENEW", i == 0 ? "INITIAL_BUY" : nil,
+                        Timestamp(microseconds: W.month(i).microseconds + 1_000_000), t
+                    ))
             }
             // Renewal 7 refunded in full ten days into its month.
             var refunded = items[7].3
@@ -290,7 +295,10 @@ struct AppStoreServerAPITests {
                 "CONSUMPTION_REQUEST", at: requestedAt,
                 transaction: W.transaction("6003", original: "6000", from: W.month(3), to: W.month(4), token: token))
             let outcome = try await intake.ingest(apple: try await world.reader.read(signedPayload: payload, now: W.month(4)), signedPayload: payload)
-            guard case .applied(_, let events) = outcome else { Issue.record("not applied: \(outcome)"); return }
+            guard case .applied(_, let events) = outcome else {
+                Issue.record("not applied: \(outcome)")
+                return
+            }
             #expect(events.map(\.type) == [.storeNotice])
             #expect(events.first?.data["kind"] == "consumption_request")
 
@@ -301,8 +309,10 @@ struct AppStoreServerAPITests {
             #expect(try await silent.runOnce() == 0)
             #expect(world.standIn.state.withLock { $0.consumption.isEmpty })
 
-            let policy = try AppleConsumptionPolicy(json: #"{"customerConsented": true, "platform": 1, "playTime": 0, "userStatus": 1, "refundPreference": 3}"#)
-            let responder = AppleConsumptionResponder(client: api, policy: policy, database: database, logger: TestDatabase.logger, clock: { requestedAt })
+            let policy = try AppleConsumptionPolicy(
+                json: #"{"customerConsented": true, "platform": 1, "playTime": 0, "userStatus": 1, "refundPreference": 3}"#)
+            let responder = AppleConsumptionResponder(
+                client: api, policy: policy, database: database, logger: TestDatabase.logger, clock: { requestedAt })
             #expect(try await responder.runOnce() == 1)
             #expect(try await responder.runOnce() == 0)
             let sent = world.standIn.state.withLock { $0.consumption }
@@ -320,7 +330,10 @@ struct AppStoreServerAPITests {
     @Test("429 is retried after its Retry-After; a token Apple would refuse is an error, not retried")
     func retriesAndAuthorization() async throws {
         let world = try W()
-        world.standIn.state.withLock { $0.throttled = [1, 1]; $0.notificationPages = [[]] }
+        world.standIn.state.withLock {
+            $0.throttled = [1, 1]
+            $0.notificationPages = [[]]
+        }
         try await world.run { api, _, _ in
             let started = ContinuousClock.now
             let page = try await api.notificationHistory(start: W.month(0), end: W.month(1), paginationToken: nil)

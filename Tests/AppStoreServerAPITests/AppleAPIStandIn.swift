@@ -106,7 +106,12 @@ final class AppleAPIStandIn: Sendable {
                 var answer: [String: JSONValue] = [
                     "hasMore": .bool(more),
                     "notificationHistory": .array(
-                        page.map { .object(["signedPayload": .string($0), "sendAttempts": [["attemptDate": 1_698_148_900_000, "sendAttemptResult": "NO_RESPONSE"]]]) }),
+                        page.map {
+                            .object([
+                                "signedPayload": .string($0),
+                                "sendAttempts": [["attemptDate": 1_698_148_900_000, "sendAttemptResult": "NO_RESPONSE"]],
+                            ])
+                        }),
                 ]
                 if more { answer["paginationToken"] = .string("\(index + 1)") }
                 return self.json(.object(answer))

@@ -49,9 +49,11 @@ struct APIRoleTests {
         }
     }
 
-    @Test("role names as stored with API keys", arguments: [
-        ("writer", APIRole.writer), ("reader", .reader), ("auditor", .auditor), ("analyst", .analyst), ("admin", .admin),
-    ])
+    @Test(
+        "role names as stored with API keys",
+        arguments: [
+            ("writer", APIRole.writer), ("reader", .reader), ("auditor", .auditor), ("analyst", .analyst), ("admin", .admin),
+        ])
     func rawValues(name: String, role: APIRole) {
         #expect(APIRole(rawValue: name) == role)
         #expect(role.rawValue == name)

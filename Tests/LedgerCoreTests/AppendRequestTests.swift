@@ -113,10 +113,12 @@ struct AppendRequestTests {
         #expect(envelopeError.field == "events[0].version")
     }
 
-    @Test("batch items must be objects", arguments: [
-        (JSONValue.number(JSONNumber(42)), "number"), (.null, "null"), (.array([]), "array"), (.string("{}"), "string"),
-        (.bool(true), "boolean"),
-    ])
+    @Test(
+        "batch items must be objects",
+        arguments: [
+            (JSONValue.number(JSONNumber(42)), "number"), (.null, "null"), (.array([]), "array"), (.string("{}"), "string"),
+            (.bool(true), "boolean"),
+        ])
     func nonObjectItem(item: JSONValue, typeName: String) throws {
         let error = try #require(Fixtures.requestError(batch([.object(Fixtures.event(.purchase)), item])))
         #expect(error.field == "events[1]")
@@ -133,18 +135,22 @@ struct AppendRequestTests {
         #expect(mixed.field == "data")
     }
 
-    @Test("\"events\" must be an array", arguments: [
-        (JSONValue.null, "null"), (.object([:]), "object"), (.string("[]"), "string"), (.number(JSONNumber(1)), "number"),
-    ])
+    @Test(
+        "\"events\" must be an array",
+        arguments: [
+            (JSONValue.null, "null"), (.object([:]), "object"), (.string("[]"), "string"), (.number(JSONNumber(1)), "number"),
+        ])
     func eventsNotArray(value: JSONValue, typeName: String) throws {
         let error = try #require(Fixtures.requestError(["events": value]))
         #expect(error.field == "events")
         #expect(error.reason == "must be an array, not \(typeName)")
     }
 
-    @Test("the body must be an object", arguments: [
-        (JSONValue.array([]), "array"), (.string("x"), "string"), (.null, "null"), (.number(JSONNumber(1)), "number"),
-    ])
+    @Test(
+        "the body must be an object",
+        arguments: [
+            (JSONValue.array([]), "array"), (.string("x"), "string"), (.null, "null"), (.number(JSONNumber(1)), "number"),
+        ])
     func topLevelNotObject(value: JSONValue, typeName: String) throws {
         let error = try #require(Fixtures.requestError(value))
         #expect(error.field == "$")
@@ -158,16 +164,18 @@ struct AppendRequestTests {
         #expect(request.isBatch && request.events.count == 1)
     }
 
-    @Test("bytes: text that is not JSON is malformed, with the parser's reason", arguments: [
-        ("", "unexpected end of input"),
-        ("{", "expected a string key"),
-        (#"{"events": [}"#, "unexpected character"),
-        (#"{"subscriber_id": "a", "subscriber_id": "b"}"#, #"duplicate key "subscriber_id""#),
-        (#"{"data": {"price_minor": 1e100000}}"#, "number"),
-        (#"{"metadata": "\u0000"}"#, "NUL"),
-        ("{} trailing", "unexpected text after"),
-        ("[1,]", "unexpected character"),
-    ])
+    @Test(
+        "bytes: text that is not JSON is malformed, with the parser's reason",
+        arguments: [
+            ("", "unexpected end of input"),
+            ("{", "expected a string key"),
+            (#"{"events": [}"#, "unexpected character"),
+            (#"{"subscriber_id": "a", "subscriber_id": "b"}"#, #"duplicate key "subscriber_id""#),
+            (#"{"data": {"price_minor": 1e100000}}"#, "number"),
+            (#"{"metadata": "\u0000"}"#, "NUL"),
+            ("{} trailing", "unexpected text after"),
+            ("[1,]", "unexpected character"),
+        ])
     func bytesMalformed(text: String, reason: String) throws {
         guard case .failure(.malformed(let error)) = decodeBytes(text) else {
             Issue.record("not .malformed: \(decodeBytes(text))")
@@ -189,8 +197,11 @@ struct AppendRequestTests {
     @Test("bytes: JSON that is not a valid event is invalid, naming the field")
     func bytesInvalid() throws {
         #expect(decodeFailure("{}") == .invalid(EventValidationError(field: "subscriber_id", reason: "is required")))
-        #expect(decodeFailure("[]") == .invalid(EventValidationError(
-            field: "$", reason: #"must be an event object or {"events": [...]}, not array"#)))
+        #expect(
+            decodeFailure("[]")
+                == .invalid(
+                    EventValidationError(
+                        field: "$", reason: #"must be an event object or {"events": [...]}, not array"#)))
         guard case .failure(.invalid(let error)) = decodeBytes(#"{"events": []}"#) else {
             Issue.record("not .invalid")
             return
@@ -227,8 +238,11 @@ struct AppendRequestTests {
         let items: [JSONValue] = [.object(Fixtures.event(.purchase, key: "a")), .object(broken)]
         let text = JSONValue.object(["events": .array(items)]).canonicalString()
 
-        #expect(decodeFailure(text) == .invalid(EventValidationError(
-            field: "events[1].data.price_minor", reason: "is required (integer minor units, e.g. 999)")))
+        #expect(
+            decodeFailure(text)
+                == .invalid(
+                    EventValidationError(
+                        field: "events[1].data.price_minor", reason: "is required (integer minor units, e.g. 999)")))
 
         let lenient = try AppendRequest.decode(Array(text.utf8), validateData: false)
         #expect(lenient.events.count == 2)

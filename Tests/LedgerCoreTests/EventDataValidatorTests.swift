@@ -114,14 +114,16 @@ struct EventDataValidatorTests {
         DataCase(
             .purchase, set: ["kind": "non_renewing", "period_end": "2026-01-01T00:00:00Z"], "data.period_end",
             "after period_start"),
-        DataCase(.purchase, set: ["kind": "non_renewing", "duration": "3 months"], remove: autoRenewableBounds,
+        DataCase(
+            .purchase, set: ["kind": "non_renewing", "duration": "3 months"], remove: autoRenewableBounds,
             "data.duration", "ISO 8601 duration"),
         DataCase(.purchase, set: ["kind": "free", "price_minor": 100], "data.price_minor", "must be 0 for a free product"),
         DataCase(.purchase, set: ["kind": "free", "currency": "eur"], "data.currency", "ISO 4217"),
         DataCase(.purchase, set: ["kind": "lifetime"], remove: ["price_minor"], "data.price_minor", "is required"),
         DataCase(.purchase, set: ["kind": "lifetime"], remove: ["currency"], "data.currency", "is required"),
         // renewal
-        DataCase(.renewal, set: ["kind": "non_renewing", "duration": "P1M"], remove: autoRenewableBounds, "data.kind",
+        DataCase(
+            .renewal, set: ["kind": "non_renewing", "duration": "P1M"], remove: autoRenewableBounds, "data.kind",
             #"must be "auto_renewable" for a renewal"#),
         DataCase(.renewal, set: ["kind": "free"], "data.kind", #"must be "auto_renewable" for a renewal"#),
         DataCase(.renewal, set: ["kind": "lifetime"], "data.kind", #"must be "auto_renewable" for a renewal"#),
@@ -154,9 +156,11 @@ struct EventDataValidatorTests {
             "not both"),
         DataCase(.credit, set: ["window_start": "2026-03-01T00:00:00Z"], "data.duration", "not both"),
         DataCase(.credit, set: ["window_end": "2026-03-08T00:00:00Z"], "data.duration", "not both"),
-        DataCase(.credit, set: ["window_start": "2026-03-01T00:00:00Z"], remove: ["duration"], "data.window_end",
+        DataCase(
+            .credit, set: ["window_start": "2026-03-01T00:00:00Z"], remove: ["duration"], "data.window_end",
             "is required (or give duration)"),
-        DataCase(.credit, set: ["window_end": "2026-03-08T00:00:00Z"], remove: ["duration"], "data.window_start",
+        DataCase(
+            .credit, set: ["window_end": "2026-03-08T00:00:00Z"], remove: ["duration"], "data.window_start",
             "is required (or give duration)"),
         DataCase(
             .credit, set: ["window_start": "2026-03-08T00:00:00Z", "window_end": "2026-03-08T00:00:00Z"],
@@ -164,7 +168,8 @@ struct EventDataValidatorTests {
         DataCase(
             .credit, set: ["window_start": "2026-03-08T00:00:00Z", "window_end": "2026-03-01T00:00:00Z"],
             remove: ["duration"], "data.window_end", "after window_start"),
-        DataCase(.credit, set: ["window_start": "soon", "window_end": "2026-03-08T00:00:00Z"], remove: ["duration"],
+        DataCase(
+            .credit, set: ["window_start": "soon", "window_end": "2026-03-08T00:00:00Z"], remove: ["duration"],
             "data.window_start", "RFC 3339"),
         DataCase(.credit, set: ["duration": "P1.5D"], "data.duration", "ISO 8601 duration"),
         DataCase(.credit, set: ["duration": "7 days"], "data.duration", "ISO 8601 duration"),
@@ -176,7 +181,8 @@ struct EventDataValidatorTests {
         DataCase(.creditReversal, remove: ["credit_event_id"], "data.credit_event_id", "is required"),
         DataCase(.creditReversal, set: ["credit_event_id": "not-a-uuid"], "data.credit_event_id", "UUID"),
         DataCase(.creditReversal, set: ["credit_event_id": "0b5e6c1a4f2d4c7e9a3b1c2d3e4f5a6b"], "data.credit_event_id", "UUID"),
-        DataCase(.creditReversal, set: ["credit_event_id": "{0b5e6c1a-4f2d-4c7e-9a3b-1c2d3e4f5a6b}"],
+        DataCase(
+            .creditReversal, set: ["credit_event_id": "{0b5e6c1a-4f2d-4c7e-9a3b-1c2d3e4f5a6b}"],
             "data.credit_event_id", "UUID"),
         DataCase(.creditReversal, set: ["credit_event_id": "0b5e6c1a-4f2d-4c7e-9a3b-1c2d3e4f5a6g"], "data.credit_event_id", "UUID"),
         DataCase(.creditReversal, set: ["credit_event_id": "0b5e6c1a-4f2d-4c7e-9a3b-1c2d3e4f5a6"], "data.credit_event_id", "UUID"),
@@ -212,21 +218,25 @@ struct EventDataValidatorTests {
     }
 
     static let valid: [ValidDataCase] = [
-        ValidDataCase("non-renewing with a duration", .purchase,
+        ValidDataCase(
+            "non-renewing with a duration", .purchase,
             set: ["kind": "non_renewing", "duration": "P3M"], remove: autoRenewableBounds),
         ValidDataCase("non-renewing with bounds", .purchase, set: ["kind": "non_renewing"], remove: ["period"]),
         ValidDataCase("non-renewing with bounds and a period", .purchase, set: ["kind": "non_renewing"]),
-        ValidDataCase("free without price or currency", .purchase, set: ["kind": "free"],
+        ValidDataCase(
+            "free without price or currency", .purchase, set: ["kind": "free"],
             remove: autoRenewableBounds + ["price_minor", "currency", "commission_rate"]),
         ValidDataCase("free with price 0", .purchase, set: ["kind": "free", "price_minor": 0]),
-        ValidDataCase("free with a null currency", .purchase, set: ["kind": "free", "currency": nil],
+        ValidDataCase(
+            "free with a null currency", .purchase, set: ["kind": "free", "currency": nil],
             remove: ["price_minor"]),
         ValidDataCase("lifetime", .purchase, set: ["kind": "lifetime", "price_minor": 4999], remove: autoRenewableBounds),
         ValidDataCase("trial at price 0", .purchase, set: ["offer": "trial", "price_minor": 0]),
         ValidDataCase("every offer: intro", .purchase, set: ["offer": "intro"]),
         ValidDataCase("every offer: promo", .purchase, set: ["offer": "promo"]),
         ValidDataCase("optional fields absent", .purchase, remove: ["original_transaction_id", "offer", "commission_rate"]),
-        ValidDataCase("optional fields null", .purchase,
+        ValidDataCase(
+            "optional fields null", .purchase,
             set: ["original_transaction_id": nil, "offer": nil, "commission_rate": nil, "duration": nil]),
         ValidDataCase("commission_rate as a number", .purchase, set: ["commission_rate": Fixtures.number("0.3")]),
         ValidDataCase("commission_rate \"0\"", .purchase, set: ["commission_rate": "0"]),
@@ -249,10 +259,12 @@ struct EventDataValidatorTests {
         ValidDataCase("cancellation, every reason: family_revoked", .cancellation, set: ["reason": "family_revoked"]),
         ValidDataCase("cancellation, every reason: developer", .cancellation, set: ["reason": "developer"]),
         ValidDataCase("cancellation, every reason: other", .cancellation, set: ["reason": "other"]),
-        ValidDataCase("credit with bounds", .credit,
+        ValidDataCase(
+            "credit with bounds", .credit,
             set: ["window_start": "2026-03-01T00:00:00Z", "window_end": "2026-03-08T00:00:00Z"], remove: ["duration"]),
         ValidDataCase("credit with hours", .credit, set: ["duration": "PT36H"]),
-        ValidDataCase("credit_reversal with an upper-case UUID", .creditReversal,
+        ValidDataCase(
+            "credit_reversal with an upper-case UUID", .creditReversal,
             set: ["credit_event_id": "0B5E6C1A-4F2D-4C7E-9A3B-1C2D3E4F5A6B"]),
         ValidDataCase("auto-renew on", .autoRenewChanged, set: ["enabled": true]),
         ValidDataCase("billing issue without grace", .billingIssue, remove: ["grace_until"]),
@@ -278,9 +290,11 @@ struct EventDataValidatorTests {
         #expect(error.reason == "is not a known field")
     }
 
-    @Test("every event type refuses an empty payload, naming a required field", arguments: EventType.allCases.filter {
-        $0 != .cancellation
-    })
+    @Test(
+        "every event type refuses an empty payload, naming a required field",
+        arguments: EventType.allCases.filter {
+            $0 != .cancellation
+        })
     func emptyPayload(type: EventType) throws {
         let error = try #require(Fixtures.decodeError(Fixtures.event(type, data: [:])))
         #expect(error.field.hasPrefix("data."))
@@ -300,8 +314,9 @@ struct EventDataValidatorTests {
             let zero = Fixtures.decodeError(Fixtures.event(type, settingData: ["catalog_revision": 0]))
             #expect(zero?.field == "data.catalog_revision")
             #expect(zero?.reason.contains("at least 1") == true)
-            #expect(Fixtures.decodeError(Fixtures.event(type, settingData: ["catalog_revision": "3"]))?.field
-                == "data.catalog_revision")
+            #expect(
+                Fixtures.decodeError(Fixtures.event(type, settingData: ["catalog_revision": "3"]))?.field
+                    == "data.catalog_revision")
         }
         for type in [EventType.refund, .refundReversal, .cancellation, .credit, .creditReversal] {
             let error = Fixtures.decodeError(Fixtures.event(type, settingData: ["catalog_revision": 3]))

@@ -194,45 +194,54 @@ struct EventDecoderTests {
 struct IdentifierTests {
     @Test("event type names are the contract's eleven")
     func eventTypes() {
-        #expect(EventType.allCases.map(\.rawValue) == [
-            "purchase", "renewal", "refund", "refund_reversal", "cancellation", "credit", "credit_reversal",
-            "auto_renew_changed", "billing_issue", "expiration", "store_notice",
-        ])
+        #expect(
+            EventType.allCases.map(\.rawValue) == [
+                "purchase", "renewal", "refund", "refund_reversal", "cancellation", "credit", "credit_reversal",
+                "auto_renew_changed", "billing_issue", "expiration", "store_notice",
+            ])
         #expect(LedgerEnvironment.allCases.map(\.rawValue) == ["production", "sandbox"])
     }
 
-    @Test("subscriber ids: [A-Za-z0-9._:@-]{1,200}", arguments: [
-        ("a", true), ("Z9", true), ("user.name_1:team@example-org", true), (String(repeating: "x", count: 200), true),
-        ("", false), (String(repeating: "x", count: 201), false), ("a b", false), ("a/b", false), ("a+b", false),
-        ("é", false), ("a\u{0}", false), ("a,b", false),
-    ])
+    @Test(
+        "subscriber ids: [A-Za-z0-9._:@-]{1,200}",
+        arguments: [
+            ("a", true), ("Z9", true), ("user.name_1:team@example-org", true), (String(repeating: "x", count: 200), true),
+            ("", false), (String(repeating: "x", count: 201), false), ("a b", false), ("a/b", false), ("a+b", false),
+            ("é", false), ("a\u{0}", false), ("a,b", false),
+        ])
     func subscriberIDs(id: String, valid: Bool) {
         #expect(Identifiers.isValidSubscriberID(id) == valid)
     }
 
-    @Test("sources: [a-z0-9_.-]{1,64}", arguments: [
-        ("apple", true), ("google", true), ("stripe", true), ("web", true), ("support", true), ("import", true),
-        ("store_v2.eu-1", true), (String(repeating: "s", count: 64), true), ("", false),
-        (String(repeating: "s", count: 65), false), ("Apple", false), ("app store", false), ("web:1", false),
-        ("web@x", false),
-    ])
+    @Test(
+        "sources: [a-z0-9_.-]{1,64}",
+        arguments: [
+            ("apple", true), ("google", true), ("stripe", true), ("web", true), ("support", true), ("import", true),
+            ("store_v2.eu-1", true), (String(repeating: "s", count: 64), true), ("", false),
+            (String(repeating: "s", count: 65), false), ("Apple", false), ("app store", false), ("web:1", false),
+            ("web@x", false),
+        ])
     func sources(source: String, valid: Bool) {
         #expect(Identifiers.isValidSource(source) == valid)
     }
 
-    @Test("currencies: three upper-case letters", arguments: [
-        ("USD", true), ("EUR", true), ("JPY", true), ("usd", false), ("Usd", false), ("US", false), ("USDD", false),
-        ("U5D", false), ("", false), ("ÉUR", false),
-    ])
+    @Test(
+        "currencies: three upper-case letters",
+        arguments: [
+            ("USD", true), ("EUR", true), ("JPY", true), ("usd", false), ("Usd", false), ("US", false), ("USDD", false),
+            ("U5D", false), ("", false), ("ÉUR", false),
+        ])
     func currencies(code: String, valid: Bool) {
         #expect(Identifiers.isValidCurrency(code) == valid)
     }
 
-    @Test("idempotency keys: 1–255 bytes without control characters", arguments: [
-        ("k", true), ("notification:6f1c2a3b", true), ("clé / ünïcode 😀", true), (String(repeating: "k", count: 255), true),
-        ("", false), (String(repeating: "k", count: 256), false), ("a\nb", false), ("a\u{1}", false), ("\u{7F}", false),
-        ("tab\t", false),
-    ])
+    @Test(
+        "idempotency keys: 1–255 bytes without control characters",
+        arguments: [
+            ("k", true), ("notification:6f1c2a3b", true), ("clé / ünïcode 😀", true), (String(repeating: "k", count: 255), true),
+            ("", false), (String(repeating: "k", count: 256), false), ("a\nb", false), ("a\u{1}", false), ("\u{7F}", false),
+            ("tab\t", false),
+        ])
     func idempotencyKeys(key: String, valid: Bool) {
         #expect(Identifiers.isValidIdempotencyKey(key) == valid)
     }

@@ -18,34 +18,36 @@ struct FingerprintTests {
          "metadata":{"request_id":"req-1","tags":["a","b"]}}
         """#
 
-    @Test("the same content gives the same fingerprint however the JSON is written", arguments: [
-        // keys in another order, other whitespace
-        #"""
-        {"metadata":{"tags":["a","b"],"request_id":"req-1"},"idempotency_key":"k-1","environment":"production",
-        "data":{"commission_rate":"0.30","currency":"USD","price_minor":999,"period":"P1M",
-        "period_end":"2026-04-01T10:00:00Z","period_start":"2026-03-01T10:00:00Z","kind":"auto_renewable",
-        "transaction_id":"t-1","entitlements":["pro"],"product_id":"pro.monthly"},
-        "source":"web","occurred_at":"2026-03-01T10:00:00Z","type":"purchase","subscriber_id":"user-42"}
-        """#,
-        // numbers spelled differently, escapes, an offset on occurred_at
-        #"""
-        {"subscriber_id":"user\u002d42","type":"purchase","occurred_at":"2026-03-01T12:00:00+02:00","source":"web",
-         "environment":"production","idempotency_key":"k-1",
-         "data":{"product_id":"pro.monthly","entitlements":["\u0070ro"],"transaction_id":"t-1","kind":"auto_renewable",
-                 "period_start":"2026-03-01T10:00:00Z","period_end":"2026-04-01T10:00:00Z","period":"P1M",
-                 "price_minor":9.99e2,"currency":"USD","commission_rate":"0.30"},
-         "metadata":{"request_id":"req-1","tags":["a","b"]}}
-        """#,
-        // expected_version is not part of the content
-        #"""
-        {"subscriber_id":"user-42","type":"purchase","occurred_at":"2026-03-01T10:00:00Z","source":"web",
-         "environment":"production","idempotency_key":"k-1","expected_version":7,
-         "data":{"product_id":"pro.monthly","entitlements":["pro"],"transaction_id":"t-1","kind":"auto_renewable",
-                 "period_start":"2026-03-01T10:00:00Z","period_end":"2026-04-01T10:00:00Z","period":"P1M",
-                 "price_minor":999,"currency":"USD","commission_rate":"0.30"},
-         "metadata":{"request_id":"req-1","tags":["a","b"]}}
-        """#,
-    ])
+    @Test(
+        "the same content gives the same fingerprint however the JSON is written",
+        arguments: [
+            // keys in another order, other whitespace
+            #"""
+            {"metadata":{"tags":["a","b"],"request_id":"req-1"},"idempotency_key":"k-1","environment":"production",
+            "data":{"commission_rate":"0.30","currency":"USD","price_minor":999,"period":"P1M",
+            "period_end":"2026-04-01T10:00:00Z","period_start":"2026-03-01T10:00:00Z","kind":"auto_renewable",
+            "transaction_id":"t-1","entitlements":["pro"],"product_id":"pro.monthly"},
+            "source":"web","occurred_at":"2026-03-01T10:00:00Z","type":"purchase","subscriber_id":"user-42"}
+            """#,
+            // numbers spelled differently, escapes, an offset on occurred_at
+            #"""
+            {"subscriber_id":"user\u002d42","type":"purchase","occurred_at":"2026-03-01T12:00:00+02:00","source":"web",
+             "environment":"production","idempotency_key":"k-1",
+             "data":{"product_id":"pro.monthly","entitlements":["\u0070ro"],"transaction_id":"t-1","kind":"auto_renewable",
+                     "period_start":"2026-03-01T10:00:00Z","period_end":"2026-04-01T10:00:00Z","period":"P1M",
+                     "price_minor":9.99e2,"currency":"USD","commission_rate":"0.30"},
+             "metadata":{"request_id":"req-1","tags":["a","b"]}}
+            """#,
+            // expected_version is not part of the content
+            #"""
+            {"subscriber_id":"user-42","type":"purchase","occurred_at":"2026-03-01T10:00:00Z","source":"web",
+             "environment":"production","idempotency_key":"k-1","expected_version":7,
+             "data":{"product_id":"pro.monthly","entitlements":["pro"],"transaction_id":"t-1","kind":"auto_renewable",
+                     "period_start":"2026-03-01T10:00:00Z","period_end":"2026-04-01T10:00:00Z","period":"P1M",
+                     "price_minor":999,"currency":"USD","commission_rate":"0.30"},
+             "metadata":{"request_id":"req-1","tags":["a","b"]}}
+            """#,
+        ])
     func sameContent(text: String) throws {
         let a = try event(Self.reference)
         let b = try event(text)
@@ -72,9 +74,10 @@ struct FingerprintTests {
     func clientContentKeys() throws {
         let e = try EventDecoder.decode(Fixtures.event(.purchase), path: "")
         let keys = try #require(e.clientContent.objectValue).keys.sorted()
-        #expect(keys == [
-            "data", "environment", "idempotency_key", "metadata", "occurred_at", "source", "subscriber_id", "type",
-        ])
+        #expect(
+            keys == [
+                "data", "environment", "idempotency_key", "metadata", "occurred_at", "source", "subscriber_id", "type",
+            ])
     }
 
     static let changes: [(String, [String: JSONValue])] = [
@@ -88,9 +91,12 @@ struct FingerprintTests {
         ("metadata absent", ["metadata": nil]),
         ("data: price", ["data": .object(Fixtures.data(.purchase).merging(["price_minor": 1000]) { $1 })]),
         ("data: commission spelling", ["data": .object(Fixtures.data(.purchase).merging(["commission_rate": "0.3"]) { $1 })]),
-        ("data: entitlement order", [
-            "data": .object(Fixtures.data(.purchase).merging(["entitlements": ["plus", "pro"]]) { $1 })
-        ]),
+        (
+            "data: entitlement order",
+            [
+                "data": .object(Fixtures.data(.purchase).merging(["entitlements": ["plus", "pro"]]) { $1 })
+            ]
+        ),
     ]
 
     @Test("different content gives a different fingerprint", arguments: changes)
@@ -107,7 +113,10 @@ struct FingerprintTests {
     @Test("the fingerprint is SHA-256 of the canonical client content")
     func pinnedVector() throws {
         let e = try EventDecoder.decode(Fixtures.event(.refundReversal), path: "")
-        #expect(e.clientContent.canonicalString() == #"{"data":{"transaction_id":"t-1"},"environment":"production","idempotency_key":"k-1","metadata":{"request_id":"req-1"},"occurred_at":"2026-03-01T10:00:00Z","source":"web","subscriber_id":"user-42","type":"refund_reversal"}"#)
+        #expect(
+            e.clientContent.canonicalString()
+                == #"{"data":{"transaction_id":"t-1"},"environment":"production","idempotency_key":"k-1","metadata":{"request_id":"req-1"},"occurred_at":"2026-03-01T10:00:00Z","source":"web","subscriber_id":"user-42","type":"refund_reversal"}"#
+        )
         #expect(Hex.encode(e.fingerprint) == "aeee36cf73a64df90efd96926bf698c93088b9b03cfcfd2bfdf19eea9989dc5e")
     }
 

@@ -25,17 +25,25 @@ enum RandomHistory {
             let end = Timestamp(microseconds: at.microseconds + Int64(r.int(1...60)) * 86_400_000_000)
             switch r.int(0...11) {
             case 0, 1, 2:
-                datas.append((r.int(0...1) == 0 ? .purchase : .renewal, [
-                    "product_id": "pro.monthly", "entitlements": ents, "transaction_id": txn, "kind": "auto_renewable",
-                    "offer": .string(r.pick(["none", "none", "trial", "intro", "promo"])),
-                    "period_start": .string(at.rfc3339), "period_end": .string(end.rfc3339), "period": "P1M",
-                    "price_minor": 999, "currency": "USD",
-                ]))
+                datas.append(
+                    (
+                        r.int(0...1) == 0 ? .purchase : .renewal,
+                        [
+                            "product_id": "pro.monthly", "entitlements": ents, "transaction_id": txn, "kind": "auto_renewable",
+                            "offer": .string(r.pick(["none", "none", "trial", "intro", "promo"])),
+                            "period_start": .string(at.rfc3339), "period_end": .string(end.rfc3339), "period": "P1M",
+                            "price_minor": 999, "currency": "USD",
+                        ]
+                    ))
             case 3:
-                datas.append((.purchase, [
-                    "product_id": "pro.pack", "entitlements": ents, "transaction_id": txn, "kind": "non_renewing",
-                    "duration": .string(r.pick(["P1M", "P3M", "P6M", "P7D"])), "price_minor": 2999, "currency": "USD",
-                ]))
+                datas.append(
+                    (
+                        .purchase,
+                        [
+                            "product_id": "pro.pack", "entitlements": ents, "transaction_id": txn, "kind": "non_renewing",
+                            "duration": .string(r.pick(["P1M", "P3M", "P6M", "P7D"])), "price_minor": 2999, "currency": "USD",
+                        ]
+                    ))
             case 4: datas.append((.refund, ["transaction_id": txn, "amount_minor": 500, "currency": "USD"]))
             case 5: datas.append((.refundReversal, ["transaction_id": txn]))
             case 6: datas.append((.cancellation, ["entitlements": r.int(0...1) == 0 ? [] : ents, "reason": "other"]))
@@ -101,7 +109,9 @@ struct FoldPropertyTests {
             let once = Fold.fold(events)
             #expect(Fold.fold(events) == once)
             #expect(Fold.fold(events.reversed()) == once)
-            #expect(Fold.fold(RandomHistory.rerecorded(events, seed: UInt64(seed)).sorted { $0.position < $1.position }).windows.count == once.windows.count)
+            #expect(
+                Fold.fold(RandomHistory.rerecorded(events, seed: UInt64(seed)).sorted { $0.position < $1.position }).windows.count
+                    == once.windows.count)
         }
     }
 
@@ -115,7 +125,8 @@ struct FoldPropertyTests {
             #expect(comparable(a) == comparable(b))
             #expect(a.autoRenew == b.autoRenew)
             #expect(a.lapsed == b.lapsed)
-            for t in stride(from: StreamBuilder.t("2026-01-01").microseconds, to: StreamBuilder.t("2027-01-01").microseconds, by: 7 * 86_400_000_000) {
+            for t in stride(from: StreamBuilder.t("2026-01-01").microseconds, to: StreamBuilder.t("2027-01-01").microseconds, by: 7 * 86_400_000_000)
+            {
                 #expect(a.entitlements(at: Timestamp(microseconds: t)) == b.entitlements(at: Timestamp(microseconds: t)))
             }
         }

@@ -151,10 +151,12 @@ struct FoldScenarioTests {
     @Test("lifetime and free windows never end", arguments: ["lifetime", "free"])
     func unbounded(kind: String) {
         var s = S()
-        s.add(.purchase, "2026-03-01", [
-            "product_id": "pro.forever", "entitlements": ["pro"], "transaction_id": "l1", "kind": .string(kind),
-            "price_minor": kind == "free" ? 0 : 9999, "currency": "USD",
-        ])
+        s.add(
+            .purchase, "2026-03-01",
+            [
+                "product_id": "pro.forever", "entitlements": ["pro"], "transaction_id": "l1", "kind": .string(kind),
+                "price_minor": kind == "free" ? 0 : 9999, "currency": "USD",
+            ])
         let w = s.ledger.windows[0]
         #expect(w.end == nil && w.kind.rawValue == kind)
         let st = s.state(at: "2090-01-01")!

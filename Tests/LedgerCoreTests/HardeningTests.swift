@@ -43,7 +43,8 @@ struct HardeningTests {
 
     @Test("identifiers: one rule (≤ 200 bytes, no control characters, NFC) for ids and keys")
     func identifierRule() {
-        let nfc = "caf\u{E9}", nfd = "cafe\u{301}"
+        let nfc = "caf\u{E9}"
+        let nfd = "cafe\u{301}"
         #expect(Identifiers.problem(nfc) == nil)
         #expect(Identifiers.problem(nfd)?.contains("NFC") == true)
         #expect(Identifiers.problem("a\u{0}b") != nil)
@@ -51,12 +52,16 @@ struct HardeningTests {
         #expect(Identifiers.problem(String(repeating: "p", count: 201)) != nil)
         #expect(Identifiers.problem(String(repeating: "p", count: 200)) == nil)
         #expect(F.decodeError(F.event(.purchase, settingData: ["product_id": .string(nfd)]))?.field == "data.product_id")
-        #expect(F.decodeError(F.event(.purchase, settingData: ["product_id": .string(String(repeating: "p", count: 1_000_000))]))?.field == "data.product_id")
+        #expect(
+            F.decodeError(F.event(.purchase, settingData: ["product_id": .string(String(repeating: "p", count: 1_000_000))]))?.field
+                == "data.product_id")
         #expect(F.decodeError(F.event(.purchase, settingData: ["transaction_id": .string(nfd)]))?.field == "data.transaction_id")
         #expect(F.decodeError(F.event(.purchase, settingData: ["entitlements": .array([.string(nfd)])]))?.field == "data.entitlements[0]")
         #expect(F.decodeError(F.event(.purchase, key: nfd))?.field == "idempotency_key")
         #expect(F.decodeError(F.event(.purchase, key: nfc)) == nil)
-        #expect(throws: EventValidationError.self) { try Product.decode(productID: nfd, F.json(#"{"entitlements": ["pro"], "kind": "lifetime", "price_minor": 1, "currency": "USD"}"#)) }
+        #expect(throws: EventValidationError.self) {
+            try Product.decode(productID: nfd, F.json(#"{"entitlements": ["pro"], "kind": "lifetime", "price_minor": 1, "currency": "USD"}"#))
+        }
     }
 
     @Test("metadata is at most 16 KiB and free text at most 1,000 bytes; U+0000 is refused anywhere")

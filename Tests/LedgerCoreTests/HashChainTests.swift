@@ -19,7 +19,10 @@ struct HashChainTests {
     @Test("canonical content and hash are pinned: SHA-256(prev_hash ‖ canonical bytes)")
     func pinnedVector() {
         let e = Self.recorded()
-        #expect(e.canonicalContent.canonicalString() == #"{"data":{"transaction_id":"t-1"},"environment":"sandbox","event_id":"6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b","idempotency_key":"k-1","metadata":{"note":"é\n"},"occurred_at":"2026-03-01T10:00:00Z","position":7,"recorded_at":"2026-03-01T10:00:01.500Z","source":"web","subscriber_id":"alice","type":"refund_reversal","version":1}"#)
+        #expect(
+            e.canonicalContent.canonicalString()
+                == #"{"data":{"transaction_id":"t-1"},"environment":"sandbox","event_id":"6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b","idempotency_key":"k-1","metadata":{"note":"é\n"},"occurred_at":"2026-03-01T10:00:00Z","position":7,"recorded_at":"2026-03-01T10:00:01.500Z","source":"web","subscriber_id":"alice","type":"refund_reversal","version":1}"#
+        )
         #expect(Hex.encode(e.hash) == "22870ad7d6563bfb60a0c31507b4fd576b3a48fc65613eda3b06abeb1a1d480b")
 
         let next = Self.recorded(prevHash: e.hash, version: 2, position: 9)
@@ -32,7 +35,8 @@ struct HashChainTests {
             "é": "x\u{1}\"\\\t", "a b": .array([.null, .bool(true), .number(JSONNumber(-12))]), "": "",
             "😀": .object(["z": "1", "Z": "2", "\u{7F}": "3"]), "aa": "\u{2028}", "b": .number(JSONNumber(jsonText: "1.50")!),
         ]
-        for (data, metadata) in [(odd, [:]), ([:], odd), (["transaction_id": "t-1"], ["note": "é\n"])] as [([String: JSONValue], [String: JSONValue])] {
+        for (data, metadata) in [(odd, [:]), ([:], odd), (["transaction_id": "t-1"], ["note": "é\n"])] as [([String: JSONValue], [String: JSONValue])]
+        {
             for key in ["k", "ké\"\\", ""] {
                 let e = RecordedEvent(
                     eventID: UUID(), subscriberID: "s\t\u{E9}", version: 3, position: 9_000_000_000, type: .purchase,

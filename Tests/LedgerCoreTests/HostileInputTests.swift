@@ -42,14 +42,23 @@ struct HostileInputTests {
                 case 1: return .bool(rng.int(0...1) == 0)
                 case 2:
                     return .number(
-                        JSONNumber(jsonText: Substring(rng.pick(["0", "-1", "1e300", "9223372036854775808", "1.5", "-0", "1e-300", "99999999999999999999"])))!)
+                        JSONNumber(
+                            jsonText: Substring(rng.pick(["0", "-1", "1e300", "9223372036854775808", "1.5", "-0", "1e-300", "99999999999999999999"])))!
+                    )
                 case 3:
-                    return .string(rng.pick(["", "NaN", "Infinity", "P99999Y", "P1M", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2026-02-30T00:00:00Z", "USD", "pro", String(repeating: "x", count: 300)]))
+                    return .string(
+                        rng.pick([
+                            "", "NaN", "Infinity", "P99999Y", "P1M", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2026-02-30T00:00:00Z", "USD",
+                            "pro", String(repeating: "x", count: 300),
+                        ]))
                 case 4: return .array((0..<rng.int(0...4)).map { _ in value(depth + 1) })
                 default:
-                    let keys = ["subscriber_id", "type", "occurred_at", "source", "environment", "idempotency_key", "data", "metadata", "expected_version",
+                    let keys = [
+                        "subscriber_id", "type", "occurred_at", "source", "environment", "idempotency_key", "data", "metadata", "expected_version",
                         "product_id", "entitlements", "transaction_id", "kind", "period", "duration", "period_start", "period_end", "price_minor",
-                        "currency", "amount_minor", "entitlement", "window_start", "window_end", "grace_until", "enabled", "reason", "granted_by", "events"]
+                        "currency", "amount_minor", "entitlement", "window_start", "window_end", "grace_until", "enabled", "reason", "granted_by",
+                        "events",
+                    ]
                     var o: [String: JSONValue] = [:]
                     for _ in 0..<rng.int(0...10) { o[rng.pick(keys)] = value(depth + 1) }
                     return .object(o)

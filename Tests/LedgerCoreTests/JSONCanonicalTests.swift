@@ -18,10 +18,12 @@ struct JSONCanonicalTests {
         #expect(v.canonicalString() == #"{"m":{"k1":{},"k2":null},"z":[3,1,2,{"x":false,"y":true}]}"#)
     }
 
-    @Test("literals and empty containers", arguments: [
-        (JSONValue.null, "null"), (.bool(true), "true"), (.bool(false), "false"), (.array([]), "[]"),
-        (.object([:]), "{}"), (.string(""), #""""#), (.number(JSONNumber(-42)), "-42"),
-    ])
+    @Test(
+        "literals and empty containers",
+        arguments: [
+            (JSONValue.null, "null"), (.bool(true), "true"), (.bool(false), "false"), (.array([]), "[]"),
+            (.object([:]), "{}"), (.string(""), #""""#), (.number(JSONNumber(-42)), "-42"),
+        ])
     func literals(value: JSONValue, text: String) {
         #expect(value.canonicalString() == text)
         #expect(value.canonicalBytes() == Array(text.utf8))
@@ -79,15 +81,17 @@ struct JSONCanonicalTests {
         }
     }
 
-    @Test("differently formatted equal documents have the same canonical bytes", arguments: [
-        (#"{"b": [1.0, 2e0], "a": {"y": null, "x": "\u00e9"}}"#, #"{"a":{"x":"é","y":null},"b":[1,2]}"#),
-        (#"{ "a" : "\/" }"#, #"{"a":"/"}"#),
-        (#"["\u0041\u0062"]"#, #"["Ab"]"#),
-        ("[1.50, 15e-1, 0.15E1]", "[1.5,1.5,1.5]"),
-        ("{\n\t\"price_minor\": 9.99e2,\r\n\t\"currency\": \"USD\"\n}", #"{"currency":"USD","price_minor":999}"#),
-        (#"{"k":"\ud83d\ude00"}"#, #"{"k":"😀"}"#),
-        ("[-0, 0.0, 0e5]", "[0,0,0]"),
-    ])
+    @Test(
+        "differently formatted equal documents have the same canonical bytes",
+        arguments: [
+            (#"{"b": [1.0, 2e0], "a": {"y": null, "x": "\u00e9"}}"#, #"{"a":{"x":"é","y":null},"b":[1,2]}"#),
+            (#"{ "a" : "\/" }"#, #"{"a":"/"}"#),
+            (#"["\u0041\u0062"]"#, #"["Ab"]"#),
+            ("[1.50, 15e-1, 0.15E1]", "[1.5,1.5,1.5]"),
+            ("{\n\t\"price_minor\": 9.99e2,\r\n\t\"currency\": \"USD\"\n}", #"{"currency":"USD","price_minor":999}"#),
+            (#"{"k":"\ud83d\ude00"}"#, #"{"k":"😀"}"#),
+            ("[-0, 0.0, 0e5]", "[0,0,0]"),
+        ])
     func equalDocuments(a: String, b: String) throws {
         let va = try JSONParser.parse(a)
         let vb = try JSONParser.parse(b)
@@ -96,10 +100,12 @@ struct JSONCanonicalTests {
         #expect(vb.canonicalString() == b)
     }
 
-    @Test("different documents have different canonical bytes", arguments: [
-        ("[1,2]", "[2,1]"), (#"{"a":1}"#, #"{"a":"1"}"#), ("1.5", "1.50001"), (#"{"a":null}"#, "{}"),
-        (#"{"a":true}"#, #"{"a":"true"}"#), (#""a""#, #""A""#), ("[[]]", "[{}]"), (#"{"a":{"b":1}}"#, #"{"a.b":1}"#),
-    ])
+    @Test(
+        "different documents have different canonical bytes",
+        arguments: [
+            ("[1,2]", "[2,1]"), (#"{"a":1}"#, #"{"a":"1"}"#), ("1.5", "1.50001"), (#"{"a":null}"#, "{}"),
+            (#"{"a":true}"#, #"{"a":"true"}"#), (#""a""#, #""A""#), ("[[]]", "[{}]"), (#"{"a":{"b":1}}"#, #"{"a.b":1}"#),
+        ])
     func differentDocuments(a: String, b: String) throws {
         let va = try JSONParser.parse(a)
         let vb = try JSONParser.parse(b)
@@ -114,10 +120,12 @@ struct JSONCanonicalTests {
         #expect(String(decoding: out, as: UTF8.self) == #"prefix:[1,"x"]"#)
     }
 
-    @Test("type names for error messages", arguments: [
-        (JSONValue.null, "null"), (.bool(false), "boolean"), (.number(JSONNumber(1)), "number"), (.string(""), "string"),
-        (.array([]), "array"), (.object([:]), "object"),
-    ])
+    @Test(
+        "type names for error messages",
+        arguments: [
+            (JSONValue.null, "null"), (.bool(false), "boolean"), (.number(JSONNumber(1)), "number"), (.string(""), "string"),
+            (.array([]), "array"), (.object([:]), "object"),
+        ])
     func typeNames(value: JSONValue, name: String) {
         #expect(value.typeName == name)
     }

@@ -31,10 +31,12 @@ struct JSONParserTests {
         #expect(v.objectValue?["z"] == .null)
     }
 
-    @Test("top-level scalars are documents", arguments: [
-        ("1", JSONValue.number(JSONNumber(1))), ("\"x\"", .string("x")), ("null", .null), ("true", .bool(true)),
-        ("false", .bool(false)), ("[]", .array([])), ("{}", .object([:])), (" \t\r\n 7 \n", .number(JSONNumber(7))),
-    ])
+    @Test(
+        "top-level scalars are documents",
+        arguments: [
+            ("1", JSONValue.number(JSONNumber(1))), ("\"x\"", .string("x")), ("null", .null), ("true", .bool(true)),
+            ("false", .bool(false)), ("[]", .array([])), ("{}", .object([:])), (" \t\r\n 7 \n", .number(JSONNumber(7))),
+        ])
     func topLevelScalars(text: String, expected: JSONValue) throws {
         #expect(try JSONParser.parse(text) == expected)
     }
@@ -49,85 +51,89 @@ struct JSONParserTests {
         #expect(try JSONParser.parse(#""\uFFFF""#) == .string("\u{FFFF}"))
     }
 
-    @Test("keeps raw UTF-8 text byte for byte", arguments: [
-        [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0xED, 0x9F, 0xBF], [0xEE, 0x80, 0x80],
-        [0xEF, 0xBF, 0xBF], [0xF4, 0x8F, 0xBF, 0xBF], [0xC2, 0x80], [0x65, 0xCC, 0x81],
-    ] as [[UInt8]])
+    @Test(
+        "keeps raw UTF-8 text byte for byte",
+        arguments: [
+            [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0xED, 0x9F, 0xBF], [0xEE, 0x80, 0x80],
+            [0xEF, 0xBF, 0xBF], [0xF4, 0x8F, 0xBF, 0xBF], [0xC2, 0x80], [0x65, 0xCC, 0x81],
+        ] as [[UInt8]])
     func validUTF8(sequence: [UInt8]) throws {
         let v = try JSONParser.parse([0x22] + sequence + [0x22])
         let s = try #require(v.stringValue)
         #expect(Array(s.utf8) == sequence)
     }
 
-    @Test("rejects malformed documents", arguments: [
-        ("", "unexpected end of input"),
-        ("   \n", "unexpected end of input"),
-        ("01", "number"),
-        ("-01", "number"),
-        ("00", "number"),
-        ("1.", "number"),
-        ("1.e5", "number"),
-        (".5", "unexpected character"),
-        ("+1", "unexpected character"),
-        ("-", "number"),
-        ("--1", "number"),
-        ("1e", "number"),
-        ("1e+", "number"),
-        ("1..2", "number"),
-        ("0x10", "unexpected text after"),
-        ("NaN", "unexpected character"),
-        ("nan", "invalid literal"),
-        ("Infinity", "unexpected character"),
-        ("-Infinity", "number"),
-        ("[1, NaN]", "unexpected character"),
-        ("1e100000", "out-of-range"),
-        ("1e-100000", "out-of-range"),
-        ("1e1000000", "out-of-range"),
-        ("tru", "invalid literal"),
-        ("nul", "invalid literal"),
-        ("True", "unexpected character"),
-        ("undefined", "unexpected character"),
-        ("[1,]", "unexpected character"),
-        ("[,1]", "unexpected character"),
-        ("[1 2]", "expected ',' or ']'"),
-        ("[1", "unexpected end of input in array"),
-        ("[", "unexpected end of input"),
-        ("{", "expected a string key"),
-        (#"{"a":1,}"#, "expected a string key"),
-        ("{a:1}", "expected a string key"),
-        ("{'a':1}", "expected a string key"),
-        (#"{"a" 1}"#, "expected ':'"),
-        (#"{"a":}"#, "unexpected character"),
-        (#"{"a":1 "b":2}"#, "expected ',' or '}'"),
-        (#"{"a":1"#, "unexpected end of input in object"),
-        (#""abc"#, "unterminated string"),
-        (#""abc\"#, "unterminated escape"),
-        ("'a'", "unexpected character"),
-        (#""\x41""#, "invalid escape"),
-        (#""\'""#, "invalid escape"),
-        (#""\u12G4""#, "invalid \\u escape"),
-        (#""\u12""#, "truncated \\u escape"),
-        (#""\u0000""#, "NUL"),
-        (#"{"\u0000":1}"#, "NUL"),
-        (#""\uD800""#, "unpaired surrogate"),
-        (#""\uDC00""#, "unpaired surrogate"),
-        (#""\uDFFF\uD800""#, "unpaired surrogate"),
-        (#""\uD800\u0041""#, "unpaired surrogate"),
-        (#""\uD800\uD800""#, "unpaired surrogate"),
-        (#""\uD800x""#, "unpaired surrogate"),
-        (#""\uD800\n""#, "unpaired surrogate"),
-        ("\"a\tb\"", "unescaped control character"),
-        ("\"a\nb\"", "unescaped control character"),
-        ("\"\u{1F}\"", "unescaped control character"),
-        ("1 2", "unexpected text after"),
-        ("[1]]", "unexpected text after"),
-        ("{} {}", "unexpected text after"),
-        ("\"a\" x", "unexpected text after"),
-        ("null,", "unexpected text after"),
-        ("\u{C}1", "unexpected character"),
-        ("\u{A0}1", "unexpected character"),
-        ("\u{FEFF}{}", "unexpected character"),
-    ])
+    @Test(
+        "rejects malformed documents",
+        arguments: [
+            ("", "unexpected end of input"),
+            ("   \n", "unexpected end of input"),
+            ("01", "number"),
+            ("-01", "number"),
+            ("00", "number"),
+            ("1.", "number"),
+            ("1.e5", "number"),
+            (".5", "unexpected character"),
+            ("+1", "unexpected character"),
+            ("-", "number"),
+            ("--1", "number"),
+            ("1e", "number"),
+            ("1e+", "number"),
+            ("1..2", "number"),
+            ("0x10", "unexpected text after"),
+            ("NaN", "unexpected character"),
+            ("nan", "invalid literal"),
+            ("Infinity", "unexpected character"),
+            ("-Infinity", "number"),
+            ("[1, NaN]", "unexpected character"),
+            ("1e100000", "out-of-range"),
+            ("1e-100000", "out-of-range"),
+            ("1e1000000", "out-of-range"),
+            ("tru", "invalid literal"),
+            ("nul", "invalid literal"),
+            ("True", "unexpected character"),
+            ("undefined", "unexpected character"),
+            ("[1,]", "unexpected character"),
+            ("[,1]", "unexpected character"),
+            ("[1 2]", "expected ',' or ']'"),
+            ("[1", "unexpected end of input in array"),
+            ("[", "unexpected end of input"),
+            ("{", "expected a string key"),
+            (#"{"a":1,}"#, "expected a string key"),
+            ("{a:1}", "expected a string key"),
+            ("{'a':1}", "expected a string key"),
+            (#"{"a" 1}"#, "expected ':'"),
+            (#"{"a":}"#, "unexpected character"),
+            (#"{"a":1 "b":2}"#, "expected ',' or '}'"),
+            (#"{"a":1"#, "unexpected end of input in object"),
+            (#""abc"#, "unterminated string"),
+            (#""abc\"#, "unterminated escape"),
+            ("'a'", "unexpected character"),
+            (#""\x41""#, "invalid escape"),
+            (#""\'""#, "invalid escape"),
+            (#""\u12G4""#, "invalid \\u escape"),
+            (#""\u12""#, "truncated \\u escape"),
+            (#""\u0000""#, "NUL"),
+            (#"{"\u0000":1}"#, "NUL"),
+            (#""\uD800""#, "unpaired surrogate"),
+            (#""\uDC00""#, "unpaired surrogate"),
+            (#""\uDFFF\uD800""#, "unpaired surrogate"),
+            (#""\uD800\u0041""#, "unpaired surrogate"),
+            (#""\uD800\uD800""#, "unpaired surrogate"),
+            (#""\uD800x""#, "unpaired surrogate"),
+            (#""\uD800\n""#, "unpaired surrogate"),
+            ("\"a\tb\"", "unescaped control character"),
+            ("\"a\nb\"", "unescaped control character"),
+            ("\"\u{1F}\"", "unescaped control character"),
+            ("1 2", "unexpected text after"),
+            ("[1]]", "unexpected text after"),
+            ("{} {}", "unexpected text after"),
+            ("\"a\" x", "unexpected text after"),
+            ("null,", "unexpected text after"),
+            ("\u{C}1", "unexpected character"),
+            ("\u{A0}1", "unexpected character"),
+            ("\u{FEFF}{}", "unexpected character"),
+        ])
     func rejects(text: String, reason: String) throws {
         let error = try #require(parseError(text), "accepted \(text.debugDescription)")
         #expect(error.reason.contains(reason), "\(text.debugDescription): \(error)")
@@ -135,29 +141,31 @@ struct JSONParserTests {
         #expect(error.offset >= 0 && error.offset <= text.utf8.count)
     }
 
-    @Test("rejects ill-formed UTF-8 inside strings", arguments: [
-        [0xC0, 0x80],  // overlong NUL
-        [0xC1, 0xBF],  // overlong
-        [0xE0, 0x80, 0x80],  // overlong 3-byte
-        [0xE0, 0x9F, 0xBF],  // overlong 3-byte
-        [0xF0, 0x80, 0x80, 0x80],  // overlong 4-byte
-        [0xF0, 0x8F, 0xBF, 0xBF],  // overlong 4-byte
-        [0xED, 0xA0, 0x80],  // UTF-16 surrogate D800
-        [0xED, 0xBF, 0xBF],  // UTF-16 surrogate DFFF
-        [0xF4, 0x90, 0x80, 0x80],  // beyond U+10FFFF
-        [0xF5, 0x80, 0x80, 0x80],
-        [0xF8, 0x88, 0x80, 0x80, 0x80],
-        [0xFE], [0xFF],
-        [0x80],  // lone continuation byte
-        [0xBF],
-        [0xC3, 0x28],  // bad continuation
-        [0xE2, 0x28, 0xA1],
-        [0xE2, 0x82, 0x28],
-        [0xF0, 0x9F, 0x98, 0x28],
-        [0xE2, 0x82],  // truncated, then the closing quote
-        [0xF0, 0x9F, 0x98],
-        [0xC3],
-    ] as [[UInt8]])
+    @Test(
+        "rejects ill-formed UTF-8 inside strings",
+        arguments: [
+            [0xC0, 0x80],  // overlong NUL
+            [0xC1, 0xBF],  // overlong
+            [0xE0, 0x80, 0x80],  // overlong 3-byte
+            [0xE0, 0x9F, 0xBF],  // overlong 3-byte
+            [0xF0, 0x80, 0x80, 0x80],  // overlong 4-byte
+            [0xF0, 0x8F, 0xBF, 0xBF],  // overlong 4-byte
+            [0xED, 0xA0, 0x80],  // UTF-16 surrogate D800
+            [0xED, 0xBF, 0xBF],  // UTF-16 surrogate DFFF
+            [0xF4, 0x90, 0x80, 0x80],  // beyond U+10FFFF
+            [0xF5, 0x80, 0x80, 0x80],
+            [0xF8, 0x88, 0x80, 0x80, 0x80],
+            [0xFE], [0xFF],
+            [0x80],  // lone continuation byte
+            [0xBF],
+            [0xC3, 0x28],  // bad continuation
+            [0xE2, 0x28, 0xA1],
+            [0xE2, 0x82, 0x28],
+            [0xF0, 0x9F, 0x98, 0x28],
+            [0xE2, 0x82],  // truncated, then the closing quote
+            [0xF0, 0x9F, 0x98],
+            [0xC3],
+        ] as [[UInt8]])
     func invalidUTF8(sequence: [UInt8]) throws {
         let error = try #require(parseError(bytes: [0x22, 0x61] + sequence + [0x22]))
         #expect(error.reason.contains("invalid UTF-8"), "\(sequence): \(error)")
@@ -205,7 +213,8 @@ struct JSONParserTests {
     func canonicallyEquivalentKeys() throws {
         // "é" precomposed and decomposed: Swift's String equality treats them as equal, so a dictionary cannot
         // hold both; the parser must refuse rather than keep only one.
-        let error = try #require(parseError(bytes: Array(#"{""#.utf8) + [0xC3, 0xA9] + Array(#"":1,"e"#.utf8) + [0xCC, 0x81] + Array(#"":2}"#.utf8)))
+        let error = try #require(
+            parseError(bytes: Array(#"{""#.utf8) + [0xC3, 0xA9] + Array(#"":1,"e"#.utf8) + [0xCC, 0x81] + Array(#"":2}"#.utf8)))
         #expect(error.reason.contains("duplicate key"))
     }
 

@@ -8,7 +8,9 @@ struct MerkleTreeTests {
 
     @Test("shapes: empty, one, two, three leaves")
     func shapes() {
-        let a: [UInt8] = [1], b: [UInt8] = [2], c: [UInt8] = [3]
+        let a: [UInt8] = [1]
+        let b: [UInt8] = [2]
+        let c: [UInt8] = [3]
         #expect(MerkleTree.root([]) == h([]))
         #expect(MerkleTree.root([a]) == h([0], a))
         #expect(MerkleTree.root([a, b]) == h([1], h([0], a), h([0], b)))
@@ -17,7 +19,9 @@ struct MerkleTreeTests {
 
     @Test("any change to any head changes the root")
     func sensitivity() {
-        let heads = (0..<9).map { MerkleTree.streamHeadLeaf(subscriberID: "s\($0)", version: Int64($0), hash: Array(repeating: UInt8($0), count: 32)) }
+        let heads = (0..<9).map {
+            MerkleTree.streamHeadLeaf(subscriberID: "s\($0)", version: Int64($0), hash: Array(repeating: UInt8($0), count: 32))
+        }
         let root = MerkleTree.root(heads)
         for i in heads.indices {
             var changed = heads

@@ -1,6 +1,7 @@
 import Foundation
-@testable import LedgerCore
 import Testing
+
+@testable import LedgerCore
 
 @Suite struct ReportArithmeticTests {
     typealias B = StreamBuilder
@@ -112,10 +113,12 @@ import Testing
 
     @Test func lifetimeIsRecognizedWholeAtPurchaseTrialsAndCreditsNever() {
         var b = B()
-        b.add(.purchase, "2026-01-10", [
-            "product_id": "pro.lifetime", "entitlements": ["pro"], "transaction_id": "l1", "kind": "lifetime",
-            "price_minor": 4999, "currency": "EUR", "commission_rate": "0.15",
-        ])
+        b.add(
+            .purchase, "2026-01-10",
+            [
+                "product_id": "pro.lifetime", "entitlements": ["pro"], "transaction_id": "l1", "kind": "lifetime",
+                "price_minor": 4999, "currency": "EUR", "commission_rate": "0.15",
+            ])
         b.subscription("t1", from: "2026-01-01", to: "2026-01-08", offer: "trial")
         b.add(.credit, "2026-01-02", ["entitlement": "pro", "duration": "P7D", "reason": "r", "granted_by": "g"])
         let rows = revenue(b, ["2026-01-01", "2026-02-01"])
@@ -125,11 +128,13 @@ import Testing
 
     @Test func sandboxNeverCounts() {
         var b = B()
-        b.add(.purchase, "2026-01-01", [
-            "product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": "s1", "kind": "auto_renewable",
-            "period_start": "2026-01-01T00:00:00Z", "period_end": "2026-02-01T00:00:00Z", "period": "P1M",
-            "price_minor": 999, "currency": "USD",
-        ], environment: .sandbox)
+        b.add(
+            .purchase, "2026-01-01",
+            [
+                "product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": "s1", "kind": "auto_renewable",
+                "period_start": "2026-01-01T00:00:00Z", "period_end": "2026-02-01T00:00:00Z", "period": "P1M",
+                "price_minor": 999, "currency": "USD",
+            ], environment: .sandbox)
         let facts = SubscriberFacts.derive(events: b.events, ledger: b.ledger)
         #expect(facts.runs.isEmpty && facts.transactions.isEmpty && facts.trials.isEmpty)
     }

@@ -59,7 +59,9 @@ import Testing
                 let far = Timestamp(microseconds: t.settledAt.microseconds + 1)
                 let total = schedule.cumulative(before: far)
                 #expect(total.recognized + total.refundedUnrecognized == t.gross, "\(t.eventID)")
-                var cuts = (0..<20).map { _ in Timestamp(microseconds: t.start.microseconds - 86_400_000_000 + Int64(r.int(0...(90 * 86_400))) * 1_000_000) }
+                var cuts = (0..<20).map { _ in
+                    Timestamp(microseconds: t.start.microseconds - 86_400_000_000 + Int64(r.int(0...(90 * 86_400))) * 1_000_000)
+                }
                 cuts = ([Timestamp(microseconds: 0)] + cuts + [far]).sorted()
                 let parts = zip(cuts, cuts.dropFirst()).map { a, b in
                     schedule.cumulative(before: b).recognized - schedule.cumulative(before: a).recognized

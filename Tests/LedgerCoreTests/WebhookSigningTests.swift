@@ -44,7 +44,9 @@ struct WebhookSigningTests {
 
     @Test("webhook ids are stable per endpoint and event, and differ between endpoints")
     func ids() {
-        let e1 = UUID(), e2 = UUID(), event = UUID()
+        let e1 = UUID()
+        let e2 = UUID()
+        let event = UUID()
         let a = WebhookMessage.id(endpointID: e1, eventID: event)
         #expect(a == WebhookMessage.id(endpointID: e1, eventID: event))
         #expect(a != WebhookMessage.id(endpointID: e2, eventID: event))
@@ -60,7 +62,10 @@ struct WebhookSigningTests {
         #expect(s.delay(afterFailures: 40, random: 0.5) == .seconds(36_000))
         #expect(s.delay(afterFailures: 1, random: 0) == .seconds(4))
         #expect(s.delay(afterFailures: 1, random: 0.999_999) <= .seconds(6))
-        #expect(WebhookRetrySchedule.durations("500ms,5s,2m,1h,3d") == [.milliseconds(500), .seconds(5), .seconds(120), .seconds(3600), .seconds(259_200)])
+        #expect(
+            WebhookRetrySchedule.durations("500ms,5s,2m,1h,3d") == [
+                .milliseconds(500), .seconds(5), .seconds(120), .seconds(3600), .seconds(259_200),
+            ])
         #expect(WebhookRetrySchedule.durations("5x") == nil)
         #expect(WebhookRetrySchedule.durations("0s") == nil)
     }
@@ -80,9 +85,10 @@ struct WebhookDestinationTests {
 
     @Test("http, other schemes, credentials, fragments and junk are refused")
     func refusedForms() {
-        for url in ["http://example.com/", "ftp://example.com/", "example.com", "https://", "https://user:pw@example.com/",
-            "https://example.com/#x", "https://exa mple.com/", "https://example.com/\u{7F}", "", "javascript:alert(1)"]
-        {
+        for url in [
+            "http://example.com/", "ftp://example.com/", "example.com", "https://", "https://user:pw@example.com/",
+            "https://example.com/#x", "https://exa mple.com/", "https://example.com/\u{7F}", "", "javascript:alert(1)",
+        ] {
             #expect(strict.problem(url) != nil, "\(url)")
         }
         #expect(WebhookDestinationPolicy(allowHTTP: true).problem("http://example.com/") == nil)

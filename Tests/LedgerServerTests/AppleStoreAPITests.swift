@@ -1,10 +1,10 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import StoreAdapters
 import LedgerCore
 import LedgerServer
 import NIOCore
+import StoreAdapters
 import Testing
 
 @Suite("App Store endpoints over HTTP on PostgreSQL")
@@ -63,7 +63,8 @@ struct AppleStoreAPITests {
 
             let refund = signer.notificationBody(
                 type: "REFUND", signedDate: Self.t("2026-04-10T00:00:00Z"),
-                transaction: Self.txn("5001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z",
+                transaction: Self.txn(
+                    "5001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z",
                     extra: ["revocationDate": Self.ms("2026-04-10T00:00:00Z"), "revocationType": "REFUND_FULL"]))
             #expect(try await post(http, api, refund).status == .ok)
             #expect(try await pro(http, api, at: "2026-04-15T00:00:00Z")?["active"] == false)

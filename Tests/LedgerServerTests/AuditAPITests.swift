@@ -81,7 +81,8 @@ struct AuditAPITests {
             #expect(lines[0].hasPrefix("position,event_id,subscriber_id"))
             #expect(lines[1].hasPrefix("1,"))
             #expect(lines[2500].hasPrefix("2500,"))
-            #expect(lines[1].contains(",\"{\"\"commission_rate\"\":\"\"0.30\"\",\"\"currency\"\":\"\"USD\"\""))  // JSON columns quoted, quotes doubled
+            // JSON columns quoted, quotes doubled.
+            #expect(lines[1].contains(",\"{\"\"commission_rate\"\":\"\"0.30\"\",\"\"currency\"\":\"\"USD\"\""))
 
             let none = try await http.execute(uri: "/v1/exports/events.csv?to=2000-01-01T00:00:00Z", method: .get, headers: api.headers(.auditor))
             #expect(String(buffer: none.body).split(separator: "\r\n").count == 1)

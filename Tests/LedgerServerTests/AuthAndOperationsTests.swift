@@ -5,8 +5,8 @@ import LedgerCore
 import LedgerServer
 import LedgerStore
 import LedgerTestSupport
-import PostgresNIO
 import NIOCore
+import PostgresNIO
 import Testing
 
 @Suite("Authentication, roles and operations routes")

@@ -64,7 +64,9 @@ struct DashboardTests {
     @Test("an unknown asset is the API's JSON 404, and nothing outside the folder is reachable")
     func unknown() async throws {
         try await APIHarness.run { http, api in
-            for uri in ["/dashboard/nope.js", "/dashboard/..%2F..%2FPackage.swift", "/dashboard/%2e%2e", "/dashboard/app.js/x", "/dashboard/.DS_Store"] {
+            for uri in [
+                "/dashboard/nope.js", "/dashboard/..%2F..%2FPackage.swift", "/dashboard/%2e%2e", "/dashboard/app.js/x", "/dashboard/.DS_Store",
+            ] {
                 let response = try await http.execute(uri: uri, method: .get, headers: api.headers(nil))
                 #expect(response.status == .notFound, "\(uri)")
                 #expect(response.headers[.contentType] == "application/json; charset=utf-8", "\(uri)")

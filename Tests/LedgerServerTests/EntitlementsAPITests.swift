@@ -102,11 +102,14 @@ struct EntitlementsAPITests {
     @Test("catalog changes are kept with their history and are admin-only")
     func catalogHistory() async throws {
         try await APIHarness.run { http, api in
-            #expect(try await http.execute(uri: "/v1/catalog/products/p", method: .put, headers: api.headers(.writer), body: body(Self.product)).status == .forbidden)
+            #expect(
+                try await http.execute(uri: "/v1/catalog/products/p", method: .put, headers: api.headers(.writer), body: body(Self.product)).status
+                    == .forbidden)
             _ = try await http.execute(uri: "/v1/catalog/products/p", method: .put, headers: api.headers(.admin), body: body(Self.product))
             var cheaper = Self.product.objectValue!
             cheaper["price_minor"] = 499
-            let second = try await http.execute(uri: "/v1/catalog/products/p", method: .put, headers: api.headers(.admin), body: body(.object(cheaper)))
+            let second = try await http.execute(
+                uri: "/v1/catalog/products/p", method: .put, headers: api.headers(.admin), body: body(.object(cheaper)))
             #expect(try second.json.objectValue?["revision"] == 2)
             let history = try await http.execute(uri: "/v1/catalog/products/p", method: .get, headers: api.headers(.admin))
             #expect(try history.json.objectValue?["revisions"]?.arrayValue?.count == 2)

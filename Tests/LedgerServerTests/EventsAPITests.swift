@@ -98,7 +98,10 @@ struct EventsAPITests {
             var cases: [(String, ByteBuffer, HTTPResponse.Status, String, String?)] = [
                 ("malformed JSON", body(#"{"subscriber_id": "x", "#), .badRequest, "invalid_request", nil),
                 ("duplicate key", body(#"{"type":"purchase","type":"refund"}"#), .badRequest, "invalid_request", nil),
-                ("invalid UTF-8", ByteBuffer(bytes: Array(#"{"subscriber_id":""#.utf8) + [0xC0, 0x80] + Array(#""}"#.utf8)), .badRequest, "invalid_request", nil),
+                (
+                    "invalid UTF-8", ByteBuffer(bytes: Array(#"{"subscriber_id":""#.utf8) + [0xC0, 0x80] + Array(#""}"#.utf8)), .badRequest,
+                    "invalid_request", nil
+                ),
                 ("not an object", body("[1, 2]"), .unprocessableContent, "invalid_event", "$"),
             ]
             func event(_ overrides: [String: JSONValue], without: String? = nil) -> ByteBuffer {
@@ -115,11 +118,18 @@ struct EventsAPITests {
                 ("bad timestamp", event(["occurred_at": "yesterday"]), .unprocessableContent, "invalid_event", "occurred_at"),
                 ("no time zone", event(["occurred_at": "2026-03-01T10:00:00"]), .unprocessableContent, "invalid_event", "occurred_at"),
                 ("subscriber alphabet", event(["subscriber_id": "has space"]), .unprocessableContent, "invalid_event", "subscriber_id"),
-                ("subscriber too long", event(["subscriber_id": .string(String(repeating: "a", count: 201))]), .unprocessableContent, "invalid_event", "subscriber_id"),
+                (
+                    "subscriber too long", event(["subscriber_id": .string(String(repeating: "a", count: 201))]), .unprocessableContent,
+                    "invalid_event", "subscriber_id"
+                ),
                 ("unknown field", event(["ocurred_at": "2026-03-01T10:00:00Z"]), .unprocessableContent, "invalid_event", "ocurred_at"),
                 ("ledger-assigned field", event(["position": 7]), .unprocessableContent, "invalid_event", "position"),
                 ("bad environment", event(["environment": "staging"]), .unprocessableContent, "invalid_event", "environment"),
-                ("float price", event(["data": .object(data.merging(["transaction_id": "t", "price_minor": .number(JSONNumber(jsonText: "9.99")!)]) { $1 })]), .unprocessableContent, "invalid_event", "data.price_minor"),
+                (
+                    "float price",
+                    event(["data": .object(data.merging(["transaction_id": "t", "price_minor": .number(JSONNumber(jsonText: "9.99")!)]) { $1 })]),
+                    .unprocessableContent, "invalid_event", "data.price_minor"
+                ),
                 ("oversize body", ByteBuffer(repeating: UInt8(ascii: " "), count: 65 * 1024), .contentTooLarge, "payload_too_large", nil),
             ]
             for (name, requestBody, status, code, field) in cases {

@@ -84,10 +84,12 @@ final class GooglePlayStandIn: Sendable {
     func jwks() throws -> JSONValue {
         let p = try oidcKey.publicKey.getKeyPrimitives()
         return [
-            "keys": [[
-                "kid": "oidc-1", "kty": "RSA", "alg": "RS256", "use": "sig",
-                "n": .string(Base64URLText.encode(p.modulus)), "e": .string(Base64URLText.encode(p.publicExponent)),
-            ]]
+            "keys": [
+                [
+                    "kid": "oidc-1", "kty": "RSA", "alg": "RS256", "use": "sig",
+                    "n": .string(Base64URLText.encode(p.modulus)), "e": .string(Base64URLText.encode(p.publicExponent)),
+                ]
+            ]
         ]
     }
 
@@ -126,8 +128,14 @@ final class GooglePlayStandIn: Sendable {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: value.canonicalBytes())))
     }
 
-    static func unauthorised() -> Response { json(["error": ["code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"]], status: .unauthorized) }
-    static func unavailable() -> Response { json(["error": ["code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE"]], status: .serviceUnavailable) }
+    static func unauthorised() -> Response {
+        json(
+            ["error": ["code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"]], status: .unauthorized
+        )
+    }
+    static func unavailable() -> Response {
+        json(["error": ["code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE"]], status: .serviceUnavailable)
+    }
 
     func serve<T: Sendable>(_ body: @escaping @Sendable (Int) async throws -> T) async throws -> T {
         let router = Router()
@@ -262,12 +270,14 @@ struct GoogleStoreAPITests {
                     configuration: ServerConfiguration(
                         maxBodyBytes: 1024 * 1024,
                         google: configured
-                            ? try google.configuration(port: port, packages: packages, reconcile: reconcile) : GooglePlayConfiguration(reconcileInterval: nil)),
+                            ? try google.configuration(port: port, packages: packages, reconcile: reconcile)
+                            : GooglePlayConfiguration(reconcileInterval: nil)),
                     client: client, migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
                 try await app.test(.router) { http in
                     let api = APIHarness(keys: keys)
                     for (id, p) in [("pro.monthly", product), ("max.monthly", maxProduct), ("lifetime.pro", lifetime)] {
-                        let put = try await http.execute(uri: "/v1/catalog/products/\(id)", method: .put, headers: api.headers(.admin), body: LedgerServerTests.body(p))
+                        let put = try await http.execute(
+                            uri: "/v1/catalog/products/\(id)", method: .put, headers: api.headers(.admin), body: LedgerServerTests.body(p))
                         #expect(put.status == .ok || put.status == .created)
                     }
                     try await body(Context(http: http, api: api, google: google, url: url))
@@ -289,7 +299,9 @@ struct GoogleStoreAPITests {
     ) -> [String: JSONValue] {
         var item: [String: JSONValue] = [
             "productId": .string(product), "expiryTime": .string(expiry),
-            "autoRenewingPlan": ["autoRenewEnabled": .bool(autoRenew), "recurringPrice": ["currencyCode": "USD", "units": "9", "nanos": 990_000_000]],
+            "autoRenewingPlan": [
+                "autoRenewEnabled": .bool(autoRenew), "recurringPrice": ["currencyCode": "USD", "units": "9", "nanos": 990_000_000],
+            ],
             "offerDetails": ["basePlanId": "monthly", "offerTags": []],
         ]
         if let order { item["latestSuccessfulOrderId"] = .string(order) }
@@ -378,11 +390,16 @@ struct GoogleStoreAPITests {
             #expect(c.google.acknowledged == ["tok-a"])
 
             c.google.set("tok-a", Self.purchase(order: "GPA.1111-2222-3333-44444..0", expiry: "2026-05-01T10:00:00Z", acknowledged: true))
-            #expect(try await Self.send(c, Self.push(id: "m2", at: "2026-04-01T10:00:00Z", type: 2, token: "tok-a")).json.objectValue?["status"] == "applied")
+            #expect(
+                try await Self.send(c, Self.push(id: "m2", at: "2026-04-01T10:00:00Z", type: 2, token: "tok-a")).json.objectValue?["status"]
+                    == "applied")
             #expect(try await Self.active(c, "user-1", at: "2026-04-15T00:00:00Z"))
 
-            c.google.set("tok-a", Self.purchase(
-                state: "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", order: "GPA.1111-2222-3333-44444..0", expiry: "2026-05-08T10:00:00Z", acknowledged: true))
+            c.google.set(
+                "tok-a",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", order: "GPA.1111-2222-3333-44444..0", expiry: "2026-05-08T10:00:00Z",
+                    acknowledged: true))
             try await Self.send(c, Self.push(id: "m3", at: "2026-05-01T10:00:00Z", type: 6, token: "tok-a"))
             #expect(try await Self.active(c, "user-1", at: "2026-05-03T00:00:00Z"), "in grace")
 
@@ -410,12 +427,17 @@ struct GoogleStoreAPITests {
         try await Self.run { c in
             c.google.set("tok-h", Self.purchase(order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h"))
             try await Self.send(c, Self.push(id: "h1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-h"))
-            c.google.set("tok-h", Self.purchase(state: "SUBSCRIPTION_STATE_ON_HOLD", order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h"))
+            c.google.set(
+                "tok-h",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_ON_HOLD", order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h"))
             try await Self.send(c, Self.push(id: "h2", at: "2026-04-01T10:00:00Z", type: 5, token: "tok-h"))
             #expect(try await Self.active(c, "user-h", at: "2026-04-02T00:00:00Z") == false)
-            c.google.set("tok-h", Self.purchase(
-                state: "SUBSCRIPTION_STATE_EXPIRED", order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h",
-                canceled: ["systemInitiatedCancellation": [:]]))
+            c.google.set(
+                "tok-h",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_EXPIRED", order: "GPA.2000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h",
+                    canceled: ["systemInitiatedCancellation": [:]]))
             try await Self.send(c, Self.push(id: "h3", at: "2026-05-01T10:00:00Z", type: 13, token: "tok-h"))
             let held = try await Self.events(c, "user-h")
             #expect(held.map { $0["type"]?.stringValue ?? "" } == ["purchase", "expiration", "expiration"])
@@ -423,9 +445,11 @@ struct GoogleStoreAPITests {
 
             c.google.set("tok-c", Self.purchase(order: "GPA.3000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-c"))
             try await Self.send(c, Self.push(id: "c1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-c"))
-            c.google.set("tok-c", Self.purchase(
-                state: "SUBSCRIPTION_STATE_CANCELED", order: "GPA.3000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", autoRenew: false,
-                account: "user-c", canceled: ["userInitiatedCancellation": ["cancelTime": "2026-03-10T00:00:00Z"]]))
+            c.google.set(
+                "tok-c",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_CANCELED", order: "GPA.3000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", autoRenew: false,
+                    account: "user-c", canceled: ["userInitiatedCancellation": ["cancelTime": "2026-03-10T00:00:00Z"]]))
             try await Self.send(c, Self.push(id: "c2", at: "2026-03-10T00:00:00Z", type: 3, token: "tok-c"))
             #expect(try await Self.active(c, "user-c", at: "2026-03-20T00:00:00Z"), "cancelling auto-renew is not a cut")
             c.google.set("tok-c", Self.purchase(order: "GPA.3000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-c"))
@@ -442,13 +466,17 @@ struct GoogleStoreAPITests {
         try await Self.run { c in
             c.google.set("tok-old", Self.purchase(order: "GPA.4000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-u"))
             try await Self.send(c, Self.push(id: "u1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-old"))
-            c.google.set("tok-old", Self.purchase(
-                state: "SUBSCRIPTION_STATE_EXPIRED", order: "GPA.4000-0000-0000-00001", expiry: "2026-03-15T10:00:00Z", account: "user-u",
-                acknowledged: true, canceled: ["replacementCancellation": [:]]))
+            c.google.set(
+                "tok-old",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_EXPIRED", order: "GPA.4000-0000-0000-00001", expiry: "2026-03-15T10:00:00Z", account: "user-u",
+                    acknowledged: true, canceled: ["replacementCancellation": [:]]))
             // The new token carries no account id: it finds its subscriber through the old token.
-            c.google.set("tok-new", Self.purchase(
-                product: "max.monthly", order: "GPA.5000-0000-0000-00001", start: "2026-03-15T10:00:00Z", expiry: "2026-04-15T10:00:00Z",
-                account: nil, linked: "tok-old"))
+            c.google.set(
+                "tok-new",
+                Self.purchase(
+                    product: "max.monthly", order: "GPA.5000-0000-0000-00001", start: "2026-03-15T10:00:00Z", expiry: "2026-04-15T10:00:00Z",
+                    account: nil, linked: "tok-old"))
             let up = try await Self.send(c, Self.push(id: "u2", at: "2026-03-15T10:00:01Z", type: 4, token: "tok-new"))
             #expect(try up.json.objectValue?["subscriber_id"] == "user-u")
             #expect(try await Self.active(c, "user-u", "max", at: "2026-03-20T00:00:00Z"))
@@ -458,9 +486,10 @@ struct GoogleStoreAPITests {
             #expect(events[2].objectValue("data")?["transaction_id"] == "GPA.4000-0000-0000-00001")
             #expect(events[2].objectValue("data")?["amount_minor"] == 0)
             let windows = try await c.http.execute(uri: "/v1/subscribers/user-u/windows", method: .get, headers: c.api.headers(.reader))
-            let old = try #require(try windows.json.objectValue?["windows"]?.arrayValue?.compactMap(\.objectValue).first {
-                $0["transaction_id"] == "GPA.4000-0000-0000-00001"
-            })
+            let old = try #require(
+                try windows.json.objectValue?["windows"]?.arrayValue?.compactMap(\.objectValue).first {
+                    $0["transaction_id"] == "GPA.4000-0000-0000-00001"
+                })
             #expect(old["cut_at"] == "2026-03-15T10:00:00Z", "the old token's time ends when the new one starts")
         }
     }
@@ -470,7 +499,10 @@ struct GoogleStoreAPITests {
         try await Self.run { c in
             c.google.set("tok-p", Self.purchase(order: "GPA.6000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-p"))
             try await Self.send(c, Self.push(id: "p1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-p"))
-            c.google.set("tok-p", Self.purchase(state: "SUBSCRIPTION_STATE_PAUSED", order: "GPA.6000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-p"))
+            c.google.set(
+                "tok-p",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_PAUSED", order: "GPA.6000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-p"))
             try await Self.send(c, Self.push(id: "p2", at: "2026-04-01T10:00:00Z", type: 10, token: "tok-p"))
             #expect(try await Self.active(c, "user-p", at: "2026-04-15T00:00:00Z") == false)
             c.google.set("tok-p", Self.purchase(order: "GPA.6000-0000-0000-00001..0", expiry: "2026-06-01T10:00:00Z", account: "user-p"))
@@ -493,7 +525,10 @@ struct GoogleStoreAPITests {
             #expect(refund["type"] == "refund")
             #expect(refund.objectValue("data")?["amount_minor"] == 999)
 
-            c.google.set("tok-t", Self.purchase(order: "GPA.8000-0000-0000-00001", start: "2026-03-01T10:00:00Z", expiry: "2026-04-01T10:00:00Z", account: "user-t", test: true))
+            c.google.set(
+                "tok-t",
+                Self.purchase(
+                    order: "GPA.8000-0000-0000-00001", start: "2026-03-01T10:00:00Z", expiry: "2026-04-01T10:00:00Z", account: "user-t", test: true))
             try await Self.send(c, Self.push(id: "t1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-t"))
             #expect(try await Self.events(c, "user-t").map { $0["environment"] } == ["sandbox"])
             let mrr = try await c.http.execute(uri: "/v1/reports/mrr?at=2026-03-05T00:00:00Z", method: .get, headers: c.api.headers(.analyst))
@@ -519,7 +554,8 @@ struct GoogleStoreAPITests {
                 #expect(r.errorCode == "unauthorized")
             }
             let none = try await c.http.execute(
-                uri: "/v1/stores/google/notifications", method: .post, headers: [.contentType: "application/json"], body: LedgerServerTests.body(push))
+                uri: "/v1/stores/google/notifications", method: .post, headers: [.contentType: "application/json"], body: LedgerServerTests.body(push)
+            )
             #expect(none.status == .unauthorized)
             // An API key is not a Pub/Sub token either.
             #expect(try await Self.send(c, push, token: c.api.keys[.admin]!).status == .unauthorized)
@@ -556,7 +592,9 @@ struct GoogleStoreAPITests {
             #expect(try await Self.events(c, "user-d").map { $0["type"]?.stringValue ?? "" } == ["purchase"])
             #expect(c.google.acknowledged == ["tok-d"])
             // A redelivery by Pub/Sub after that is a duplicate.
-            #expect(try await Self.send(c, Self.push(id: "d1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-d")).json.objectValue?["status"] == "duplicate")
+            #expect(
+                try await Self.send(c, Self.push(id: "d1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-d")).json.objectValue?["status"]
+                    == "duplicate")
         }
     }
 
@@ -570,19 +608,27 @@ struct GoogleStoreAPITests {
             let submit: JSONValue = [
                 "subscriber_id": "user-s", "package_name": .string(GooglePlayStandIn.package), "product_id": "pro.monthly", "purchase_token": "tok-s",
             ]
-            #expect(try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.reader), body: LedgerServerTests.body(submit)).status == .forbidden)
-            let r = try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+            #expect(
+                try await c.http.execute(
+                    uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.reader), body: LedgerServerTests.body(submit)
+                ).status == .forbidden)
+            let r = try await c.http.execute(
+                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
             #expect(r.status == .ok)
             #expect(try r.events.map { $0["type"] } == ["purchase"])
             #expect(try await Self.inbox(c) == ["s1": "applied"])
             #expect(c.google.acknowledged == ["tok-s"])
             var wrong = submit.objectValue!
             wrong["product_id"] = "max.monthly"
-            let refused = try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(.object(wrong)))
+            let refused = try await c.http.execute(
+                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(.object(wrong)))
             #expect(refused.status == .unprocessableContent)
             wrong["product_id"] = "pro.monthly"
             wrong["purchase_token"] = "tok-unknown"
-            #expect(try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(.object(wrong))).status == .unprocessableContent)
+            #expect(
+                try await c.http.execute(
+                    uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(.object(wrong))
+                ).status == .unprocessableContent)
         }
     }
 
@@ -611,11 +657,18 @@ struct GoogleStoreAPITests {
             #expect(c.google.acknowledged == ["tok-l"])
 
             // Voided: the notification does not name the product; its order does, and says what was paid.
-            c.google.order("GPA.9300-0000-0000-00001", [
-                "orderId": "GPA.9300-0000-0000-00001", "purchaseToken": "tok-l", "state": "REFUNDED",
-                "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000],
-                "lineItems": [["productId": "lifetime.pro", "productTitle": "Pro forever", "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000]]],
-            ])
+            c.google.order(
+                "GPA.9300-0000-0000-00001",
+                [
+                    "orderId": "GPA.9300-0000-0000-00001", "purchaseToken": "tok-l", "state": "REFUNDED",
+                    "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000],
+                    "lineItems": [
+                        [
+                            "productId": "lifetime.pro", "productTitle": "Pro forever",
+                            "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000],
+                        ]
+                    ],
+                ])
             let voided: JSONValue = [
                 "version": "1.0", "packageName": .string(GooglePlayStandIn.package),
                 "eventTimeMillis": .string(String(Self.t("2026-03-20T00:00:00Z").microseconds / 1000)),
@@ -629,9 +682,11 @@ struct GoogleStoreAPITests {
 
             c.google.set("tok-m", productPurchase("GPA.9400-0000-0000-00001", account: nil))
             let submit: JSONValue = [
-                "subscriber_id": "user-m", "package_name": .string(GooglePlayStandIn.package), "product_id": "lifetime.pro", "purchase_token": "tok-m",
+                "subscriber_id": "user-m", "package_name": .string(GooglePlayStandIn.package), "product_id": "lifetime.pro",
+                "purchase_token": "tok-m",
             ]
-            let submitted = try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+            let submitted = try await c.http.execute(
+                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
             #expect(submitted.status == .ok)
             #expect(try submitted.events.map { $0["type"] } == ["purchase"])
             #expect(try submitted.json.objectValue?["entitlements"]?.arrayValue?.first?.objectValue?["active"] == true)
@@ -650,7 +705,8 @@ struct GoogleStoreAPITests {
             try await Self.send(c, Self.push(id: "rv0", at: "2026-03-10T00:00:00Z", token: "tok-r0", voided: "GPA.9600-0000-0000-00000"))
             for i in 0..<3 {
                 c.google.void([
-                    "kind": "androidpublisher#voidedPurchase", "purchaseToken": .string("tok-r\(i)"), "orderId": .string("GPA.9600-0000-0000-0000\(i)"),
+                    "kind": "androidpublisher#voidedPurchase", "purchaseToken": .string("tok-r\(i)"),
+                    "orderId": .string("GPA.9600-0000-0000-0000\(i)"),
                     "purchaseTimeMillis": .string(String(Self.t("2026-03-01T10:00:00Z").microseconds / 1000)),
                     "voidedTimeMillis": .string(String(Self.t("2026-03-10T00:00:00Z").microseconds / 1000)), "voidedSource": 0, "voidedReason": 1,
                 ])
@@ -673,15 +729,18 @@ struct GoogleStoreAPITests {
     @Test("the paid amount, tax and Google's share come from orders.get; without an order the catalog's price stands")
     func orderPricing() async throws {
         try await Self.run { c in
-            c.google.order("GPA.9700-0000-0000-00001", [
-                "orderId": "GPA.9700-0000-0000-00001", "purchaseToken": "tok-o", "state": "PROCESSED",
-                "total": ["currencyCode": "EUR", "units": "5", "nanos": 490_000_000],
-                "tax": ["currencyCode": "EUR", "units": "0", "nanos": 500_000_000],
-                "developerRevenueInBuyerCurrency": ["currencyCode": "EUR", "units": "4", "nanos": 240_000_000],
-            ])
+            c.google.order(
+                "GPA.9700-0000-0000-00001",
+                [
+                    "orderId": "GPA.9700-0000-0000-00001", "purchaseToken": "tok-o", "state": "PROCESSED",
+                    "total": ["currencyCode": "EUR", "units": "5", "nanos": 490_000_000],
+                    "tax": ["currencyCode": "EUR", "units": "0", "nanos": 500_000_000],
+                    "developerRevenueInBuyerCurrency": ["currencyCode": "EUR", "units": "4", "nanos": 240_000_000],
+                ])
             c.google.set("tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-o"))
             try await Self.send(c, Self.push(id: "o1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-o"))
-            c.google.set("tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001..0", expiry: "2026-05-01T10:00:00Z", account: "user-o", acknowledged: true))
+            c.google.set(
+                "tok-o", Self.purchase(order: "GPA.9700-0000-0000-00001..0", expiry: "2026-05-01T10:00:00Z", account: "user-o", acknowledged: true))
             // Resolved late (the notification's time is weeks after the renewal): the period still starts
             // one catalog period before Google's expiry.
             try await Self.send(c, Self.push(id: "o2", at: "2026-04-20T00:00:00Z", type: 2, token: "tok-o"))
@@ -706,10 +765,12 @@ struct GoogleStoreAPITests {
             #expect(r.status == .notFound)
             #expect(r.errorCode == "not_configured")
             let anonymous = try await c.http.execute(
-                uri: "/v1/stores/google/notifications", method: .post, headers: [.contentType: "application/json"], body: LedgerServerTests.body(push))
+                uri: "/v1/stores/google/notifications", method: .post, headers: [.contentType: "application/json"], body: LedgerServerTests.body(push)
+            )
             #expect(anonymous.status == .unauthorized)
             let submit: JSONValue = ["subscriber_id": "u", "package_name": "p", "product_id": "pro.monthly", "purchase_token": "t"]
-            let purchase = try await c.http.execute(uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+            let purchase = try await c.http.execute(
+                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
             #expect(purchase.status == .notFound)
             #expect(purchase.errorCode == "not_configured")
             #expect(try await Self.inbox(c).isEmpty)
@@ -718,7 +779,8 @@ struct GoogleStoreAPITests {
 
     @Test("the stand-in's purchases use only fields of the discovery document's SubscriptionPurchaseV2")
     func shapes() throws {
-        let url = try #require(Bundle.module.url(forResource: "androidpublisher.v3.subset", withExtension: "json", subdirectory: "Resources/google-androidpublisher"))
+        let url = try #require(
+            Bundle.module.url(forResource: "androidpublisher.v3.subset", withExtension: "json", subdirectory: "Resources/google-androidpublisher"))
         let doc = try JSONParser.parse(Array(try Data(contentsOf: url)), maxDepth: 1000)
         let schemas = try #require(doc.objectValue?["schemas"]?.objectValue)
         func fields(_ name: String) -> Set<String> { Set(schemas[name]?.objectValue?["properties"]?.objectValue?.keys.map { $0 } ?? []) }
@@ -726,8 +788,12 @@ struct GoogleStoreAPITests {
         #expect(Set(p.keys).isSubset(of: fields("SubscriptionPurchaseV2")))
         let item = try #require(p["lineItems"]?.arrayValue?.first?.objectValue)
         #expect(Set(item.keys).isSubset(of: fields("SubscriptionPurchaseLineItem")))
-        #expect(Set(["SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_ON_HOLD", "SUBSCRIPTION_STATE_PAUSED", "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"]).isSubset(
-            of: Set(schemas["SubscriptionPurchaseV2"]?.objectValue?["properties"]?.objectValue?["subscriptionState"]?.objectValue?["enum"]?.arrayValue?.compactMap(\.stringValue) ?? [])))
+        #expect(
+            Set(["SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_ON_HOLD", "SUBSCRIPTION_STATE_PAUSED", "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"])
+                .isSubset(
+                    of: Set(
+                        schemas["SubscriptionPurchaseV2"]?.objectValue?["properties"]?.objectValue?["subscriptionState"]?.objectValue?["enum"]?
+                            .arrayValue?.compactMap(\.stringValue) ?? [])))
     }
 }
 

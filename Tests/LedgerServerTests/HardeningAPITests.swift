@@ -22,7 +22,8 @@ struct HardeningAPITests {
     func moneyCeilingAndReports() async throws {
         try await APIHarness.run { http, api in
             let big = try await http.execute(
-                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(Self.purchase("rich", key: "r0", price: "9223372036854775807")))
+                uri: "/v1/events", method: .post, headers: api.headers(.writer),
+                body: body(Self.purchase("rich", key: "r0", price: "9223372036854775807")))
             #expect(big.status == .unprocessableContent)
             #expect(big.errorField == "data.price_minor")
             let stored = try await http.execute(uri: "/v1/subscribers/rich/events", method: .get, headers: api.headers(.auditor))
@@ -47,7 +48,8 @@ struct HardeningAPITests {
 
             let catalog = try await http.execute(
                 uri: "/v1/catalog/products/big", method: .put, headers: api.headers(.admin),
-                body: body(#"{"entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 9223372036854775807, "currency": "USD"}"#))
+                body: body(
+                    #"{"entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 9223372036854775807, "currency": "USD"}"#))
             #expect(catalog.status == .unprocessableContent)
             #expect(catalog.errorField == "price_minor")
         }
@@ -58,7 +60,8 @@ struct HardeningAPITests {
         try await APIHarness.run { http, api in
             let many = (0..<65).map { "e\($0)" }
             let refused = try await http.execute(
-                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(Self.purchase("wide", key: "w", price: "1", entitlements: many)))
+                uri: "/v1/events", method: .post, headers: api.headers(.writer),
+                body: body(Self.purchase("wide", key: "w", price: "1", entitlements: many)))
             #expect(refused.status == .unprocessableContent)
             #expect(refused.errorField == "data.entitlements")
             let events: [JSONValue] = (0..<24).map { Self.purchase("wide", key: "w\($0)", price: "1", entitlements: Array(many.prefix(64))) }
@@ -74,7 +77,8 @@ struct HardeningAPITests {
             #expect(try second.json.objectValue?["next_after"] == nil)
             let small = try await http.execute(uri: "/v1/subscribers/wide/windows?limit=10&after=5", method: .get, headers: api.headers(.reader))
             #expect(try small.json.objectValue?["next_after"] == 15)
-            let entitlements = try await http.execute(uri: "/v1/subscribers/wide/entitlements?at=2026-03-15T00:00:00Z", method: .get, headers: api.headers(.reader))
+            let entitlements = try await http.execute(
+                uri: "/v1/subscribers/wide/entitlements?at=2026-03-15T00:00:00Z", method: .get, headers: api.headers(.reader))
             #expect(try entitlements.json.objectValue?["entitlements"]?.arrayValue?.count == 64)
 
             // 157 × 64 = 10,048 windows: past the per-subscriber limit, refused whole, nothing stored.
@@ -137,7 +141,8 @@ struct HardeningAPITests {
                     "data": ["entitlement": "pro", "duration": "P7D", "reason": .string(f), "granted_by": "agent"],
                     "metadata": ["note": .string(f)],
                 ]
-                #expect(try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(credit)).status == .created)
+                #expect(
+                    try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(credit)).status == .created)
             }
             let csv = String(buffer: try await http.execute(uri: "/v1/exports/events.csv", method: .get, headers: api.headers(.auditor)).body)
             // The keys are cells of their own (data and metadata are JSON objects, cells starting with `{`).

@@ -20,8 +20,18 @@ struct HostileHTTPTests {
                 ("huge number", ByteBuffer(string: #"{"subscriber_id":"a","expected_version":1e999999}"#)),
                 ("NaN", ByteBuffer(string: #"{"signedPayload": NaN, "subscriber_id": "x", "status": NaN}"#)),
                 ("wrong types", ByteBuffer(string: #"{"signedPayload": 5, "subscriber_id": ["x"], "status": "0", "events": {}}"#)),
-                ("garbage JWS", ByteBuffer(string: #"{"signedPayload": "eyJhbGciOiJub25lIn0.e30.", "subscriber_id": "x", "status": 0, "latest_receipt_info": "x"}"#)),
-                ("far dates", ByteBuffer(string: #"{"subscriber_id":"x","status":0,"latest_receipt_info":[{"transaction_id":"1","original_transaction_id":"1","product_id":"p","purchase_date_ms":"99999999999999999"}]}"#)),
+                (
+                    "garbage JWS",
+                    ByteBuffer(
+                        string: #"{"signedPayload": "eyJhbGciOiJub25lIn0.e30.", "subscriber_id": "x", "status": 0, "latest_receipt_info": "x"}"#)
+                ),
+                (
+                    "far dates",
+                    ByteBuffer(
+                        string:
+                            #"{"subscriber_id":"x","status":0,"latest_receipt_info":[{"transaction_id":"1","original_transaction_id":"1","product_id":"p","purchase_date_ms":"99999999999999999"}]}"#
+                    )
+                ),
             ]
             for path in ["/v1/events", "/v1/stores/apple/notifications", "/v1/stores/apple/receipts", "/v1/catalog/products/p"] {
                 for (name, requestBody) in bodies {

@@ -9,27 +9,38 @@ import Testing
 @Suite("Reports over HTTP")
 struct ReportsAPITests {
     /// Two subscribers: one paying March and April then lapsing with auto-renew off, one refunded in March.
-    static let events: JSONValue = .object(["events": [
-        .object(eventJSON(subscriber: "a", key: "a1", overrides: [:])),
-        .object(eventJSON(subscriber: "a", key: "a2", overrides: [
-            "type": "renewal", "occurred_at": "2026-04-01T10:00:00Z",
-            "data": [
-                "product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": "t-a2", "kind": "auto_renewable",
-                "period_start": "2026-04-01T10:00:00Z", "period_end": "2026-05-01T10:00:00Z", "period": "P1M",
-                "price_minor": 999, "currency": "USD", "commission_rate": "0.30",
-            ],
-        ])),
-        .object(eventJSON(subscriber: "a", key: "a3", overrides: [
-            "type": "auto_renew_changed", "occurred_at": "2026-04-20T10:00:00Z",
-            "data": ["enabled": false, "product_id": "pro.monthly", "entitlements": ["pro"]],
-        ])),
-        .object(eventJSON(subscriber: "b", key: "b1", overrides: [:])),
-        .object(eventJSON(subscriber: "b", key: "b2", overrides: [
-            "type": "refund", "occurred_at": "2026-03-16T10:00:00Z",
-            "data": ["transaction_id": "t-b1", "amount_minor": 999, "currency": "USD", "reason": "customer"],
-        ])),
-        .object(eventJSON(subscriber: "sandbox", key: "s1", overrides: ["environment": "sandbox"])),
-    ]])
+    static let events: JSONValue = .object([
+        "events": [
+            .object(eventJSON(subscriber: "a", key: "a1", overrides: [:])),
+            .object(
+                eventJSON(
+                    subscriber: "a", key: "a2",
+                    overrides: [
+                        "type": "renewal", "occurred_at": "2026-04-01T10:00:00Z",
+                        "data": [
+                            "product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": "t-a2", "kind": "auto_renewable",
+                            "period_start": "2026-04-01T10:00:00Z", "period_end": "2026-05-01T10:00:00Z", "period": "P1M",
+                            "price_minor": 999, "currency": "USD", "commission_rate": "0.30",
+                        ],
+                    ])),
+            .object(
+                eventJSON(
+                    subscriber: "a", key: "a3",
+                    overrides: [
+                        "type": "auto_renew_changed", "occurred_at": "2026-04-20T10:00:00Z",
+                        "data": ["enabled": false, "product_id": "pro.monthly", "entitlements": ["pro"]],
+                    ])),
+            .object(eventJSON(subscriber: "b", key: "b1", overrides: [:])),
+            .object(
+                eventJSON(
+                    subscriber: "b", key: "b2",
+                    overrides: [
+                        "type": "refund", "occurred_at": "2026-03-16T10:00:00Z",
+                        "data": ["transaction_id": "t-b1", "amount_minor": 999, "currency": "USD", "reason": "customer"],
+                    ])),
+            .object(eventJSON(subscriber: "sandbox", key: "s1", overrides: ["environment": "sandbox"])),
+        ]
+    ])
 
     @Test("churn, revenue, MRR, trials and retention answer JSON and CSV to analysts only")
     func reports() async throws {
@@ -67,7 +78,10 @@ struct ReportsAPITests {
                 headers: [.authorization: "Bearer \(api.keys[.analyst]!)", .accept: "text/csv"])
             #expect(csv.headers[.contentType] == "text/csv; charset=utf-8")
             let lines = String(buffer: csv.body).split(separator: "\r\n")
-            #expect(lines.first == "period_start,period_end,currency,billings,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end")
+            #expect(
+                lines.first
+                    == "period_start,period_end,currency,billings,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end"
+            )
             #expect(lines.count == 4)
             #expect(lines[1].hasPrefix("2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,USD,1998,600,1398,999,"))
 
@@ -75,10 +89,13 @@ struct ReportsAPITests {
             #expect(try mrr.json.objectValue?["currencies"] == [["currency": "USD", "mrr_minor": 999, "active_paid": 1]])
 
             let trials = try await http.execute(uri: "/v1/reports/trials?from=2026-03-01&to=2026-04-01", method: .get, headers: api.headers(.analyst))
-            #expect(try trials.json.objectValue?["periods"] == [[
-                "period_start": "2026-03-01T00:00:00Z", "period_end": "2026-04-01T00:00:00Z", "started": 0, "converted": 0,
-                "conversion_rate": .null,
-            ]])
+            #expect(
+                try trials.json.objectValue?["periods"] == [
+                    [
+                        "period_start": "2026-03-01T00:00:00Z", "period_end": "2026-04-01T00:00:00Z", "started": 0, "converted": 0,
+                        "conversion_rate": .null,
+                    ]
+                ])
 
             let retention = try await http.execute(
                 uri: "/v1/reports/retention?from=2026-03-01&to=2026-04-01", method: .get, headers: api.headers(.analyst))
@@ -108,9 +125,13 @@ struct ReportsAPITests {
                 #expect(r.status == .ok, "\(query)")
                 #expect(String(buffer: r.body) == "\(header)\r\n", "\(query): an empty ledger answers the header line alone")
             }
-            let churn = try await http.execute(uri: "/v1/reports/churn?from=2025-01-01&to=2025-03-01&format=csv", method: .get, headers: api.headers(.analyst))
+            let churn = try await http.execute(
+                uri: "/v1/reports/churn?from=2025-01-01&to=2025-03-01&format=csv", method: .get, headers: api.headers(.analyst))
             let lines = String(buffer: churn.body).split(separator: "\r\n")
-            #expect(lines.first == "period_start,period_end,active_start,new,reactivated,churned,churned_voluntary,churned_involuntary,churned_refund,churned_other,active_end,churn_rate")
+            #expect(
+                lines.first
+                    == "period_start,period_end,active_start,new,reactivated,churned,churned_voluntary,churned_involuntary,churned_refund,churned_other,active_end,churn_rate"
+            )
             #expect(lines.count == 3, "a header and one line per month")
         }
     }

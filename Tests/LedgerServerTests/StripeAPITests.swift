@@ -3,10 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LedgerCore
-import LedgerTestSupport
 import LedgerServer
-import NIOCore
+import LedgerTestSupport
 import Logging
+import NIOCore
 import StoreAdapters
 import Synchronization
 import Testing
@@ -47,7 +47,9 @@ enum StripeHelpers {
         return .object(p)
     }
 
-    static func line(_ id: String, _ amount: Int64, _ from: String, _ to: String, _ lookup: String, proration: Bool = false, credited: String? = nil) -> JSONValue {
+    static func line(_ id: String, _ amount: Int64, _ from: String, _ to: String, _ lookup: String, proration: Bool = false, credited: String? = nil)
+        -> JSONValue
+    {
         var l = fixtures["invoice"]!.objectValue!["lines"]!.objectValue!["data"]!.arrayValue![0].objectValue!
         l["id"] = .string(id)
         l["amount"] = .number(JSONNumber(amount))
@@ -61,20 +63,26 @@ enum StripeHelpers {
     static func invoice(
         _ id: String, _ reason: String, customer: String, sub: String, pi: String, paidAt: String, lines: [JSONValue], subscriber: String? = nil
     ) -> [String: JSONValue] {
-        object("invoice", [
-            "id": .string(id), "billing_reason": .string(reason), "customer": .string(customer), "subscription": .string(sub),
-            "payment_intent": .string(pi), "lines": ["object": "list", "data": .array(lines)], "currency": "usd",
-            "status_transitions": ["paid_at": n(paidAt), "finalized_at": .null, "marked_uncollectible_at": .null, "voided_at": .null],
-            "subscription_details": ["metadata": subscriber.map { ["subscriber_id": .string($0)] } ?? [:]],
-        ])
+        object(
+            "invoice",
+            [
+                "id": .string(id), "billing_reason": .string(reason), "customer": .string(customer), "subscription": .string(sub),
+                "payment_intent": .string(pi), "lines": ["object": "list", "data": .array(lines)], "currency": "usd",
+                "status_transitions": ["paid_at": n(paidAt), "finalized_at": .null, "marked_uncollectible_at": .null, "voided_at": .null],
+                "subscription_details": ["metadata": subscriber.map { ["subscriber_id": .string($0)] } ?? [:]],
+            ])
     }
 
-    static func subscription(_ id: String, customer: String, subscriber: String, status: String, _ extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
-        var o = object("subscription", [
-            "id": .string(id), "customer": .string(customer), "status": .string(status), "metadata": ["subscriber_id": .string(subscriber)],
-            "cancel_at_period_end": false, "trial_start": .null, "trial_end": .null, "ended_at": .null, "canceled_at": .null,
-            "cancellation_details": ["comment": .null, "feedback": .null, "reason": .null],
-        ])
+    static func subscription(_ id: String, customer: String, subscriber: String, status: String, _ extra: [String: JSONValue] = [:]) -> [String:
+        JSONValue]
+    {
+        var o = object(
+            "subscription",
+            [
+                "id": .string(id), "customer": .string(customer), "status": .string(status), "metadata": ["subscriber_id": .string(subscriber)],
+                "cancel_at_period_end": false, "trial_start": .null, "trial_end": .null, "ended_at": .null, "canceled_at": .null,
+                "cancellation_details": ["comment": .null, "feedback": .null, "reason": .null],
+            ])
         var items = o["items"]!.objectValue!
         var item = items["data"]!.arrayValue![0].objectValue!
         item["price"] = price("pro.monthly")
@@ -96,9 +104,16 @@ enum StripeHelpers {
 
     static func catalog(_ http: any TestClientProtocol, _ api: APIHarness) async throws {
         let products: [String: JSONValue] = [
-            "pro.monthly": ["entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 1000, "currency": "USD", "commission_rate": "0.03"],
-            "max.monthly": ["entitlements": ["pro", "max"], "kind": "auto_renewable", "period": "P1M", "price_minor": 2000, "currency": "USD", "commission_rate": "0.03"],
-            "week.pass": ["entitlements": ["pro"], "kind": "non_renewing", "duration": "P7D", "price_minor": 500, "currency": "USD", "commission_rate": "0.03"],
+            "pro.monthly": [
+                "entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 1000, "currency": "USD", "commission_rate": "0.03",
+            ],
+            "max.monthly": [
+                "entitlements": ["pro", "max"], "kind": "auto_renewable", "period": "P1M", "price_minor": 2000, "currency": "USD",
+                "commission_rate": "0.03",
+            ],
+            "week.pass": [
+                "entitlements": ["pro"], "kind": "non_renewing", "duration": "P7D", "price_minor": 500, "currency": "USD", "commission_rate": "0.03",
+            ],
         ]
         for (id, p) in products {
             let r = try await http.execute(uri: "/v1/catalog/products/\(id)", method: .put, headers: api.headers(.admin), body: body(p))
@@ -106,12 +121,16 @@ enum StripeHelpers {
         }
     }
 
-    static func entitlement(_ http: any TestClientProtocol, _ api: APIHarness, _ subscriber: String, _ name: String, at: String) async throws -> [String: JSONValue]? {
+    static func entitlement(_ http: any TestClientProtocol, _ api: APIHarness, _ subscriber: String, _ name: String, at: String) async throws
+        -> [String: JSONValue]?
+    {
         let r = try await http.execute(uri: "/v1/subscribers/\(subscriber)/entitlements?at=\(at)", method: .get, headers: api.headers(.reader))
         return try r.json.objectValue?["entitlements"]?.arrayValue?.first { $0.objectValue?["entitlement"] == .string(name) }?.objectValue
     }
 
-    static func active(_ http: any TestClientProtocol, _ api: APIHarness, _ subscriber: String, _ name: String = "pro", at: String) async throws -> Bool {
+    static func active(_ http: any TestClientProtocol, _ api: APIHarness, _ subscriber: String, _ name: String = "pro", at: String) async throws
+        -> Bool
+    {
         try await entitlement(http, api, subscriber, name, at: at)?["active"] == true
     }
 
@@ -126,7 +145,8 @@ struct StripeAPITests {
     func lifecycle() async throws {
         try await APIHarness.run { http, api in
             try await S.catalog(http, api)
-            let c = "cus_A", sub = "sub_A"
+            let c = "cus_A"
+            let sub = "sub_A"
             // The first invoice arrives before the checkout names the subscriber: it waits.
             // A real invoice can be far larger than the 16 KiB an event's metadata may hold.
             var first = S.invoice(
@@ -135,34 +155,47 @@ struct StripeAPITests {
             first["description"] = .string(String(repeating: "x", count: 40_000))
             let in1 = S.event("evt_in1", "invoice.paid", at: "2026-03-01T10:00:05Z", first)
             #expect(S.status(try await S.post(http, in1)) == "pending")
-            let checkout = S.object("checkout.session", [
-                "id": "cs_A", "mode": "subscription", "client_reference_id": "web-a", "customer": .string(c), "subscription": .string(sub),
-                "payment_status": "paid", "status": "complete",
-            ])
+            let checkout = S.object(
+                "checkout.session",
+                [
+                    "id": "cs_A", "mode": "subscription", "client_reference_id": "web-a", "customer": .string(c), "subscription": .string(sub),
+                    "payment_status": "paid", "status": "complete",
+                ])
             let r = try await S.post(http, S.event("evt_cs", "checkout.session.completed", at: "2026-03-01T10:00:06Z", checkout))
             #expect(r.status == .ok, "\(String(buffer: r.body))")
             #expect(try await S.active(http, api, "web-a", at: "2026-03-15T00:00:00Z"))
-            #expect(S.status(try await S.post(http, S.event("evt_sub", "customer.subscription.created", at: "2026-03-01T10:00:00Z",
-                S.subscription(sub, customer: c, subscriber: "web-a", status: "active")))) == "notice")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_sub", "customer.subscription.created", at: "2026-03-01T10:00:00Z",
+                            S.subscription(sub, customer: c, subscriber: "web-a", status: "active")))) == "notice")
 
-            let in3 = S.event("evt_in3", "invoice.paid", at: "2026-05-01T10:00:05Z", S.invoice(
-                "in_3", "subscription_cycle", customer: c, sub: sub, pi: "pi_3", paidAt: "2026-05-01T10:00:00Z",
-                lines: [S.line("il_3", 1000, "2026-05-01T10:00:00Z", "2026-06-01T10:00:00Z", "pro.monthly")]))
-            let in2 = S.event("evt_in2", "invoice.paid", at: "2026-04-01T10:00:05Z", S.invoice(
-                "in_2", "subscription_cycle", customer: c, sub: sub, pi: "pi_2", paidAt: "2026-04-01T10:00:00Z",
-                lines: [S.line("il_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")]))
+            let in3 = S.event(
+                "evt_in3", "invoice.paid", at: "2026-05-01T10:00:05Z",
+                S.invoice(
+                    "in_3", "subscription_cycle", customer: c, sub: sub, pi: "pi_3", paidAt: "2026-05-01T10:00:00Z",
+                    lines: [S.line("il_3", 1000, "2026-05-01T10:00:00Z", "2026-06-01T10:00:00Z", "pro.monthly")]))
+            let in2 = S.event(
+                "evt_in2", "invoice.paid", at: "2026-04-01T10:00:05Z",
+                S.invoice(
+                    "in_2", "subscription_cycle", customer: c, sub: sub, pi: "pi_2", paidAt: "2026-04-01T10:00:00Z",
+                    lines: [S.line("il_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")]))
             #expect(S.status(try await S.post(http, in3)) == "applied")
             #expect(S.status(try await S.post(http, in2)) == "applied")
             #expect(S.status(try await S.post(http, in2)) == "duplicate")
             #expect(try await S.active(http, api, "web-a", at: "2026-04-15T00:00:00Z"))
 
             // Upgrade on 15 May: the unused half of May is credited (cut), max starts.
-            let in4 = S.event("evt_in4", "invoice.paid", at: "2026-05-15T10:00:05Z", S.invoice(
-                "in_4", "subscription_update", customer: c, sub: sub, pi: "pi_4", paidAt: "2026-05-15T10:00:00Z",
-                lines: [
-                    S.line("il_4a", -500, "2026-05-15T10:00:00Z", "2026-06-01T10:00:00Z", "pro.monthly", proration: true, credited: "in_3"),
-                    S.line("il_4b", 1000, "2026-05-15T10:00:00Z", "2026-06-01T10:00:00Z", "max.monthly", proration: true),
-                ]))
+            let in4 = S.event(
+                "evt_in4", "invoice.paid", at: "2026-05-15T10:00:05Z",
+                S.invoice(
+                    "in_4", "subscription_update", customer: c, sub: sub, pi: "pi_4", paidAt: "2026-05-15T10:00:00Z",
+                    lines: [
+                        S.line("il_4a", -500, "2026-05-15T10:00:00Z", "2026-06-01T10:00:00Z", "pro.monthly", proration: true, credited: "in_3"),
+                        S.line("il_4b", 1000, "2026-05-15T10:00:00Z", "2026-06-01T10:00:00Z", "max.monthly", proration: true),
+                    ]))
             let up = try await S.post(http, in4)
             #expect(S.status(up) == "applied", "\(String(buffer: up.body))")
             #expect(try up.events.map { $0["type"] } == ["refund", "purchase"])
@@ -170,16 +203,23 @@ struct StripeAPITests {
             #expect(try await S.active(http, api, "web-a", "max", at: "2026-05-20T00:00:00Z"))
 
             // A partial refund (by refund.created, naming only the payment intent): money back, access continues.
-            let re1 = S.object("refund", ["id": "re_1", "amount": 300, "payment_intent": "pi_4", "charge": "ch_4", "created": S.n("2026-05-20T10:00:00Z"), "currency": "usd"])
+            let re1 = S.object(
+                "refund",
+                ["id": "re_1", "amount": 300, "payment_intent": "pi_4", "charge": "ch_4", "created": S.n("2026-05-20T10:00:00Z"), "currency": "usd"])
             let partial = try await S.post(http, S.event("evt_re1", "refund.created", at: "2026-05-20T10:00:01Z", re1))
             #expect(S.status(partial) == "applied", "\(String(buffer: partial.body))")
             #expect(try await S.active(http, api, "web-a", "max", at: "2026-05-22T00:00:00Z"))
             // The full refund: charge.refunded lists re_1 again (stored once) and re_2; the charge is now fully refunded.
-            let re2 = S.object("refund", ["id": "re_2", "amount": 700, "payment_intent": "pi_4", "charge": "ch_4", "created": S.n("2026-05-25T10:00:00Z"), "currency": "usd"])
-            let charge = S.object("charge", [
-                "id": "ch_4", "payment_intent": "pi_4", "customer": .string(c), "amount": 1000, "amount_refunded": 1000, "refunded": true, "currency": "usd",
-                "refunds": ["object": "list", "data": [.object(re1), .object(re2)]],
-            ])
+            let re2 = S.object(
+                "refund",
+                ["id": "re_2", "amount": 700, "payment_intent": "pi_4", "charge": "ch_4", "created": S.n("2026-05-25T10:00:00Z"), "currency": "usd"])
+            let charge = S.object(
+                "charge",
+                [
+                    "id": "ch_4", "payment_intent": "pi_4", "customer": .string(c), "amount": 1000, "amount_refunded": 1000, "refunded": true,
+                    "currency": "usd",
+                    "refunds": ["object": "list", "data": [.object(re1), .object(re2)]],
+                ])
             let full = try await S.post(http, S.event("evt_ch4", "charge.refunded", at: "2026-05-25T10:00:01Z", charge))
             #expect(S.status(full) == "applied", "\(String(buffer: full.body))")
             #expect(try full.events.count == 3)
@@ -187,14 +227,20 @@ struct StripeAPITests {
             #expect(try await S.active(http, api, "web-a", "pro", at: "2026-05-26T00:00:00Z") == false)
 
             // Beside a store's purchase (another subscriber, source apple): reports count both.
-            let apple = try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(eventJSON(
-                subscriber: "ios-1", key: "apple-1", overrides: ["source": "apple"]))))
+            let apple = try await http.execute(
+                uri: "/v1/events", method: .post, headers: api.headers(.writer),
+                body: body(
+                    .object(
+                        eventJSON(
+                            subscriber: "ios-1", key: "apple-1", overrides: ["source": "apple"]))))
             #expect(apple.status == .created)
-            let revenue = try await http.execute(uri: "/v1/reports/revenue?from=2026-03-01&to=2026-07-01", method: .get, headers: api.headers(.analyst))
+            let revenue = try await http.execute(
+                uri: "/v1/reports/revenue?from=2026-03-01&to=2026-07-01", method: .get, headers: api.headers(.analyst))
             let rows = try #require(try revenue.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue))
             func sum(_ k: String) -> Int64 { rows.compactMap { $0[k]?.numberValue?.int64Value }.reduce(0, +) }
             #expect(sum("billings") == 4000 + 999 && sum("refunds") == 1500)
-            let churn = try await http.execute(uri: "/v1/reports/churn?from=2026-03-01&to=2026-07-01&interval=month", method: .get, headers: api.headers(.analyst))
+            let churn = try await http.execute(
+                uri: "/v1/reports/churn?from=2026-03-01&to=2026-07-01&interval=month", method: .get, headers: api.headers(.analyst))
             let periods = try #require(try churn.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue))
             #expect(periods.map { $0["new"] } == [2, 0, 0, 0], "web-a and ios-1 both start in March")
             #expect(periods[1]["churned"] == 1 && periods[2]["churned_refund"] == 1, "ios-1 lapses in April, web-a by its refund in May: \(periods)")
@@ -208,32 +254,55 @@ struct StripeAPITests {
             try await S.catalog(http, api)
             let trial: [String: JSONValue] = ["trial_start": S.n("2026-03-01T10:00:00Z"), "trial_end": S.n("2026-03-08T10:00:00Z")]
             for who in ["t1", "t2"] {
-                let r = try await S.post(http, S.event("evt_\(who)_c", "customer.subscription.created", at: "2026-03-01T10:00:00Z",
-                    S.subscription("sub_\(who)", customer: "cus_\(who)", subscriber: "web-\(who)", status: "trialing", trial)))
+                let r = try await S.post(
+                    http,
+                    S.event(
+                        "evt_\(who)_c", "customer.subscription.created", at: "2026-03-01T10:00:00Z",
+                        S.subscription("sub_\(who)", customer: "cus_\(who)", subscriber: "web-\(who)", status: "trialing", trial)))
                 #expect(S.status(r) == "applied", "\(String(buffer: r.body))")
             }
             #expect(try await S.entitlement(http, api, "web-t1", "pro", at: "2026-03-03T00:00:00Z")?["in_trial"] == true)
             // t1 converts: the first invoice after the trial is a cycle.
-            #expect(S.status(try await S.post(http, S.event("evt_t1_i", "invoice.paid", at: "2026-03-08T10:00:01Z", S.invoice(
-                "in_t1", "subscription_cycle", customer: "cus_t1", sub: "sub_t1", pi: "pi_t1", paidAt: "2026-03-08T10:00:00Z",
-                lines: [S.line("il_t1", 1000, "2026-03-08T10:00:00Z", "2026-04-08T10:00:00Z", "pro.monthly")])))) == "applied")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_t1_i", "invoice.paid", at: "2026-03-08T10:00:01Z",
+                            S.invoice(
+                                "in_t1", "subscription_cycle", customer: "cus_t1", sub: "sub_t1", pi: "pi_t1", paidAt: "2026-03-08T10:00:00Z",
+                                lines: [S.line("il_t1", 1000, "2026-03-08T10:00:00Z", "2026-04-08T10:00:00Z", "pro.monthly")])))) == "applied")
             // t2 turns auto-renew off, then the subscription ends with the trial.
             var t2 = S.subscription("sub_t2", customer: "cus_t2", subscriber: "web-t2", status: "trialing", trial)
             t2["cancel_at_period_end"] = true
             t2["canceled_at"] = S.n("2026-03-03T10:00:00Z")
-            #expect(S.status(try await S.post(http, S.event("evt_t2_u", "customer.subscription.updated", at: "2026-03-03T10:00:00Z", t2,
-                previous: ["cancel_at_period_end": false]))) == "applied")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_t2_u", "customer.subscription.updated", at: "2026-03-03T10:00:00Z", t2,
+                            previous: ["cancel_at_period_end": false]))) == "applied")
             t2["status"] = "canceled"
             t2["ended_at"] = S.n("2026-03-08T10:00:00Z")
             t2["cancellation_details"] = ["reason": "cancellation_requested", "comment": .null, "feedback": .null]
-            #expect(S.status(try await S.post(http, S.event("evt_t2_d", "customer.subscription.deleted", at: "2026-03-08T10:00:00Z", t2))) == "applied")
+            #expect(
+                S.status(try await S.post(http, S.event("evt_t2_d", "customer.subscription.deleted", at: "2026-03-08T10:00:00Z", t2))) == "applied")
             #expect(try await S.entitlement(http, api, "web-t2", "pro", at: "2026-03-05T00:00:00Z")?["will_renew"] == false)
 
             // f1 and f2 pay March, fail in April; f1 recovers, f2 is deleted (involuntary churn).
             for who in ["f1", "f2"] {
-                #expect(S.status(try await S.post(http, S.event("evt_\(who)_1", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-                    "in_\(who)_1", "subscription_create", customer: "cus_\(who)", sub: "sub_\(who)", pi: "pi_\(who)_1", paidAt: "2026-03-01T10:00:00Z",
-                    lines: [S.line("il_\(who)_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-\(who)")))) == "applied")
+                #expect(
+                    S.status(
+                        try await S.post(
+                            http,
+                            S.event(
+                                "evt_\(who)_1", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                                S.invoice(
+                                    "in_\(who)_1", "subscription_create", customer: "cus_\(who)", sub: "sub_\(who)", pi: "pi_\(who)_1",
+                                    paidAt: "2026-03-01T10:00:00Z",
+                                    lines: [S.line("il_\(who)_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")],
+                                    subscriber: "web-\(who)")))) == "applied")
                 var failed = S.invoice(
                     "in_\(who)_2", "subscription_cycle", customer: "cus_\(who)", sub: "sub_\(who)", pi: "pi_\(who)_2", paidAt: "2026-04-01T10:00:00Z",
                     lines: [S.line("il_\(who)_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-\(who)")
@@ -241,26 +310,42 @@ struct StripeAPITests {
                 let f = try await S.post(http, S.event("evt_\(who)_f", "invoice.payment_failed", at: "2026-04-01T11:00:00Z", failed))
                 #expect(S.status(f) == "applied", "\(String(buffer: f.body))")
                 // The subscription's past_due says the same failure: stored once.
-                let pastDue = try await S.post(http, S.event("evt_\(who)_pd", "customer.subscription.updated", at: "2026-04-01T11:00:01Z",
-                    S.subscription("sub_\(who)", customer: "cus_\(who)", subscriber: "web-\(who)", status: "past_due", ["current_period_start": S.n("2026-04-01T10:00:00Z")]),
-                    previous: ["status": "active"]))
+                let pastDue = try await S.post(
+                    http,
+                    S.event(
+                        "evt_\(who)_pd", "customer.subscription.updated", at: "2026-04-01T11:00:01Z",
+                        S.subscription(
+                            "sub_\(who)", customer: "cus_\(who)", subscriber: "web-\(who)", status: "past_due",
+                            ["current_period_start": S.n("2026-04-01T10:00:00Z")]),
+                        previous: ["status": "active"]))
                 #expect(S.status(pastDue) == "applied")
                 #expect(try pastDue.events.count == 1)
             }
             #expect(try await S.entitlement(http, api, "web-f1", "pro", at: "2026-04-02T00:00:00Z")?["in_grace"] == true)
-            #expect(S.status(try await S.post(http, S.event("evt_f1_3", "invoice.paid", at: "2026-04-03T10:00:01Z", S.invoice(
-                "in_f1_2", "subscription_cycle", customer: "cus_f1", sub: "sub_f1", pi: "pi_f1_2", paidAt: "2026-04-03T10:00:00Z",
-                lines: [S.line("il_f1_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-f1")))) == "applied")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_f1_3", "invoice.paid", at: "2026-04-03T10:00:01Z",
+                            S.invoice(
+                                "in_f1_2", "subscription_cycle", customer: "cus_f1", sub: "sub_f1", pi: "pi_f1_2", paidAt: "2026-04-03T10:00:00Z",
+                                lines: [S.line("il_f1_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-f1")
+                        ))) == "applied")
             #expect(try await S.entitlement(http, api, "web-f1", "pro", at: "2026-04-20T00:00:00Z")?["in_grace"] == false)
-            var deleted = S.subscription("sub_f2", customer: "cus_f2", subscriber: "web-f2", status: "canceled", ["ended_at": S.n("2026-04-05T10:00:00Z")])
+            var deleted = S.subscription(
+                "sub_f2", customer: "cus_f2", subscriber: "web-f2", status: "canceled", ["ended_at": S.n("2026-04-05T10:00:00Z")])
             deleted["cancellation_details"] = ["reason": "payment_failed", "comment": .null, "feedback": .null]
-            #expect(S.status(try await S.post(http, S.event("evt_f2_d", "customer.subscription.deleted", at: "2026-04-05T10:00:00Z", deleted))) == "applied")
+            #expect(
+                S.status(try await S.post(http, S.event("evt_f2_d", "customer.subscription.deleted", at: "2026-04-05T10:00:00Z", deleted)))
+                    == "applied")
             #expect(try await S.active(http, api, "web-f2", at: "2026-04-06T00:00:00Z") == false)
 
             let trials = try await http.execute(uri: "/v1/reports/trials?from=2026-03-01&to=2026-04-01", method: .get, headers: api.headers(.analyst))
             let t = try #require(try trials.json.objectValue?["periods"]?.arrayValue?.first?.objectValue)
             #expect(t["started"] == 2 && t["converted"] == 1)
-            let churn = try await http.execute(uri: "/v1/reports/churn?from=2026-04-01&to=2026-05-01&interval=month", method: .get, headers: api.headers(.analyst))
+            let churn = try await http.execute(
+                uri: "/v1/reports/churn?from=2026-04-01&to=2026-05-01&interval=month", method: .get, headers: api.headers(.analyst))
             let p = try #require(try churn.json.objectValue?["periods"]?.arrayValue?.first?.objectValue)
             #expect(p["churned_involuntary"] == 1, "\(p)")
         }
@@ -270,18 +355,32 @@ struct StripeAPITests {
     func disputesAndPasses() async throws {
         try await APIHarness.run { http, api in
             try await S.catalog(http, api)
-            let pi = S.object("payment_intent", [
-                "id": "pi_pass", "amount": 500, "amount_received": 500, "currency": "usd", "customer": .null, "status": "succeeded",
-                "created": S.n("2026-03-01T10:00:00Z"), "metadata": ["subscriber_id": "web-p", "lookup_key": "week.pass"],
-            ])
+            let pi = S.object(
+                "payment_intent",
+                [
+                    "id": "pi_pass", "amount": 500, "amount_received": 500, "currency": "usd", "customer": .null, "status": "succeeded",
+                    "created": S.n("2026-03-01T10:00:00Z"), "metadata": ["subscriber_id": "web-p", "lookup_key": "week.pass"],
+                ])
             let pass = try await S.post(http, S.event("evt_pass", "payment_intent.succeeded", at: "2026-03-01T10:00:01Z", pi))
             #expect(S.status(pass) == "applied", "\(String(buffer: pass.body))")
             #expect(try await S.entitlement(http, api, "web-p", "pro", at: "2026-03-05T00:00:00Z")?["expires_at"] == "2026-03-08T10:00:00Z")
 
-            #expect(S.status(try await S.post(http, S.event("evt_d1", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-                "in_d", "subscription_create", customer: "cus_d", sub: "sub_d", pi: "pi_d", paidAt: "2026-03-01T10:00:00Z",
-                lines: [S.line("il_d", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-d")))) == "applied")
-            var dispute = S.object("dispute", ["id": "dp_1", "charge": "ch_d", "payment_intent": "pi_d", "amount": 1000, "currency": "usd", "created": S.n("2026-03-10T10:00:00Z"), "status": "needs_response"])
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_d1", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                            S.invoice(
+                                "in_d", "subscription_create", customer: "cus_d", sub: "sub_d", pi: "pi_d", paidAt: "2026-03-01T10:00:00Z",
+                                lines: [S.line("il_d", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-d"))))
+                    == "applied")
+            var dispute = S.object(
+                "dispute",
+                [
+                    "id": "dp_1", "charge": "ch_d", "payment_intent": "pi_d", "amount": 1000, "currency": "usd",
+                    "created": S.n("2026-03-10T10:00:00Z"), "status": "needs_response",
+                ])
             let created = try await S.post(http, S.event("evt_dp1", "charge.dispute.created", at: "2026-03-10T10:00:01Z", dispute))
             #expect(S.status(created) == "applied", "\(String(buffer: created.body))")
             #expect(try await S.active(http, api, "web-d", at: "2026-03-12T00:00:00Z") == false)
@@ -289,19 +388,32 @@ struct StripeAPITests {
             #expect(S.status(try await S.post(http, S.event("evt_dp2", "charge.dispute.closed", at: "2026-03-20T10:00:00Z", dispute))) == "applied")
             #expect(try await S.active(http, api, "web-d", at: "2026-03-21T00:00:00Z"))
 
-            let unknown = try await S.post(http, S.event("evt_plan", "plan.created", at: "2026-03-01T10:00:00Z", S.fixtures["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))
+            let unknown = try await S.post(
+                http,
+                S.event(
+                    "evt_plan", "plan.created", at: "2026-03-01T10:00:00Z",
+                    S.fixtures["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))
             #expect(unknown.status == .ok && S.status(unknown) == "ignored")
-            #expect(S.status(try await S.post(http, S.event("evt_plan", "plan.created", at: "2026-03-01T10:00:00Z", S.fixtures["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))) == "ignored")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_plan", "plan.created", at: "2026-03-01T10:00:00Z",
+                            S.fixtures["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))) == "ignored")
         }
     }
 
-    @Test("a body changed by one byte, an old t, a missing header or an unknown secret: 400 invalid_signature, nothing stored; a rotated secret works")
+    @Test(
+        "a body changed by one byte, an old t, a missing header or an unknown secret: 400 invalid_signature, nothing stored; a rotated secret works")
     func signatures() async throws {
         try await APIHarness.run(stripeSecrets: ["whsec_new", StripeHelpers.secret]) { http, api in
             try await S.catalog(http, api)
-            let bytes = S.event("evt_s1", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-                "in_s", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_s", paidAt: "2026-03-01T10:00:00Z",
-                lines: [S.line("il_s", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-s"))
+            let bytes = S.event(
+                "evt_s1", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                S.invoice(
+                    "in_s", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_s", paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.line("il_s", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-s"))
             let now = Int64(Date().timeIntervalSince1970)
             var tampered = bytes
             let i = tampered.firstIndex(of: UInt8(ascii: "1"))!
@@ -311,21 +423,29 @@ struct StripeAPITests {
                 try await S.post(http, tampered, header: "t=\(now),v1=\(sig)"),
                 try await S.post(http, bytes, t: now - 301),
                 try await S.post(http, bytes, secret: "whsec_unknown"),
-                try await http.execute(uri: "/v1/stores/stripe/webhooks", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: bytes)),
+                try await http.execute(
+                    uri: "/v1/stores/stripe/webhooks", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: bytes)),
             ] {
                 #expect(r.status == .badRequest && r.errorCode == "invalid_signature", "\(String(buffer: r.body))")
             }
             let windows = try await http.execute(uri: "/v1/subscribers/web-s/windows", method: .get, headers: api.headers(.reader))
             #expect(try windows.json.objectValue?["windows"]?.arrayValue?.isEmpty ?? true)
             // A signed event that is not what Stripe documents: 422 naming the field, nothing stored.
-            let huge = S.event("evt_s2", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-                "in_h", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_h", paidAt: "2026-03-01T10:00:00Z",
-                lines: [S.line("il_h", 1_000_000_000_000_001, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-s"))
+            let huge = S.event(
+                "evt_s2", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                S.invoice(
+                    "in_h", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_h", paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.line("il_h", 1_000_000_000_000_001, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-s"
+                ))
             let refused = try await S.post(http, huge)
-            #expect(refused.status == .unprocessableContent && refused.errorField == "data.object.lines.data[0].amount", "\(String(buffer: refused.body))")
-            let unknownPrice = S.event("evt_s3", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-                "in_u", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_u", paidAt: "2026-03-01T10:00:00Z",
-                lines: [S.line("il_u", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "no.such.price")], subscriber: "web-s"))
+            #expect(
+                refused.status == .unprocessableContent && refused.errorField == "data.object.lines.data[0].amount", "\(String(buffer: refused.body))"
+            )
+            let unknownPrice = S.event(
+                "evt_s3", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                S.invoice(
+                    "in_u", "subscription_create", customer: "cus_s", sub: "sub_s", pi: "pi_u", paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.line("il_u", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "no.such.price")], subscriber: "web-s"))
             let missing = try await S.post(http, unknownPrice)
             #expect(missing.status == .unprocessableContent && missing.errorCode == "invalid_event", "\(String(buffer: missing.body))")
             let notJSON = try await S.post(http, Array("not json".utf8))
@@ -342,17 +462,33 @@ struct StripeAPITests {
     func pendingUpgrade() async throws {
         try await APIHarness.run { http, api in
             try await S.catalog(http, api)
-            let c = "cus_P", sub = "sub_P"
-            #expect(S.status(try await S.post(http, S.event("evt_p1", "invoice.paid", at: "2026-03-01T10:00:05Z", S.invoice(
-                "in_p1", "subscription_create", customer: c, sub: sub, pi: "pi_p1", paidAt: "2026-03-01T10:00:00Z",
-                lines: [S.line("il_p1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")])))) == "pending")
-            #expect(S.status(try await S.post(http, S.event("evt_p2", "invoice.paid", at: "2026-03-15T10:00:05Z", S.invoice(
-                "in_p2", "subscription_update", customer: c, sub: sub, pi: "pi_p2", paidAt: "2026-03-15T10:00:00Z",
-                lines: [
-                    S.line("il_p2a", -500, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly", proration: true, credited: "in_p1"),
-                    S.line("il_p2b", 1000, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "max.monthly", proration: true),
-                ])))) == "pending")
-            let checkout = S.object("checkout.session", ["id": "cs_P", "mode": "subscription", "client_reference_id": "web-p", "customer": .string(c)])
+            let c = "cus_P"
+            let sub = "sub_P"
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_p1", "invoice.paid", at: "2026-03-01T10:00:05Z",
+                            S.invoice(
+                                "in_p1", "subscription_create", customer: c, sub: sub, pi: "pi_p1", paidAt: "2026-03-01T10:00:00Z",
+                                lines: [S.line("il_p1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")])))) == "pending")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.event(
+                            "evt_p2", "invoice.paid", at: "2026-03-15T10:00:05Z",
+                            S.invoice(
+                                "in_p2", "subscription_update", customer: c, sub: sub, pi: "pi_p2", paidAt: "2026-03-15T10:00:00Z",
+                                lines: [
+                                    S.line(
+                                        "il_p2a", -500, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly", proration: true,
+                                        credited: "in_p1"),
+                                    S.line("il_p2b", 1000, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "max.monthly", proration: true),
+                                ])))) == "pending")
+            let checkout = S.object(
+                "checkout.session", ["id": "cs_P", "mode": "subscription", "client_reference_id": "web-p", "customer": .string(c)])
             #expect(try await S.post(http, S.event("evt_pc", "checkout.session.completed", at: "2026-03-01T10:00:06Z", checkout)).status == .ok)
             let r = try await http.execute(uri: "/v1/subscribers/web-p/windows", method: .get, headers: api.headers(.reader))
             let windows = try #require(try r.json.objectValue?["windows"]?.arrayValue?.compactMap(\.objectValue))
@@ -375,23 +511,36 @@ struct StripeAPITests {
         try await APIHarness.run { http, api in
             try await S.catalog(http, api)
             func events(_ x: String) -> [[UInt8]] {
-                let c = "cus_\(x)", sub = "sub_\(x)", who = "web-\(x)"
+                let c = "cus_\(x)"
+                let sub = "sub_\(x)"
+                let who = "web-\(x)"
                 var canceled = S.subscription(sub, customer: c, subscriber: who, status: "active", ["canceled_at": S.n("2026-04-10T10:00:00Z")])
                 canceled["cancel_at_period_end"] = true
                 var ended = canceled
                 ended["status"] = "canceled"
                 ended["ended_at"] = S.n("2026-05-01T10:00:00Z")
                 return [
-                    S.event("evt_\(x)_1", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-                        "in_\(x)_1", "subscription_create", customer: c, sub: sub, pi: "pi_\(x)_1", paidAt: "2026-03-01T10:00:00Z",
-                        lines: [S.line("il_\(x)_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: who)),
-                    S.event("evt_\(x)_2", "invoice.paid", at: "2026-04-01T10:00:01Z", S.invoice(
-                        "in_\(x)_2", "subscription_cycle", customer: c, sub: sub, pi: "pi_\(x)_2", paidAt: "2026-04-01T10:00:00Z",
-                        lines: [S.line("il_\(x)_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: who)),
-                    S.event("evt_\(x)_3", "refund.created", at: "2026-04-05T10:00:01Z", S.object("refund", [
-                        "id": .string("re_\(x)"), "amount": 200, "payment_intent": .string("pi_\(x)_2"), "created": S.n("2026-04-05T10:00:00Z"), "currency": "usd",
-                    ])),
-                    S.event("evt_\(x)_4", "customer.subscription.updated", at: "2026-04-10T10:00:00Z", canceled, previous: ["cancel_at_period_end": false]),
+                    S.event(
+                        "evt_\(x)_1", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                        S.invoice(
+                            "in_\(x)_1", "subscription_create", customer: c, sub: sub, pi: "pi_\(x)_1", paidAt: "2026-03-01T10:00:00Z",
+                            lines: [S.line("il_\(x)_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: who)),
+                    S.event(
+                        "evt_\(x)_2", "invoice.paid", at: "2026-04-01T10:00:01Z",
+                        S.invoice(
+                            "in_\(x)_2", "subscription_cycle", customer: c, sub: sub, pi: "pi_\(x)_2", paidAt: "2026-04-01T10:00:00Z",
+                            lines: [S.line("il_\(x)_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: who)),
+                    S.event(
+                        "evt_\(x)_3", "refund.created", at: "2026-04-05T10:00:01Z",
+                        S.object(
+                            "refund",
+                            [
+                                "id": .string("re_\(x)"), "amount": 200, "payment_intent": .string("pi_\(x)_2"),
+                                "created": S.n("2026-04-05T10:00:00Z"), "currency": "usd",
+                            ])),
+                    S.event(
+                        "evt_\(x)_4", "customer.subscription.updated", at: "2026-04-10T10:00:00Z", canceled, previous: ["cancel_at_period_end": false]
+                    ),
                     S.event("evt_\(x)_5", "customer.subscription.deleted", at: "2026-05-01T10:00:00Z", ended),
                 ]
             }
@@ -405,10 +554,12 @@ struct StripeAPITests {
                     return .object(o.filter { ["entitlement", "start", "end", "kind", "product_id", "cut_at"].contains($0.key) })
                 }
             }
-            let a = try await windows("web-x1"), b = try await windows("web-x2")
+            let a = try await windows("web-x1")
+            let b = try await windows("web-x2")
             #expect(a.count == 2 && a == b, "\(a) vs \(b)")
             for at in ["2026-03-15T00:00:00Z", "2026-04-20T00:00:00Z", "2026-05-02T00:00:00Z"] {
-                let ea = try await S.entitlement(http, api, "web-x1", "pro", at: at), eb = try await S.entitlement(http, api, "web-x2", "pro", at: at)
+                let ea = try await S.entitlement(http, api, "web-x1", "pro", at: at)
+                let eb = try await S.entitlement(http, api, "web-x2", "pro", at: at)
                 #expect(ea == eb, "\(at)")
             }
         }
@@ -442,7 +593,9 @@ final class StripeAPIStandIn: Sendable {
                     status: .notFound, headers: [.contentType: "application/json"],
                     body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","code":"resource_missing"}}"#)))
             }
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(customer).canonicalBytes())))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(customer).canonicalBytes())))
         }
         return try await LocalHTTPServer.serve(router, label: "stripe-stand-in") { port in try await body("http://127.0.0.1:\(port)") }
     }
@@ -458,9 +611,12 @@ struct StripeLookupTests {
     ]
 
     static func invoice(_ customer: String) -> [UInt8] {
-        S.event("evt_\(customer)", "invoice.paid", at: "2026-03-01T10:00:01Z", S.invoice(
-            "in_\(customer)", "subscription_create", customer: customer, sub: "sub_\(customer)", pi: "pi_\(customer)", paidAt: "2026-03-01T10:00:00Z",
-            lines: [S.line("il_\(customer)", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")]))
+        S.event(
+            "evt_\(customer)", "invoice.paid", at: "2026-03-01T10:00:01Z",
+            S.invoice(
+                "in_\(customer)", "subscription_create", customer: customer, sub: "sub_\(customer)", pi: "pi_\(customer)",
+                paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_\(customer)", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")]))
     }
 
     @Test("an event whose customer no link names waits, then the customer's metadata.subscriber_id applies it")
@@ -478,9 +634,17 @@ struct StripeLookupTests {
                 }
                 #expect(active, "the looked-up customer's event was not applied")
                 // Later events of that customer resolve through the link at once.
-                #expect(S.status(try await S.post(http, S.event("evt_cus_L_2", "invoice.paid", at: "2026-04-01T10:00:01Z", S.invoice(
-                    "in_cus_L_2", "subscription_cycle", customer: "cus_L", sub: "sub_cus_L", pi: "pi_cus_L_2", paidAt: "2026-04-01T10:00:00Z",
-                    lines: [S.line("il_cus_L_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")])))) == "applied")
+                #expect(
+                    S.status(
+                        try await S.post(
+                            http,
+                            S.event(
+                                "evt_cus_L_2", "invoice.paid", at: "2026-04-01T10:00:01Z",
+                                S.invoice(
+                                    "in_cus_L_2", "subscription_cycle", customer: "cus_L", sub: "sub_cus_L", pi: "pi_cus_L_2",
+                                    paidAt: "2026-04-01T10:00:00Z",
+                                    lines: [S.line("il_cus_L_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")]))))
+                        == "applied")
             }
         }
         #expect(standIn.seen.withLock { $0.contains("cus_L") && $0.contains("cus_N") })
@@ -531,19 +695,47 @@ struct StripeHostileTests {
         try await APIHarness.run { http, api in
             try await S.catalog(http, api)
             let bases: [(String, [String: JSONValue])] = [
-                ("invoice.paid", S.invoice("in_h", "subscription_cycle", customer: "cus_h", sub: "sub_h", pi: "pi_h", paidAt: "2026-03-01T10:00:00Z",
-                    lines: [S.line("il_h", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-h")),
-                ("invoice.payment_failed", S.invoice("in_h2", "subscription_cycle", customer: "cus_h", sub: "sub_h", pi: "pi_h2", paidAt: "2026-04-01T10:00:00Z",
-                    lines: [S.line("il_h2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-h")),
-                ("customer.subscription.updated", S.subscription("sub_h", customer: "cus_h", subscriber: "web-h", status: "past_due",
-                    ["current_period_start": S.n("2026-04-01T10:00:00Z"), "trial_start": S.n("2026-03-01T10:00:00Z"), "trial_end": S.n("2026-03-08T10:00:00Z")])),
-                ("customer.subscription.deleted", S.subscription("sub_h", customer: "cus_h", subscriber: "web-h", status: "canceled", ["ended_at": S.n("2026-05-01T10:00:00Z")])),
-                ("charge.refunded", S.object("charge", ["id": "ch_h", "payment_intent": "pi_h", "customer": "cus_h", "refunded": true,
-                    "refunds": ["object": "list", "data": [.object(S.object("refund", ["id": "re_h", "payment_intent": "pi_h"]))]]])),
+                (
+                    "invoice.paid",
+                    S.invoice(
+                        "in_h", "subscription_cycle", customer: "cus_h", sub: "sub_h", pi: "pi_h", paidAt: "2026-03-01T10:00:00Z",
+                        lines: [S.line("il_h", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-h")
+                ),
+                (
+                    "invoice.payment_failed",
+                    S.invoice(
+                        "in_h2", "subscription_cycle", customer: "cus_h", sub: "sub_h", pi: "pi_h2", paidAt: "2026-04-01T10:00:00Z",
+                        lines: [S.line("il_h2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-h")
+                ),
+                (
+                    "customer.subscription.updated",
+                    S.subscription(
+                        "sub_h", customer: "cus_h", subscriber: "web-h", status: "past_due",
+                        [
+                            "current_period_start": S.n("2026-04-01T10:00:00Z"), "trial_start": S.n("2026-03-01T10:00:00Z"),
+                            "trial_end": S.n("2026-03-08T10:00:00Z"),
+                        ])
+                ),
+                (
+                    "customer.subscription.deleted",
+                    S.subscription("sub_h", customer: "cus_h", subscriber: "web-h", status: "canceled", ["ended_at": S.n("2026-05-01T10:00:00Z")])
+                ),
+                (
+                    "charge.refunded",
+                    S.object(
+                        "charge",
+                        [
+                            "id": "ch_h", "payment_intent": "pi_h", "customer": "cus_h", "refunded": true,
+                            "refunds": ["object": "list", "data": [.object(S.object("refund", ["id": "re_h", "payment_intent": "pi_h"]))]],
+                        ])
+                ),
                 ("refund.created", S.object("refund", ["id": "re_h2", "payment_intent": "pi_h"])),
                 ("charge.dispute.created", S.object("dispute", ["id": "dp_h", "payment_intent": "pi_h"])),
                 ("charge.dispute.closed", S.object("dispute", ["id": "dp_h", "payment_intent": "pi_h", "status": "won"])),
-                ("payment_intent.succeeded", S.object("payment_intent", ["id": "pi_p", "metadata": ["subscriber_id": "web-h", "lookup_key": "week.pass"]])),
+                (
+                    "payment_intent.succeeded",
+                    S.object("payment_intent", ["id": "pi_p", "metadata": ["subscriber_id": "web-h", "lookup_key": "week.pass"]])
+                ),
                 ("checkout.session.completed", S.object("checkout.session", ["client_reference_id": "web-h", "customer": "cus_h"])),
             ]
             var random = Random(state: 16)
@@ -553,7 +745,8 @@ struct StripeHostileTests {
                     n += 1
                     var object = base
                     for _ in 0..<3 {
-                        let key = random.pick(Array(object.keys).sorted() + ["lines", "items", "metadata", "created", "amount", "currency", "period"])
+                        let key = random.pick(
+                            Array(object.keys).sorted() + ["lines", "items", "metadata", "created", "amount", "currency", "period"])
                         object[key] = random.pick(Self.odd)
                     }
                     let r = try await S.post(http, S.event("evt_h\(n)", type, at: "2026-03-01T10:00:00Z", object))

@@ -1,5 +1,6 @@
-@testable import LedgerServer
 import Testing
+
+@testable import LedgerServer
 
 @Suite("Stripe customer look-up back-off")
 struct StripeLookupBackoffTests {

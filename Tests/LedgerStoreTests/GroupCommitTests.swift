@@ -1,10 +1,11 @@
 import Foundation
 import LedgerCore
-@testable import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
 import Synchronization
 import Testing
+
+@testable import LedgerStore
 
 /// Group commit (`GroupCommitter`, `EventStore.commit`): appends that share one transaction keep their own
 /// outcomes. `EventStore.commit` is called directly to make a group deterministically; the concurrent tests
@@ -146,7 +147,9 @@ struct GroupSelectionTests {
             while recorded.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
             for i in 0..<10 { group.addTask { _ = try? await committer.submit(Self.heavy("h\(i)")) } }
             try await Task.sleep(for: .milliseconds(100))
-            group.addTask { _ = try? await committer.submit(AppendJob(events: [SampleEvents.purchase(subscriber: "o", key: "ordinary")], replays: .strict)) }
+            group.addTask {
+                _ = try? await committer.submit(AppendJob(events: [SampleEvents.purchase(subscriber: "o", key: "ordinary")], replays: .strict))
+            }
             try await Task.sleep(for: .milliseconds(100))
             gate.continuation.yield()
             gate.continuation.finish()

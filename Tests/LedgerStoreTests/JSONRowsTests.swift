@@ -1,6 +1,7 @@
 import LedgerCore
-@testable import LedgerStore
 import Testing
+
+@testable import LedgerStore
 
 @Suite("JSON rows for subledger_projection_write")
 struct JSONRowsTests {

@@ -1,7 +1,8 @@
 import Foundation
 import LedgerCore
-@testable import LedgerStore
 import Testing
+
+@testable import LedgerStore
 
 /// The positions the entitlement cache keeps (issue 19): an entry answers a read only if it reflects the
 /// read's `min_position`, and with replicas a load older than the last change heard of is not kept.

@@ -1,7 +1,8 @@
 import Foundation
 import LedgerCore
-@testable import LedgerStore
 import Testing
+
+@testable import LedgerStore
 
 @Suite("Entitlement cache: bounded, and never keeps what an invalidation raced with")
 struct LedgerCacheTests {

@@ -1,9 +1,10 @@
 import Foundation
 import LedgerCore
-@testable import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
 import Testing
+
+@testable import LedgerStore
 
 @Suite("Migrations")
 struct MigrationTests {

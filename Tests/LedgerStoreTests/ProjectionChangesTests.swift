@@ -1,9 +1,10 @@
 import Foundation
 import LedgerCore
-@testable import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
 import Testing
+
+@testable import LedgerStore
 
 /// The cache against the real PostgreSQL: changes made by another process (another `EventStore`, a rebuild)
 /// reach it through LISTEN/NOTIFY, and a lost listener disables it.
@@ -106,7 +107,8 @@ struct ProjectionChangesTests {
                             SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                             WHERE datname = \(database)
                               AND (query LIKE 'LISTEN%' OR query = 'SELECT 1' OR query LIKE 'SELECT subscriber_id, position FROM events%')
-                            """).collect()
+                            """
+                        ).collect()
                         try await Task.sleep(for: .milliseconds(100))
                         return !cache.isEnabled
                     }

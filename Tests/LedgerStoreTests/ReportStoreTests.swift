@@ -52,10 +52,12 @@ struct ReportStoreTests {
             #expect(!revenue.periods.isEmpty)
 
             var trials = TrialAccumulator(boundaries: months)
-            for f in facts { for (id, group) in Dictionary(grouping: f.trials, by: \.eventID) {
-                _ = id
-                trials.add(start: group.map(\.start).min()!, converted: group.contains(where: \.converted))
-            } }
+            for f in facts {
+                for (id, group) in Dictionary(grouping: f.trials, by: \.eventID) {
+                    _ = id
+                    trials.add(start: group.map(\.start).min()!, converted: group.contains(where: \.converted))
+                }
+            }
             #expect(try await reports.trials(boundaries: months, entitlement: nil) == trials.periods)
 
             let at = Self.t("2026-05-01")
@@ -68,7 +70,8 @@ struct ReportStoreTests {
             }
             #expect(Set(mrr.map(\.currency)) == Set(covering.map(\.currency)))
 
-            let cohorts = try await reports.retention(from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"), entitlement: nil)
+            let cohorts = try await reports.retention(
+                from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"), entitlement: nil)
             var retention = RetentionAccumulator(from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"))
             for f in facts { retention.add(runs: f.runs.filter { $0.entitlement == "" }) }
             #expect(cohorts == retention.cohorts)
@@ -86,9 +89,11 @@ struct ReportStoreTests {
             #expect(before.map(\.figures.billings) == [999, 0])
             #expect(before.allSatisfy { $0.figures.refunds == 0 })
             #expect(try await reports.churn(boundaries: months, entitlement: "pro")[0].new == 1)
-            _ = try await store.append([SampleEvents.event(
-                subscriber: "late-1", type: "refund", key: "r1", occurredAt: "2026-01-16T12:00:00Z",
-                data: ["transaction_id": "t-p1", "amount_minor": 999, "currency": "USD", "reason": "customer"])])
+            _ = try await store.append([
+                SampleEvents.event(
+                    subscriber: "late-1", type: "refund", key: "r1", occurredAt: "2026-01-16T12:00:00Z",
+                    data: ["transaction_id": "t-p1", "amount_minor": 999, "currency": "USD", "reason": "customer"])
+            ])
             let after = try await reports.revenue(boundaries: months, entitlement: nil)
             #expect(after[0].figures.refunds == 999)
             #expect(after[0].figures.recognized + after[0].figures.refundedUnrecognized == 999)

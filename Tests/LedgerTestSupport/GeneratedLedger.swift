@@ -21,24 +21,31 @@ public enum GeneratedLedger {
                 let (type, data): (String, [String: JSONValue])
                 switch r.int(0...10) {
                 case 0, 1, 2:
-                    (type, data) = (r.int(0...1) == 0 ? "purchase" : "renewal", [
-                        "product_id": "pro.monthly", "entitlements": ents, "transaction_id": txn, "kind": "auto_renewable",
-                        "offer": .string(r.pick(["none", "none", "trial", "intro"])), "period_start": .string(at.rfc3339),
-                        "period_end": .string(end.rfc3339), "period": "P1M", "price_minor": 999, "currency": "USD",
-                        "commission_rate": "0.30",
-                    ])
+                    (type, data) = (
+                        r.int(0...1) == 0 ? "purchase" : "renewal",
+                        [
+                            "product_id": "pro.monthly", "entitlements": ents, "transaction_id": txn, "kind": "auto_renewable",
+                            "offer": .string(r.pick(["none", "none", "trial", "intro"])), "period_start": .string(at.rfc3339),
+                            "period_end": .string(end.rfc3339), "period": "P1M", "price_minor": 999, "currency": "USD",
+                            "commission_rate": "0.30",
+                        ]
+                    )
                 case 3:
-                    (type, data) = ("purchase", [
-                        "product_id": "pro.pack", "entitlements": ents, "transaction_id": txn, "kind": "non_renewing",
-                        "duration": .string(r.pick(["P1M", "P3M", "P7D"])), "price_minor": 2999, "currency": "EUR",
-                    ])
+                    (type, data) = (
+                        "purchase",
+                        [
+                            "product_id": "pro.pack", "entitlements": ents, "transaction_id": txn, "kind": "non_renewing",
+                            "duration": .string(r.pick(["P1M", "P3M", "P7D"])), "price_minor": 2999, "currency": "EUR",
+                        ]
+                    )
                 case 4: (type, data) = ("refund", ["transaction_id": txn, "amount_minor": 500, "currency": "USD", "reason": "r"])
                 case 5: (type, data) = ("refund_reversal", ["transaction_id": txn])
                 case 6: (type, data) = ("cancellation", ["entitlements": ents, "reason": "other"])
                 case 7:
                     credits.append("\(subscriber)-\(i)")
                     (type, data) = ("credit", ["entitlement": "pro", "duration": "P7D", "reason": "r", "granted_by": "g"])
-                case 8: (type, data) = ("auto_renew_changed", ["enabled": .bool(r.int(0...1) == 0), "product_id": "pro.monthly", "entitlements": ents])
+                case 8:
+                    (type, data) = ("auto_renew_changed", ["enabled": .bool(r.int(0...1) == 0), "product_id": "pro.monthly", "entitlements": ents])
                 case 9: (type, data) = ("billing_issue", ["product_id": "pro.monthly", "entitlements": ents, "grace_until": .string(end.rfc3339)])
                 default: (type, data) = ("expiration", ["product_id": "pro.monthly", "entitlements": ents, "reason": "billing"])
                 }

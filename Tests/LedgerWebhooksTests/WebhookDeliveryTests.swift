@@ -3,12 +3,13 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import LedgerTestSupport
-@testable import LedgerWebhooks
 import Logging
 import NIOCore
 import PostgresNIO
 import Synchronization
 import Testing
+
+@testable import LedgerWebhooks
 
 /// A local webhook receiver: verifies every signature, records what arrived, and answers as told.
 final class Receiver: Sendable {
@@ -47,7 +48,8 @@ final class Receiver: Sendable {
         }
         if behaviour.delay > .zero { try await Task.sleep(for: behaviour.delay) }
         let valid = secret.map { WebhookSignature.verify(header: signature, id: id, timestamp: timestamp, body: body, secret: $0) } ?? false
-        let position = (try? JSONParser.parse(body))?.objectValue?["data"]?.objectValue?["event"]?.objectValue?["position"]?.numberValue?.int64Value ?? -1
+        let position =
+            (try? JSONParser.parse(body))?.objectValue?["data"]?.objectValue?["event"]?.objectValue?["position"]?.numberValue?.int64Value ?? -1
         if (200..<300).contains(behaviour.status) {
             state.withLock { $0.deliveries.append(Delivery(id: id, body: body, position: position, signatureValid: valid)) }
         }

@@ -1,9 +1,10 @@
 import Foundation
 import LedgerCore
-@testable import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
 import Testing
+
+@testable import LedgerStore
 
 /// The webhook store against the real PostgreSQL, acting as the service's role `subledger_app`: cursors,
 /// leases and their fencing, the retry bookkeeping and the deliveries log.
@@ -65,7 +66,10 @@ struct WebhookStoreTests {
             #expect(try await store.acquireLeases(instance: "b", duration: .seconds(5), limit: 10) == [e.id])
             // "a" comes back late: fenced out of every write.
             #expect(try await store.skip(e.id, through: 1, instance: "a", generation: state.generation) == false)
-            #expect(try await store.record(e.id, Self.attempt(1, .delivered), instance: "a", generation: state.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60)) == .stale)
+            #expect(
+                try await store.record(
+                    e.id, Self.attempt(1, .delivered), instance: "a", generation: state.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60)
+                ) == .stale)
             try await store.releaseLeases(instance: "b")
             #expect(try await store.acquireLeases(instance: "a", duration: .seconds(5), limit: 10) == [e.id])
         }
@@ -78,11 +82,19 @@ struct WebhookStoreTests {
             try await Self.append(events, 5)
             _ = try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10)
             var s = try #require(try await store.deliveryState(e.id, instance: "a"))
-            #expect(try await store.record(e.id, Self.attempt(1, .delivered, status: 200), instance: "a", generation: s.generation, retryDelay: .seconds(5), giveUpAfter: .seconds(60)) == .applied(nextRetryAt: nil, paused: false))
+            #expect(
+                try await store.record(
+                    e.id, Self.attempt(1, .delivered, status: 200), instance: "a", generation: s.generation, retryDelay: .seconds(5),
+                    giveUpAfter: .seconds(60)) == .applied(nextRetryAt: nil, paused: false))
             #expect(try await store.get(e.id).deliveredThrough == 1)
-            guard case .applied(let next?, false) = try await store.record(
-                e.id, Self.attempt(2, .failed, status: 500), instance: "a", generation: s.generation, retryDelay: .seconds(5), giveUpAfter: .seconds(60))
-            else { Issue.record("a failure did not schedule a retry"); return }
+            guard
+                case .applied(let next?, false) = try await store.record(
+                    e.id, Self.attempt(2, .failed, status: 500), instance: "a", generation: s.generation, retryDelay: .seconds(5),
+                    giveUpAfter: .seconds(60))
+            else {
+                Issue.record("a failure did not schedule a retry")
+                return
+            }
             s = try #require(try await store.deliveryState(e.id, instance: "a"))
             #expect(s.endpoint.deliveredThrough == 1 && s.endpoint.failedAttempts == 1 && s.endpoint.lastError == "HTTP 500")
             #expect(s.retryInMilliseconds > 3000 && s.retryInMilliseconds <= 5000)
@@ -92,7 +104,10 @@ struct WebhookStoreTests {
 
             let replayed = try await store.replay(e.id, from: 2)
             #expect(replayed.deliveredThrough == 1 && replayed.failedAttempts == 0 && replayed.nextAttemptAt == nil)
-            #expect(try await store.record(e.id, Self.attempt(2, .delivered), instance: "a", generation: s.generation, retryDelay: .seconds(5), giveUpAfter: .seconds(60)) == .stale)
+            #expect(
+                try await store.record(
+                    e.id, Self.attempt(2, .delivered), instance: "a", generation: s.generation, retryDelay: .seconds(5), giveUpAfter: .seconds(60))
+                    == .stale)
             #expect(try await store.get(e.id).deliveredThrough == 1)
             await #expect(throws: WebhookStoreError.replayBeyondHead(from: 7, head: 5)) { try await store.replay(e.id, from: 7) }
             #expect(try await store.replay(e.id, from: 6).deliveredThrough == 5)
@@ -112,9 +127,14 @@ struct WebhookStoreTests {
             try await Self.append(events, 2)
             _ = try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10)
             var s = try #require(try await store.deliveryState(e.id, instance: "a"))
-            _ = try await store.record(e.id, Self.attempt(1, .failed), instance: "a", generation: s.generation, retryDelay: .milliseconds(10), giveUpAfter: .milliseconds(300))
+            _ = try await store.record(
+                e.id, Self.attempt(1, .failed), instance: "a", generation: s.generation, retryDelay: .milliseconds(10),
+                giveUpAfter: .milliseconds(300))
             try await Task.sleep(for: .milliseconds(350))
-            #expect(try await store.record(e.id, Self.attempt(1, .failed), instance: "a", generation: s.generation, retryDelay: .milliseconds(10), giveUpAfter: .milliseconds(300)) == .applied(nextRetryAt: nil, paused: true))
+            #expect(
+                try await store.record(
+                    e.id, Self.attempt(1, .failed), instance: "a", generation: s.generation, retryDelay: .milliseconds(10),
+                    giveUpAfter: .milliseconds(300)) == .applied(nextRetryAt: nil, paused: true))
             let paused = try await store.get(e.id)
             #expect(paused.status == .failing && paused.deliveredThrough == 0 && paused.statusReason != nil)
             #expect(try await store.deliveryState(e.id, instance: "a") == nil)
@@ -124,7 +144,9 @@ struct WebhookStoreTests {
             #expect(resumed.status == .active && resumed.deliveredThrough == 0 && resumed.failedAttempts == 0)
             #expect(try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10) == [e.id])
             s = try #require(try await store.deliveryState(e.id, instance: "a"))
-            _ = try await store.record(e.id, Self.attempt(1, .gone, status: 410), instance: "a", generation: s.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60))
+            _ = try await store.record(
+                e.id, Self.attempt(1, .gone, status: 410), instance: "a", generation: s.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60)
+            )
             let gone = try await store.get(e.id)
             #expect(gone.status == .disabled && gone.deliveredThrough == 0 && gone.statusReason?.contains("410") == true)
         }

@@ -1,7 +1,7 @@
 import Foundation
-import StoreAdapters
 import LedgerCore
 import LedgerTestSupport
+import StoreAdapters
 import Testing
 
 /// Store adapters take arbitrary JSON from the outside: random documents must map or be refused, never trap.
@@ -19,9 +19,13 @@ struct AdapterHostileInputTests {
         case 0: return .null
         case 1: return .bool(rng.int(0...1) == 0)
         case 2:
-            return .number(JSONNumber(jsonText: Substring(rng.pick(["0", "-1", "21007", "1e18", "9223372036854775807", "-9223372036854775808", "1.5"])))!)
+            return .number(
+                JSONNumber(jsonText: Substring(rng.pick(["0", "-1", "21007", "1e18", "9223372036854775807", "-9223372036854775808", "1.5"])))!)
         case 3:
-            return .string(rng.pick(["", "0", "1", "true", "NaN", "1700000000000", "99999999999999999999", "2026-03-01 00:00:00 Etc/GMT", "garbage", "Sandbox", "USD"]))
+            return .string(
+                rng.pick([
+                    "", "0", "1", "true", "NaN", "1700000000000", "99999999999999999999", "2026-03-01 00:00:00 Etc/GMT", "garbage", "Sandbox", "USD",
+                ]))
         case 4: return .array((0..<rng.int(0...4)).map { _ in randomValue(&rng, depth: depth + 1) })
         default:
             var o: [String: JSONValue] = [:]
@@ -46,7 +50,10 @@ struct AdapterHostileInputTests {
     @Test("random notification payloads map or are refused", arguments: 0..<1500)
     func notifications(seed: Int) {
         var rng = SplitMix64(seed: UInt64(seed))
-        let types = ["SUBSCRIBED", "DID_RENEW", "REFUND", "REFUND_REVERSED", "REVOKE", "DID_CHANGE_RENEWAL_STATUS", "DID_FAIL_TO_RENEW", "EXPIRED", "GRACE_PERIOD_EXPIRED", "RENEWAL_EXTENDED", "TEST"]
+        let types = [
+            "SUBSCRIBED", "DID_RENEW", "REFUND", "REFUND_REVERSED", "REVOKE", "DID_CHANGE_RENEWAL_STATUS", "DID_FAIL_TO_RENEW", "EXPIRED",
+            "GRACE_PERIOD_EXPIRED", "RENEWAL_EXTENDED", "TEST",
+        ]
         let payload: [String: JSONValue] = [
             "notificationUUID": "0b6a8a1e-7b5c-4e0e-9d43-1c3f2a1b0c9d", "notificationType": .string(rng.pick(types)),
             "signedDate": Self.randomValue(&rng, depth: 3),

@@ -1,6 +1,6 @@
 import Foundation
-import StoreAdapters
 import LedgerCore
+import StoreAdapters
 import Testing
 
 /// Apple's own signed fixtures (App Store Server Library test resources, MIT: Resources/LICENSE-…).

@@ -1,6 +1,6 @@
 import Foundation
-import StoreAdapters
 import LedgerCore
+import StoreAdapters
 import Testing
 
 /// Issue 13 item 6: a payload cannot pick the `signedDate` at which its chain is validated.

@@ -17,10 +17,12 @@ struct GoogleAdapterTests {
 
     static func jwks() throws -> GoogleJWKS {
         let p = try key.publicKey.getKeyPrimitives()
-        let doc: JSONValue = ["keys": [
-            ["kid": "k1", "kty": "RSA", "n": .string(b64url(p.modulus)), "e": .string(b64url(p.publicExponent))],
-            ["kid": "ec", "kty": "EC", "crv": "P-256"],
-        ]]
+        let doc: JSONValue = [
+            "keys": [
+                ["kid": "k1", "kty": "RSA", "n": .string(b64url(p.modulus)), "e": .string(b64url(p.publicExponent))],
+                ["kid": "ec", "kty": "EC", "crv": "P-256"],
+            ]
+        ]
         return try GoogleJWKS(json: doc.canonicalBytes())
     }
 
@@ -69,18 +71,21 @@ struct GoogleAdapterTests {
 
     @Test("pushes are read with limits and clear field names")
     func pushes() throws {
-        let n = try GoogleNotification(pushBody: Self.push([
-            "packageName": "com.example", "eventTimeMillis": "1780000000123",
-            "subscriptionNotification": ["notificationType": 4, "purchaseToken": "tok", "subscriptionId": "pro.monthly"],
-        ]))
+        let n = try GoogleNotification(
+            pushBody: Self.push([
+                "packageName": "com.example", "eventTimeMillis": "1780000000123",
+                "subscriptionNotification": ["notificationType": 4, "purchaseToken": "tok", "subscriptionId": "pro.monthly"],
+            ]))
         #expect(n.kind == "subscription" && n.subtype == "4" && n.purchaseToken == "tok" && n.productID == "pro.monthly")
         #expect(n.eventTime == Timestamp(microseconds: 1_780_000_000_123_000))
-        let voided = try GoogleNotification(pushBody: Self.push([
-            "packageName": "com.example", "eventTimeMillis": "1780000000123",
-            "voidedPurchaseNotification": ["purchaseToken": "tok", "orderId": "GPA.1", "productType": 1, "refundType": 1],
-        ]))
+        let voided = try GoogleNotification(
+            pushBody: Self.push([
+                "packageName": "com.example", "eventTimeMillis": "1780000000123",
+                "voidedPurchaseNotification": ["purchaseToken": "tok", "orderId": "GPA.1", "productType": 1, "refundType": 1],
+            ]))
         #expect(voided.kind == "voided_purchase" && voided.orderID == "GPA.1")
-        let test = try GoogleNotification(pushBody: Self.push(["packageName": "com.example", "eventTimeMillis": 1, "testNotification": ["version": "1.0"]]))
+        let test = try GoogleNotification(
+            pushBody: Self.push(["packageName": "com.example", "eventTimeMillis": 1, "testNotification": ["version": "1.0"]]))
         #expect(test.kind == "test" && !test.needsAPI)
 
         func field(_ body: [String: JSONValue]) -> String? {
@@ -93,20 +98,25 @@ struct GoogleAdapterTests {
         }
         #expect(field([:]) == "message")
         #expect(field(["message": ["data": "e30=", "messageId": ""]]) == "message.messageId")
-        #expect(field(Self.push(["packageName": "p", "eventTimeMillis": "1"], id: .string(String(repeating: "x", count: 201)))) == "message.messageId")
+        #expect(
+            field(Self.push(["packageName": "p", "eventTimeMillis": "1"], id: .string(String(repeating: "x", count: 201)))) == "message.messageId")
         #expect(field(["message": ["data": "%%%", "messageId": "m"]]) == "message.data")
         #expect(field(["message": ["data": .string(Data("[1]".utf8).base64EncodedString()), "messageId": "m"]]) == "message.data")
         #expect(field(Self.push(["eventTimeMillis": "1"])) == "message.data.packageName")
         #expect(field(Self.push(["packageName": "p", "eventTimeMillis": "9223372036854775807"])) == "message.data.eventTimeMillis")
         #expect(field(Self.push(["packageName": "p", "eventTimeMillis": "-99999999999999999"])) == "message.data.eventTimeMillis")
-        #expect(field(Self.push(["packageName": "p", "eventTimeMillis": "1", "subscriptionNotification": ["notificationType": 4]]))
-            == "message.data.subscriptionNotification.purchaseToken")
-        #expect(field(Self.push([
-            "packageName": "p", "eventTimeMillis": "1",
-            "subscriptionNotification": ["notificationType": 4, "purchaseToken": .string(String(repeating: "t", count: 1025))],
-        ])) == "message.data.subscriptionNotification.purchaseToken")
-        #expect(field(Self.push(["packageName": "p", "eventTimeMillis": "1", "voidedPurchaseNotification": ["purchaseToken": "t"]]))
-            == "message.data.voidedPurchaseNotification")
+        #expect(
+            field(Self.push(["packageName": "p", "eventTimeMillis": "1", "subscriptionNotification": ["notificationType": 4]]))
+                == "message.data.subscriptionNotification.purchaseToken")
+        #expect(
+            field(
+                Self.push([
+                    "packageName": "p", "eventTimeMillis": "1",
+                    "subscriptionNotification": ["notificationType": 4, "purchaseToken": .string(String(repeating: "t", count: 1025))],
+                ])) == "message.data.subscriptionNotification.purchaseToken")
+        #expect(
+            field(Self.push(["packageName": "p", "eventTimeMillis": "1", "voidedPurchaseNotification": ["purchaseToken": "t"]]))
+                == "message.data.voidedPurchaseNotification")
     }
 
     @Test("Google's RFC 3339 times with nanoseconds")
@@ -141,7 +151,9 @@ struct GoogleAdapterTests {
             ])
     }
 
-    static func state(_ s: String, order: String? = "GPA.1..0", expiry: String = "2026-05-01T10:00:00Z", extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
+    static func state(_ s: String, order: String? = "GPA.1..0", expiry: String = "2026-05-01T10:00:00Z", extra: [String: JSONValue] = [:]) -> [String:
+        JSONValue]
+    {
         var item: [String: JSONValue] = ["productId": "pro.monthly", "expiryTime": .string(expiry), "autoRenewingPlan": ["autoRenewEnabled": true]]
         if let order { item["latestSuccessfulOrderId"] = .string(order) }
         var p: [String: JSONValue] = ["subscriptionState": .string(s), "startTime": "2026-03-01T10:00:00Z", "lineItems": [.object(item)]]
@@ -161,10 +173,12 @@ struct GoogleAdapterTests {
 
         let first = try GoogleSubscriptionMapper.resolve(
             try Self.notification(type: 4, at: "2026-03-01T10:00:01Z"),
-            purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1", extra: [
-                "acknowledgementState": "ACKNOWLEDGEMENT_STATE_PENDING", "testPurchase": [:],
-                "externalAccountIdentifiers": ["obfuscatedExternalAccountId": "user-9"],
-            ]))
+            purchase: Self.state(
+                "SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1",
+                extra: [
+                    "acknowledgementState": "ACKNOWLEDGEMENT_STATE_PENDING", "testPurchase": [:],
+                    "externalAccountIdentifiers": ["obfuscatedExternalAccountId": "user-9"],
+                ]))
         #expect(first.drafts.map(\.type) == [.purchase])
         #expect(first.drafts.first?.data["period_start"] == "2026-03-01T10:00:00Z")
         #expect(first.environment == .sandbox && first.drafts.allSatisfy { $0.environment == .sandbox })
@@ -175,7 +189,8 @@ struct GoogleAdapterTests {
         let grace = try GoogleSubscriptionMapper.resolve(
             try Self.notification(type: 6), purchase: Self.state("SUBSCRIPTION_STATE_IN_GRACE_PERIOD", expiry: "2026-04-08T10:00:00Z"))
         #expect(grace.drafts.first?.type == .billingIssue && grace.drafts.first?.data["grace_until"] == "2026-04-08T10:00:00Z")
-        let pending = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 4), purchase: Self.state("SUBSCRIPTION_STATE_PENDING", order: nil))
+        let pending = try GoogleSubscriptionMapper.resolve(
+            try Self.notification(type: 4), purchase: Self.state("SUBSCRIPTION_STATE_PENDING", order: nil))
         #expect(pending.drafts.isEmpty, "no access until paid")
         let deferred = try GoogleSubscriptionMapper.resolve(
             try Self.notification(type: 9), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-06-01T10:00:00Z"))

@@ -1,6 +1,6 @@
 import Foundation
-import StoreAdapters
 import LedgerCore
+import StoreAdapters
 import Testing
 
 /// Signed notifications of every type, through verification, mapping and catalog completion.
@@ -21,7 +21,9 @@ struct SignedNotifications {
     static func t(_ s: String) -> Timestamp { try! Timestamp(rfc3339: s) }
     static func ms(_ s: String) -> JSONValue { .number(JSONNumber(t(s).microseconds / 1000)) }
 
-    static func transaction(_ txn: String, original: String = "1000", from: String, to: String, extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
+    static func transaction(_ txn: String, original: String = "1000", from: String, to: String, extra: [String: JSONValue] = [:]) -> [String:
+        JSONValue]
+    {
         var t: [String: JSONValue] = [
             "transactionId": .string(txn), "originalTransactionId": .string(original), "productId": "pro.monthly",
             "purchaseDate": ms(from), "expiresDate": ms(to), "type": "Auto-Renewable Subscription", "price": 9990,
@@ -50,8 +52,10 @@ struct NotificationMapperTests {
     @Test("SUBSCRIBED is a purchase: milliunits become minor units, the catalog completes it")
     func subscribed() async throws {
         let s = try N()
-        let e = try await s.events("SUBSCRIBED", "INITIAL_BUY", at: "2026-03-01T10:00:01Z",
-            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
+        let e = try await s.events(
+            "SUBSCRIBED", "INITIAL_BUY", at: "2026-03-01T10:00:01Z",
+            transaction: N.transaction(
+                "1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
                 extra: ["offerType": 1, "offerDiscountType": "FREE_TRIAL"]))
         #expect(e.count == 1)
         #expect(e[0].type == .purchase)
@@ -67,7 +71,8 @@ struct NotificationMapperTests {
 
     @Test("DID_RENEW is a renewal of the original transaction")
     func didRenew() async throws {
-        let e = try await N().events("DID_RENEW", at: "2026-04-01T10:00:01Z",
+        let e = try await N().events(
+            "DID_RENEW", at: "2026-04-01T10:00:01Z",
             transaction: N.transaction("1001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z"))
         #expect(e.map(\.type) == [.renewal])
         #expect(e[0].data["offer"] == "none")
@@ -76,19 +81,25 @@ struct NotificationMapperTests {
     @Test("REFUND: full, prorated by revocationPercentage, and family revoke as a cancellation")
     func refunds() async throws {
         let s = try N()
-        let full = try await s.events("REFUND", at: "2026-03-10T00:00:00Z",
-            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
+        let full = try await s.events(
+            "REFUND", at: "2026-03-10T00:00:00Z",
+            transaction: N.transaction(
+                "1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
                 extra: ["revocationDate": N.ms("2026-03-10T00:00:00Z"), "revocationReason": 1, "revocationType": "REFUND_FULL"]))
         #expect(full.map(\.type) == [.refund])
         #expect(full[0].data["amount_minor"] == 999)
         #expect(full[0].occurredAt == N.t("2026-03-10T00:00:00Z"))
         #expect(full[0].idempotencyKey == "apple:refund:1000")
-        let prorated = try await s.events("REFUND", at: "2026-03-10T00:00:00Z",
-            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
+        let prorated = try await s.events(
+            "REFUND", at: "2026-03-10T00:00:00Z",
+            transaction: N.transaction(
+                "1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
                 extra: ["revocationDate": N.ms("2026-03-10T00:00:00Z"), "revocationType": "REFUND_PRORATED", "revocationPercentage": 50000]))
         #expect(prorated[0].data["amount_minor"] == 500)  // 999 × 50% = 499.5, half up
-        let family = try await s.events("REFUND", at: "2026-03-10T00:00:00Z",
-            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
+        let family = try await s.events(
+            "REFUND", at: "2026-03-10T00:00:00Z",
+            transaction: N.transaction(
+                "1000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z",
                 extra: ["revocationDate": N.ms("2026-03-10T00:00:00Z"), "revocationType": "FAMILY_REVOKE"]))
         #expect(family.map(\.type) == [.cancellation])
         #expect(family[0].data["reason"] == "family_revoked")
@@ -122,7 +133,8 @@ struct NotificationMapperTests {
             for (k, v) in fields { #expect(e.first?.data[k] == v, "\(type) \(subtype ?? "") \(k)") }
             if type == "DID_FAIL_TO_RENEW" && subtype == nil { #expect(e.first?.data["grace_until"] == nil) }
         }
-        let extended = try await s.events("RENEWAL_EXTENDED", at: "2026-03-20T00:00:00Z",
+        let extended = try await s.events(
+            "RENEWAL_EXTENDED", at: "2026-03-20T00:00:00Z",
             transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-08T10:00:00Z"))
         #expect(extended.map(\.type) == [.credit])
         #expect(extended[0].data["entitlement"] == "pro")
@@ -150,8 +162,10 @@ struct NotificationMapperTests {
         #expect(upgrade[0].idempotencyKey == "apple:txn:\(txn["transactionId"]!.stringValue!)")
         let offer = try await s.events("OFFER_REDEEMED", "INITIAL_BUY", at: "2026-04-01T10:00:00Z", transaction: txn)
         #expect(offer.map(\.type) == [.purchase, .storeNotice])
-        let oneTime = try await s.events("ONE_TIME_CHARGE", at: "2026-04-01T10:00:00Z",
-            transaction: N.transaction("3000", original: "3000", from: "2026-04-01T09:00:00Z", to: "2026-04-01T09:00:00Z",
+        let oneTime = try await s.events(
+            "ONE_TIME_CHARGE", at: "2026-04-01T10:00:00Z",
+            transaction: N.transaction(
+                "3000", original: "3000", from: "2026-04-01T09:00:00Z", to: "2026-04-01T09:00:00Z",
                 extra: ["type": "Non-Consumable", "expiresDate": .null]))
         #expect(oneTime.map(\.type) == [.purchase])
         #expect(oneTime.first?.data["kind"] == "lifetime")

@@ -1,5 +1,5 @@
-import StoreAdapters
 import LedgerCore
+import StoreAdapters
 import Testing
 
 /// verifyReceipt responses as Apple writes them: every value a string, dates three times over.
@@ -87,7 +87,9 @@ private enum Receipt {
 
     /// An iOS 6 style response: `receipt` is the first transaction and `latest_receipt_info` the latest one,
     /// dates as `Etc/GMT` text and `expires_date` as milliseconds in a string.
-    static func oldShape(status: Int = 0, latestKey: String = "latest_receipt_info", receiptExtra: String = "", latestExpires: String? = nil) -> String {
+    static func oldShape(status: Int = 0, latestKey: String = "latest_receipt_info", receiptExtra: String = "", latestExpires: String? = nil)
+        -> String
+    {
         let expires = latestExpires ?? #""expires_date": "1327869007000", "expires_date_formatted": "2012-01-29 20:30:07 Etc/GMT""#
         return """
             {
@@ -186,24 +188,27 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
         #expect(m.environment == .production)
         #expect(m.originalTransactionIDs == [Receipt.chain])
         #expect(m.drafts.map(\.type) == [.purchase, .renewal, .renewal, .renewal, .autoRenewChanged])
-        #expect(m.drafts.map(\.idempotencyKey) == [
-            "apple:txn:1000000800000001", "apple:txn:1000000810000002", "apple:txn:1000000810000003",
-            "apple:txn:1000000810000004", "apple:auto_renew:1000000800000001:1:1000000810000004",
-        ])
-        #expect(m.drafts.map(\.occurredAt) == [
-            try time("2024-01-01T10:00:00Z"), try time("2024-01-08T10:00:00Z"), try time("2024-02-08T10:00:00Z"),
-            try time("2024-03-08T10:00:00Z"), try time("2024-03-08T10:00:00Z"),
-        ])
+        #expect(
+            m.drafts.map(\.idempotencyKey) == [
+                "apple:txn:1000000800000001", "apple:txn:1000000810000002", "apple:txn:1000000810000003",
+                "apple:txn:1000000810000004", "apple:auto_renew:1000000800000001:1:1000000810000004",
+            ])
+        #expect(
+            m.drafts.map(\.occurredAt) == [
+                try time("2024-01-01T10:00:00Z"), try time("2024-01-08T10:00:00Z"), try time("2024-02-08T10:00:00Z"),
+                try time("2024-03-08T10:00:00Z"), try time("2024-03-08T10:00:00Z"),
+            ])
         #expect(m.drafts.map { $0.data["offer"] } == ["trial", "none", "none", "none", nil])
 
         let first = m.drafts[0]
         #expect(first.productID == Receipt.monthly)
         #expect(first.originalTransactionID == Receipt.chain)
-        #expect(first.data == [
-            "product_id": "com.example.pro.monthly", "transaction_id": "1000000800000001",
-            "original_transaction_id": "1000000800000001", "kind": "auto_renewable",
-            "period_start": "2024-01-01T10:00:00Z", "period_end": "2024-01-08T10:00:00Z", "offer": "trial",
-        ])
+        #expect(
+            first.data == [
+                "product_id": "com.example.pro.monthly", "transaction_id": "1000000800000001",
+                "original_transaction_id": "1000000800000001", "kind": "auto_renewable",
+                "period_start": "2024-01-01T10:00:00Z", "period_end": "2024-01-08T10:00:00Z", "offer": "trial",
+            ])
         #expect(first.metadata["raw"]?.objectValue?["web_order_line_item_id"] == "2000000800000001")
         #expect(m.drafts[3].data["period_start"] == "2024-03-08T10:00:00Z")
         #expect(m.drafts[3].data["period_end"] == "2024-04-08T10:00:00Z")
@@ -217,8 +222,11 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func cancellationAddsARefundForItsOwnTransactionOnly() throws {
-        let m = try map(Receipt.modern(
-            lastRenewal: #""cancellation_date": "\#(Receipt.mar20.gmt) Etc/GMT", "cancellation_date_ms": "\#(Receipt.mar20.ms)", "cancellation_reason": "1""#))
+        let m = try map(
+            Receipt.modern(
+                lastRenewal:
+                    #""cancellation_date": "\#(Receipt.mar20.gmt) Etc/GMT", "cancellation_date_ms": "\#(Receipt.mar20.ms)", "cancellation_reason": "1""#
+            ))
         expectCompletable(m)
         let refunds = m.drafts.filter { $0.type == .refund }
         #expect(refunds.count == 1)
@@ -233,11 +241,12 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func cancellationWithoutReasonIsAnAppleCancellation() throws {
-        let m = try map(Receipt.modernWith([
-            Receipt.transaction(
-                "1000000820000001", original: "1000000820000001", product: "com.example.coins.100", purchased: Receipt.jan01,
-                expires: nil, extra: #""cancellation_date_ms": "\#(Receipt.jan08.ms)""#)
-        ]))
+        let m = try map(
+            Receipt.modernWith([
+                Receipt.transaction(
+                    "1000000820000001", original: "1000000820000001", product: "com.example.coins.100", purchased: Receipt.jan01,
+                    expires: nil, extra: #""cancellation_date_ms": "\#(Receipt.jan08.ms)""#)
+            ]))
         expectCompletable(m)
         #expect(m.drafts.map(\.type) == [.purchase, .refund])
         #expect(m.drafts[1].data == ["transaction_id": "1000000820000001", "reason": "apple_cancellation"])
@@ -258,17 +267,21 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func renewalProductFallsBackToAutoRenewProduct() throws {
-        let pending = #"{"auto_renew_product_id": "com.example.pro.yearly", "original_transaction_id": "\#(Receipt.chain)", "auto_renew_status": "1"}"#
+        let pending =
+            #"{"auto_renew_product_id": "com.example.pro.yearly", "original_transaction_id": "\#(Receipt.chain)", "auto_renew_status": "1"}"#
         let m = try map(Receipt.modern(pending: pending))
         #expect(m.drafts.last?.data["product_id"] == "com.example.pro.yearly")
         #expect(m.drafts.last?.productID == "com.example.pro.yearly")
     }
 
     @Test func gracePeriodBecomesABillingIssue() throws {
-        let m = try map(Receipt.modern(pending: Receipt.pending(#"""
-            "auto_renew_status": "1", "is_in_billing_retry_period": "1", "expiration_intent": "2",
-            "grace_period_expires_date": "\#(Receipt.apr24.gmt) Etc/GMT", "grace_period_expires_date_ms": "\#(Receipt.apr24.ms)"
-            """#)))
+        let m = try map(
+            Receipt.modern(
+                pending: Receipt.pending(
+                    #"""
+                    "auto_renew_status": "1", "is_in_billing_retry_period": "1", "expiration_intent": "2",
+                    "grace_period_expires_date": "\#(Receipt.apr24.gmt) Etc/GMT", "grace_period_expires_date_ms": "\#(Receipt.apr24.ms)"
+                    """#)))
         expectCompletable(m)
         #expect(m.drafts.map(\.type) == [.purchase, .renewal, .renewal, .renewal, .autoRenewChanged, .billingIssue])
         let issue = try #require(m.drafts.last)
@@ -287,8 +300,10 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func graceEndingByTheExpiryIsNoBillingIssue() throws {
-        let m = try map(Receipt.modern(pending: Receipt.pending(
-            #""auto_renew_status": "1", "is_in_billing_retry_period": "1", "grace_period_expires_date_ms": "\#(Receipt.apr08.ms)""#)))
+        let m = try map(
+            Receipt.modern(
+                pending: Receipt.pending(
+                    #""auto_renew_status": "1", "is_in_billing_retry_period": "1", "grace_period_expires_date_ms": "\#(Receipt.apr08.ms)""#)))
         #expect(m.drafts.filter { $0.type == .billingIssue }.isEmpty)
     }
 
@@ -304,11 +319,12 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
         #expect(m.environment == .production)
         #expect(m.originalTransactionIDs == ["1000000000000001"])
         #expect(m.drafts.map(\.type) == [.purchase, .renewal])
-        #expect(m.drafts[0].data == [
-            "product_id": "com.example.pro.monthly", "transaction_id": "1000000000000001",
-            "original_transaction_id": "1000000000000001", "kind": "auto_renewable",
-            "period_start": "2011-10-29T20:30:07Z", "period_end": "2011-11-29T20:30:07Z", "offer": "none",
-        ])
+        #expect(
+            m.drafts[0].data == [
+                "product_id": "com.example.pro.monthly", "transaction_id": "1000000000000001",
+                "original_transaction_id": "1000000000000001", "kind": "auto_renewable",
+                "period_start": "2011-10-29T20:30:07Z", "period_end": "2011-11-29T20:30:07Z", "offer": "none",
+            ])
         #expect(m.drafts[0].metadata["raw"]?.objectValue?["bid"] == "com.example.app")
         #expect(m.drafts[1].idempotencyKey == "apple:txn:1000000000000003")
         #expect(m.drafts[1].occurredAt == (try time("2011-12-29T20:30:07Z")))
@@ -316,17 +332,19 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func oldShapeExpiredStillCarriesData() throws {
-        let m = try map(Receipt.oldShape(
-            status: 21006, latestKey: "latest_expired_receipt_info",
-            latestExpires: #""expires_date_formatted": "2012-01-29 20:30:07 Etc/GMT""#))
+        let m = try map(
+            Receipt.oldShape(
+                status: 21006, latestKey: "latest_expired_receipt_info",
+                latestExpires: #""expires_date_formatted": "2012-01-29 20:30:07 Etc/GMT""#))
         expectCompletable(m)
         #expect(m.drafts.map(\.type) == [.purchase, .renewal])
         #expect(m.drafts[1].data["period_end"] == "2012-01-29T20:30:07Z")
     }
 
     @Test func oldShapeSandboxAndRefund() throws {
-        let m = try map(Receipt.oldShape(
-            receiptExtra: #", "environment": "Sandbox", "cancellation_date": "2011-11-01 08:00:00 Etc/GMT""#))
+        let m = try map(
+            Receipt.oldShape(
+                receiptExtra: #", "environment": "Sandbox", "cancellation_date": "2011-11-01 08:00:00 Etc/GMT""#))
         expectCompletable(m)
         #expect(m.environment == .sandbox)
         #expect(m.drafts.map(\.type) == [.purchase, .refund, .renewal])
@@ -397,7 +415,8 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func missingPurchaseDateNamesItsPath() throws {
-        let undated = #"{"transaction_id": "1000000810000002", "original_transaction_id": "\#(Receipt.chain)", "product_id": "\#(Receipt.monthly)", "expires_date_ms": "\#(Receipt.feb08.ms)"}"#
+        let undated =
+            #"{"transaction_id": "1000000810000002", "original_transaction_id": "\#(Receipt.chain)", "product_id": "\#(Receipt.monthly)", "expires_date_ms": "\#(Receipt.feb08.ms)"}"#
         let error = try mappingError(Receipt.modernWith([Receipt.trial, undated]))
         #expect(error?.field == "latest_receipt_info[1].purchase_date_ms")
         #expect(error?.reason == "is required")
@@ -421,7 +440,8 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func duplicateTransactionIsMappedOnceFromTheRenewalHistory() throws {
-        let stale = #"{"transaction_id": "1000000810000002", "original_transaction_id": "\#(Receipt.chain)", "product_id": "\#(Receipt.monthly)", "purchase_date_ms": "not yet"}"#
+        let stale =
+            #"{"transaction_id": "1000000810000002", "original_transaction_id": "\#(Receipt.chain)", "product_id": "\#(Receipt.monthly)", "purchase_date_ms": "not yet"}"#
         let json = """
             {"status": 0, "environment": "Production",
              "receipt": {"in_app": [\(stale), \(Receipt.trial)]},
@@ -440,10 +460,11 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
         (#""offer_code_ref_name": "SPRING24""#, "promo"), (#""is_trial_period": "true", "offer_code_ref_name": "FREEWEEK""#, "trial"),
     ])
     func offerIsRead(extra: String, offer: String) throws {
-        let members = [
-            #""transaction_id": "1000000810000002", "original_transaction_id": "\#(Receipt.chain)""#,
-            #""product_id": "\#(Receipt.monthly)", "purchase_date_ms": "\#(Receipt.jan08.ms)", "expires_date_ms": "\#(Receipt.feb08.ms)""#,
-        ] + (extra.isEmpty ? [] : [extra])
+        let members =
+            [
+                #""transaction_id": "1000000810000002", "original_transaction_id": "\#(Receipt.chain)""#,
+                #""product_id": "\#(Receipt.monthly)", "purchase_date_ms": "\#(Receipt.jan08.ms)", "expires_date_ms": "\#(Receipt.feb08.ms)""#,
+            ] + (extra.isEmpty ? [] : [extra])
         let m = try map(Receipt.modernWith(["{" + members.joined(separator: ", ") + "}"]))
         expectCompletable(m)
         #expect(m.drafts.map { $0.data["offer"] } == [.string(offer)])
@@ -457,10 +478,11 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
         let m = try map(Receipt.modernWith([restored, coins]))
         expectCompletable(m)
         #expect(m.drafts.map(\.type) == [.purchase, .purchase])
-        #expect(m.drafts[1].data == [
-            "product_id": "com.example.lifetime", "transaction_id": "1000000830000009",
-            "original_transaction_id": "1000000830000005",
-        ])
+        #expect(
+            m.drafts[1].data == [
+                "product_id": "com.example.lifetime", "transaction_id": "1000000830000009",
+                "original_transaction_id": "1000000830000005",
+            ])
         #expect(m.originalTransactionIDs == ["1000000830000001", "1000000830000005"])
     }
 
@@ -476,9 +498,10 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
         let m = try map(json)
         expectCompletable(m)
         #expect(m.environment == .sandbox)
-        #expect(m.drafts.map(\.idempotencyKey) == [
-            "apple:txn:2000000000000001", "apple:auto_renew:2000000000000001:0:2000000000000001",
-        ])
+        #expect(
+            m.drafts.map(\.idempotencyKey) == [
+                "apple:txn:2000000000000001", "apple:auto_renew:2000000000000001:0:2000000000000001",
+            ])
         #expect(m.drafts[0].data["period_end"] == "2025-01-01T10:00:00Z")
         #expect(m.drafts[0].data["offer"] == "intro")
         #expect(m.drafts[1].data["enabled"] == false)
@@ -497,7 +520,8 @@ private func expectCompletable(_ mapping: AppleReceiptMapping, sourceLocation: S
     }
 
     @Test func pacificTimeAloneIsRefused() throws {
-        let entry = #"{"transaction_id": "1", "original_transaction_id": "1", "product_id": "p", "purchase_date_pst": "2024-01-01 02:00:00 America/Los_Angeles"}"#
+        let entry =
+            #"{"transaction_id": "1", "original_transaction_id": "1", "product_id": "p", "purchase_date_pst": "2024-01-01 02:00:00 America/Los_Angeles"}"#
         let error = try mappingError(Receipt.modernWith([entry]))
         #expect(error?.field == "latest_receipt_info[0].purchase_date_ms")
         #expect(error?.reason.contains("purchase_date_pst") == true)

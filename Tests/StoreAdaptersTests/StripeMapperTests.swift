@@ -58,12 +58,14 @@ struct StripeMapperTests {
     static let apr1: Int64 = 1_775_037_600
 
     func invoice(_ reason: String, lines: [JSONValue], pi: String? = "pi_1", paidAt: Int64 = mar1) -> [String: JSONValue] {
-        StripeFixtures.object("invoice", [
-            "id": "in_1", "billing_reason": .string(reason), "customer": "cus_1", "subscription": "sub_1",
-            "payment_intent": pi.map(JSONValue.string) ?? .null, "lines": ["object": "list", "data": .array(lines)],
-            "status_transitions": ["paid_at": .number(JSONNumber(paidAt)), "finalized_at": .null],
-            "subscription_details": ["metadata": ["subscriber_id": "web-1"]],
-        ])
+        StripeFixtures.object(
+            "invoice",
+            [
+                "id": "in_1", "billing_reason": .string(reason), "customer": "cus_1", "subscription": "sub_1",
+                "payment_intent": pi.map(JSONValue.string) ?? .null, "lines": ["object": "list", "data": .array(lines)],
+                "status_transitions": ["paid_at": .number(JSONNumber(paidAt)), "finalized_at": .null],
+                "subscription_details": ["metadata": ["subscriber_id": "web-1"]],
+            ])
     }
 
     @Test("invoice.paid subscription_create: a purchase at paid_at of the line's period, price and lookup key")
@@ -78,23 +80,34 @@ struct StripeMapperTests {
         #expect(d.data["period"] == "P1M" && d.data["period_start"] == "2026-03-01T10:00:00Z" && d.data["period_end"] == "2026-04-01T10:00:00Z")
         #expect(d.environment == .production)
         // invoice.payment_succeeded says the same fact: the same key.
-        let again = try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_succeeded", id: "evt_2", object: invoice("subscription_create", lines: [line])))
+        let again = try StripeEventMapper.map(
+            try StripeFixtures.event("invoice.payment_succeeded", id: "evt_2", object: invoice("subscription_create", lines: [line])))
         #expect(again.map(\.idempotencyKey) == [d.idempotencyKey])
         // Without a lookup key the price id is the product id; a cycle is a renewal; livemode false is sandbox.
-        let cycle = try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", livemode: false, object: invoice("subscription_cycle", lines: [
-            StripeFixtures.line(id: "il_2", amount: 1000, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price(nil))
-        ])))
+        let cycle = try StripeEventMapper.map(
+            try StripeFixtures.event(
+                "invoice.paid", livemode: false,
+                object: invoice(
+                    "subscription_cycle",
+                    lines: [
+                        StripeFixtures.line(id: "il_2", amount: 1000, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price(nil))
+                    ])))
         #expect(cycle.first?.type == .renewal && cycle.first?.productID == "price_1PgafmB7WZ01zgkW6dKueIc5" && cycle.first?.environment == .sandbox)
     }
 
     @Test("Stripe's fee is the commission when the balance transaction is expanded; zero-decimal currencies are taken as they are")
     func feeAndCurrency() throws {
-        var line = StripeFixtures.line(id: "il_1", amount: 1200, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly")).objectValue!
+        var line = StripeFixtures.line(id: "il_1", amount: 1200, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly"))
+            .objectValue!
         line["currency"] = "jpy"
         var inv = invoice("subscription_create", lines: [.object(line)])
-        inv["charge"] = .object(StripeFixtures.object("charge", [
-            "id": "ch_1", "balance_transaction": .object(StripeFixtures.object("balance_transaction", ["amount": 1200, "fee": 71, "currency": "jpy"])),
-        ]))
+        inv["charge"] = .object(
+            StripeFixtures.object(
+                "charge",
+                [
+                    "id": "ch_1",
+                    "balance_transaction": .object(StripeFixtures.object("balance_transaction", ["amount": 1200, "fee": 71, "currency": "jpy"])),
+                ]))
         let d = try #require(try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: inv)).first)
         #expect(d.data["price_minor"] == 1200 && d.data["currency"] == "JPY")
         #expect(d.data["commission_rate"] == "0.059167")
@@ -105,20 +118,33 @@ struct StripeMapperTests {
 
     @Test("a failed renewal is a billing issue with seven days of grace; a failed first payment grants nothing")
     func paymentFailed() throws {
-        let line = StripeFixtures.line(id: "il_1", amount: 1000, start: Self.apr1, end: Self.apr1 + 30 * 86_400, price: StripeFixtures.price("pro.monthly"))
-        let renewal = try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_cycle", lines: [line])))
+        let line = StripeFixtures.line(
+            id: "il_1", amount: 1000, start: Self.apr1, end: Self.apr1 + 30 * 86_400, price: StripeFixtures.price("pro.monthly"))
+        let renewal = try StripeEventMapper.map(
+            try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_cycle", lines: [line])))
         #expect(renewal.map(\.type) == [.billingIssue] && renewal[0].idempotencyKey == "stripe:billing_issue:sub_1:\(Self.apr1)")
         #expect(renewal[0].data["grace_until"] == "2026-04-08T10:00:00Z")
-        #expect(try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_create", lines: [line]))).isEmpty)
+        #expect(
+            try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_create", lines: [line])))
+                .isEmpty)
     }
 
     @Test("an upgrade's proration credit refunds and cuts the credited invoice; the new item is a purchase")
     func upgrade() throws {
         let mid: Int64 = 1_773_568_800
-        let m = try StripeEventMapper.interpret(try StripeFixtures.event("invoice.paid", object: invoice("subscription_update", lines: [
-            StripeFixtures.line(id: "il_old", amount: -500, start: mid, end: Self.apr1, price: StripeFixtures.price("pro.monthly"), proration: true, credited: "in_0"),
-            StripeFixtures.line(id: "il_new", amount: 1000, start: mid, end: Self.apr1, price: StripeFixtures.price("max.monthly", id: "price_max"), proration: true),
-        ], paidAt: mid)))
+        let m = try StripeEventMapper.interpret(
+            try StripeFixtures.event(
+                "invoice.paid",
+                object: invoice(
+                    "subscription_update",
+                    lines: [
+                        StripeFixtures.line(
+                            id: "il_old", amount: -500, start: mid, end: Self.apr1, price: StripeFixtures.price("pro.monthly"), proration: true,
+                            credited: "in_0"),
+                        StripeFixtures.line(
+                            id: "il_new", amount: 1000, start: mid, end: Self.apr1, price: StripeFixtures.price("max.monthly", id: "price_max"),
+                            proration: true),
+                    ], paidAt: mid)))
         #expect(m.drafts.map(\.type) == [.refund, .purchase])
         #expect(m.drafts[0].data["amount_minor"] == 500 && m.drafts[0].data["cut"] == true && m.drafts[0].metadata["credited_invoice"] == "in_0")
         #expect(m.drafts[1].productID == "max.monthly" && m.drafts[1].data["transaction_id"] == "pi_1")
@@ -126,14 +152,23 @@ struct StripeMapperTests {
 
     @Test("refunds are partial (cut false) by refund id; a fully refunded charge adds the cut; disputes are chargebacks")
     func refunds() throws {
-        let refund = StripeFixtures.object("refund", ["id": "re_1", "amount": 300, "payment_intent": "pi_1", "created": .number(JSONNumber(Self.mar1 + 100))])
+        let refund = StripeFixtures.object(
+            "refund", ["id": "re_1", "amount": 300, "payment_intent": "pi_1", "created": .number(JSONNumber(Self.mar1 + 100))])
         let r = try StripeEventMapper.interpret(try StripeFixtures.event("refund.created", object: refund))
         #expect(r.drafts.count == 1 && r.drafts[0].idempotencyKey == "stripe:refund:re_1" && r.drafts[0].data["cut"] == false)
         #expect(r.drafts[0].data["transaction_id"] == "pi_1" && r.accountID == "pi_1")
-        let charge = StripeFixtures.object("charge", [
-            "id": "ch_1", "payment_intent": "pi_1", "customer": "cus_1", "amount": 1000, "amount_refunded": 1000, "refunded": true,
-            "refunds": ["object": "list", "data": [.object(refund), .object(StripeFixtures.object("refund", ["id": "re_2", "amount": 700, "created": .number(JSONNumber(Self.mar1 + 200))]))]],
-        ])
+        let charge = StripeFixtures.object(
+            "charge",
+            [
+                "id": "ch_1", "payment_intent": "pi_1", "customer": "cus_1", "amount": 1000, "amount_refunded": 1000, "refunded": true,
+                "refunds": [
+                    "object": "list",
+                    "data": [
+                        .object(refund),
+                        .object(StripeFixtures.object("refund", ["id": "re_2", "amount": 700, "created": .number(JSONNumber(Self.mar1 + 200))])),
+                    ],
+                ],
+            ])
         let c = try StripeEventMapper.interpret(try StripeFixtures.event("charge.refunded", object: charge))
         #expect(c.drafts.map(\.idempotencyKey) == ["stripe:refund:re_1", "stripe:refund:re_2", "stripe:charge_refunded:ch_1"])
         #expect(c.drafts[2].data["cut"] == true && c.drafts[2].data["amount_minor"] == 0)
@@ -150,29 +185,38 @@ struct StripeMapperTests {
 
     @Test("subscriptions: trial window, auto-renew off, past_due grace, deletion reasons; unknown types are ignored")
     func subscriptions() throws {
-        var sub = StripeFixtures.object("subscription", [
-            "id": "sub_1", "status": "trialing", "trial_start": .number(JSONNumber(Self.mar1)), "trial_end": .number(JSONNumber(Self.mar1 + 7 * 86_400)),
-            "metadata": ["subscriber_id": "web-1"], "cancel_at_period_end": false,
-        ])
+        var sub = StripeFixtures.object(
+            "subscription",
+            [
+                "id": "sub_1", "status": "trialing", "trial_start": .number(JSONNumber(Self.mar1)),
+                "trial_end": .number(JSONNumber(Self.mar1 + 7 * 86_400)),
+                "metadata": ["subscriber_id": "web-1"], "cancel_at_period_end": false,
+            ])
         var items = sub["items"]!.objectValue!
         var item = items["data"]!.arrayValue![0].objectValue!
         item["price"] = StripeFixtures.price("pro.monthly")
         items["data"] = [.object(item)]
         sub["items"] = .object(items)
         let trial = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.created", object: sub))
-        #expect(trial.count == 1 && trial[0].data["offer"] == "trial" && trial[0].data["price_minor"] == 0 && trial[0].idempotencyKey == "stripe:trial:sub_1")
+        #expect(
+            trial.count == 1 && trial[0].data["offer"] == "trial" && trial[0].data["price_minor"] == 0
+                && trial[0].idempotencyKey == "stripe:trial:sub_1")
         sub["status"] = "active"
         sub["cancel_at_period_end"] = true
-        let off = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["cancel_at_period_end": false]))
+        let off = try StripeEventMapper.map(
+            try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["cancel_at_period_end": false]))
         #expect(off.map(\.type) == [.autoRenewChanged] && off[0].data["enabled"] == false)
         // The newer way: a `cancel_at` set, then removed.
         var at = sub
         at["cancel_at_period_end"] = false
         at["cancel_at"] = .number(JSONNumber(Self.apr1))
-        let setAt = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", id: "evt_3", object: at, previous: ["cancel_at": .null]))
+        let setAt = try StripeEventMapper.map(
+            try StripeFixtures.event("customer.subscription.updated", id: "evt_3", object: at, previous: ["cancel_at": .null]))
         #expect(setAt.map(\.type) == [.autoRenewChanged] && setAt[0].data["enabled"] == false)
         at["cancel_at"] = .null
-        let cleared = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", id: "evt_4", object: at, previous: ["cancel_at": .number(JSONNumber(Self.apr1))]))
+        let cleared = try StripeEventMapper.map(
+            try StripeFixtures.event(
+                "customer.subscription.updated", id: "evt_4", object: at, previous: ["cancel_at": .number(JSONNumber(Self.apr1))]))
         #expect(cleared.map(\.type) == [.autoRenewChanged] && cleared[0].data["enabled"] == true)
         sub["status"] = "past_due"
         sub["current_period_start"] = .number(JSONNumber(Self.apr1))
@@ -183,14 +227,16 @@ struct StripeMapperTests {
         sub["cancellation_details"] = ["reason": "payment_failed", "comment": .null, "feedback": .null]
         let deleted = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.deleted", object: sub))
         #expect(deleted.map(\.type) == [.expiration] && deleted[0].data["reason"] == "billing")
-        let unknown = try StripeEventMapper.interpret(try StripeFixtures.event("plan.created", object: StripeFixtures.all["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))
+        let unknown = try StripeEventMapper.interpret(
+            try StripeFixtures.event("plan.created", object: StripeFixtures.all["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))
         #expect(unknown.ignored && unknown.drafts.isEmpty)
     }
 
     @Test("malformed events name the field; amounts above 10^15 are refused")
     func malformed() throws {
         #expect(throws: StoreMappingError.self) { try StripeEvent(payload: ["id": "evt_1", "type": "invoice.paid", "created": 1]) }
-        let line = StripeFixtures.line(id: "il_1", amount: 1_000_000_000_000_001, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly"))
+        let line = StripeFixtures.line(
+            id: "il_1", amount: 1_000_000_000_000_001, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly"))
         do {
             _ = try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
             Issue.record("accepted an amount above the limit")

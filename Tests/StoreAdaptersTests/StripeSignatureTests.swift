@@ -43,7 +43,8 @@ struct StripeSignatureTests {
     func rotation() throws {
         let v = StripeSignatureVerifier(secrets: ["whsec_new", Self.secret])
         try v.verify(header: header(), body: Self.body, now: Self.t)
-        let both = "t=\(Self.t),v1=\(String(repeating: "0", count: 64)),v1=\(StripeSignatureVerifier.signature(secret: "whsec_new", timestamp: Self.t, body: Self.body))"
+        let both =
+            "t=\(Self.t),v1=\(String(repeating: "0", count: 64)),v1=\(StripeSignatureVerifier.signature(secret: "whsec_new", timestamp: Self.t, body: Self.body))"
         try StripeSignatureVerifier(secrets: ["whsec_new"]).verify(header: both, body: Self.body, now: Self.t)
     }
 

@@ -31,7 +31,9 @@ public enum CatalogFill {
         guard let product = products[id] else {
             throw EventValidationError(
                 field: "\(dataPath).product_id",
-                reason: "\"\(id)\" is not in the catalog: PUT /v1/catalog/products/\(id) first, or send the event complete (entitlements, kind, period or duration, price_minor, currency)")
+                reason:
+                    "\"\(id)\" is not in the catalog: PUT /v1/catalog/products/\(id) first, or send the event complete (entitlements, kind, period or duration, price_minor, currency)"
+            )
         }
         var d = event.data
         func fill(_ key: String, _ value: JSONValue?) {

@@ -3,13 +3,21 @@
 /// Events are self-describing: everything the fold and the reports need must be in `data` when it is
 /// stored. Unknown members are refused (raw store payloads belong in `metadata`).
 public enum EventDataValidator {
-    public enum Kind: String, Sendable, CaseIterable { case autoRenewable = "auto_renewable", nonRenewing = "non_renewing", free, lifetime }
+    public enum Kind: String, Sendable, CaseIterable {
+        case autoRenewable = "auto_renewable"
+        case nonRenewing = "non_renewing"
+        case free, lifetime
+    }
     public enum Offer: String, Sendable, CaseIterable { case none, trial, intro, promo }
     public enum CancellationReason: String, Sendable, CaseIterable {
-        case familyRevoked = "family_revoked", chargeback, developer, other
+        case familyRevoked = "family_revoked"
+        case chargeback, developer, other
     }
     public enum ExpirationReason: String, Sendable, CaseIterable {
-        case voluntary, billing, priceIncrease = "price_increase", productUnavailable = "product_unavailable", paused, other
+        case voluntary, billing
+        case priceIncrease = "price_increase"
+        case productUnavailable = "product_unavailable"
+        case paused, other
     }
 
     public static func validate(

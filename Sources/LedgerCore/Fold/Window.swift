@@ -11,7 +11,10 @@ public struct Window: Sendable, Hashable {
 
     /// What cut a window short, remembered so that a reversal can remove exactly its own cut.
     public struct Cut: Sendable, Hashable {
-        public enum Cause: String, Sendable, Hashable { case refund, cancellation, expiration, creditReversal = "credit_reversal" }
+        public enum Cause: String, Sendable, Hashable {
+            case refund, cancellation, expiration
+            case creditReversal = "credit_reversal"
+        }
         public var at: Timestamp
         public var eventID: UUID
         public var cause: Cause

@@ -1,4 +1,3 @@
-
 /// Completes store drafts from the catalog into self-describing ledger events for one subscriber.
 public enum DraftCompletion {
     /// The products the drafts name.

@@ -1,4 +1,3 @@
-
 /// A ledger event translated from a store payload, before the catalog completes it.
 ///
 /// Store payloads name products but not what they unlock or (for receipts) what they cost; the HTTP edge

@@ -56,9 +56,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
         default: throw error("unexpected character")
         }
@@ -246,12 +252,20 @@ public struct JSONParser {
         var upper: UInt8 = 0xBF
         switch b0 {
         case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; lower = 0xA0
+        case 0xE0:
+            length = 3
+            lower = 0xA0
         case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; upper = 0x9F
-        case 0xF0: length = 4; lower = 0x90
+        case 0xED:
+            length = 3
+            upper = 0x9F
+        case 0xF0:
+            length = 4
+            lower = 0x90
         case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; upper = 0x8F
+        case 0xF4:
+            length = 4
+            upper = 0x8F
         default: throw error("invalid UTF-8")
         }
         guard index + length <= bytes.count else { throw error("invalid UTF-8") }

@@ -49,8 +49,12 @@ public enum Money {
     /// `digits[.digits]` with at most 18 digits on each side, read byte by byte (a commission rate per
     /// transaction in every fold); anything else goes to the general reading above.
     private static func plainDecimal(_ text: String) -> (Int128, Int128)? {
-        var whole: Int64 = 0, fraction: Int64 = 0, scale: Int64 = 1
-        var wholeDigits = 0, fractionDigits = 0, dot = false
+        var whole: Int64 = 0
+        var fraction: Int64 = 0
+        var scale: Int64 = 1
+        var wholeDigits = 0
+        var fractionDigits = 0
+        var dot = false
         for byte in text.utf8 {
             if byte == UInt8(ascii: ".") {
                 guard !dot else { return nil }

@@ -48,7 +48,8 @@ public enum ReportCalendar {
         case .day: return Int((span + 86_400_000_000 - 1) / 86_400_000_000)
         case .week: return Int((span + 7 * 86_400_000_000 - 1) / (7 * 86_400_000_000))
         case .month:
-            let a = start.civil, b = to.civil
+            let a = start.civil
+            let b = to.civil
             let months = (b.year - a.year) * 12 + (b.month - a.month)
             return addingMonths(months, to: start) < to ? months + 1 : months
         }

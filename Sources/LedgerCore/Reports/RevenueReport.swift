@@ -193,9 +193,10 @@ public struct RevenueAccumulator: Sendable {
         for i in 0..<max(0, boundaries.count - 1) {
             for currency in totals.keys.sorted() {
                 let sums = totals[currency]!
-                rows.append(RevenuePeriod(
-                    start: boundaries[i], end: boundaries[i + 1], currency: currency, figures: sums[i + 1] - sums[i],
-                    deferredStart: sums[i].deferred, deferredEnd: sums[i + 1].deferred))
+                rows.append(
+                    RevenuePeriod(
+                        start: boundaries[i], end: boundaries[i + 1], currency: currency, figures: sums[i + 1] - sums[i],
+                        deferredStart: sums[i].deferred, deferredEnd: sums[i + 1].deferred))
             }
         }
         return rows

@@ -153,9 +153,10 @@ public struct SubscriberFacts: Sendable, Hashable {
             func close() {
                 defer { component = [] }
                 guard component.contains(where: \.kind.isPaid), let first = component.first else { return }
-                runs.append(PaidRun(
-                    entitlement: key, start: first.start, end: end,
-                    lapse: end.map { lapse(of: component, at: $0, index: index) }))
+                runs.append(
+                    PaidRun(
+                        entitlement: key, start: first.start, end: end,
+                        lapse: end.map { lapse(of: component, at: $0, index: index) }))
             }
             for w in mine {
                 if !component.isEmpty, let e = end, w.start > e { close() }
@@ -177,7 +178,9 @@ public struct SubscriberFacts: Sendable, Hashable {
         if closing.contains(where: { w in
             guard let cut = w.effectiveCut, cut.at == e else { return false }
             return cut.cause == .refund || cut.cause == .cancellation
-        }) { return .refund }
+        }) {
+            return .refund
+        }
         let entitlements = Set(closing.map(\.entitlement))
         let lastPaid = run.filter(\.kind.isPaid).max { ($0.end ?? .maximum, $0.start) < ($1.end ?? .maximum, $1.start) }!
         let billingIssue = index.last(.billingIssue, of: entitlements, from: lastPaid.start, through: e) != nil
@@ -185,7 +188,8 @@ public struct SubscriberFacts: Sendable, Hashable {
         let expiration = index.last(.expiration, of: entitlements, from: lastPaid.start, through: slack)
             .flatMap { EventData($0.data).string("reason") }
         if billingIssue || expiration == "billing" { return .involuntary }
-        let autoRenewOff = index.last(.autoRenewChanged, of: entitlements, from: nil, through: e)
+        let autoRenewOff =
+            index.last(.autoRenewChanged, of: entitlements, from: nil, through: e)
             .map { EventData($0.data).bool("enabled") == false } ?? false
         if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" || expiration == "paused" { return .voluntary }
         return .other
@@ -235,7 +239,8 @@ public struct SubscriberFacts: Sendable, Hashable {
                 refundsByTransaction[txn, default: []].append(refunds.count)
                 refunds.append((txn, .init(at: event.occurredAt, amount: amount, cut: d.bool("cut") ?? true), false))
             } else if event.type == .refundReversal, let txn = d.string("transaction_id"),
-                let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed }) {
+                let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed })
+            {
                 refunds[i].reversed = true
             }
         }
@@ -253,14 +258,15 @@ public struct SubscriberFacts: Sendable, Hashable {
             let rate = t.commissionRate
             let period = t.period
             let ownRefunds = (txn.flatMap { refundsByTransaction[$0] } ?? []).filter { !refunds[$0].reversed }.map { refunds[$0].refund }
-            result.append(RevenueTransaction(
-                eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
-                currency: currency, gross: price, commission: Money.commission(price, rate: rate),
-                occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
-                end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
-                stop: lifetime ? nil : window?.effectiveCut?.at,
-                refunds: ownRefunds.sorted { $0.at < $1.at },
-                monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+            result.append(
+                RevenueTransaction(
+                    eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
+                    currency: currency, gross: price, commission: Money.commission(price, rate: rate),
+                    occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
+                    end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
+                    stop: lifetime ? nil : window?.effectiveCut?.at,
+                    refunds: ownRefunds.sorted { $0.at < $1.at },
+                    monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
         }
         return result
     }

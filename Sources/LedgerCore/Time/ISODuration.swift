@@ -14,10 +14,13 @@ public struct ISODuration: Sendable, Hashable, CustomStringConvertible {
         var rest = Substring(text)
         guard rest.first == "P" else { return nil }
         rest = rest.dropFirst()
-        var months = 0, days = 0, seconds = 0
+        var months = 0
+        var days = 0
+        var seconds = 0
         var inTime = false
         var sawPart = false
-        var lastDateUnit = 0, lastTimeUnit = 0
+        var lastDateUnit = 0
+        var lastTimeUnit = 0
         while let c = rest.first {
             if c == "T" {
                 guard !inTime else { return nil }
@@ -58,7 +61,8 @@ public struct ISODuration: Sendable, Hashable, CustomStringConvertible {
     /// The common one-part date forms (`P1M`, `P1Y`, `P3M`, `P1W`, `P7D`) read byte by byte; anything else
     /// goes to the general parser (the fold and the report facts parse a period per transaction).
     private static func single(_ text: String) -> ISODuration? {
-        var n = 0, digits = 0
+        var n = 0
+        var digits = 0
         var unit: UInt8 = 0
         for (i, byte) in text.utf8.enumerated() {
             if i == 0 {

@@ -73,7 +73,9 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
                 return .refused("points to a loopback name (allowed only with serve --webhooks-allow-private)")
             }
         }
-        if literal == nil, !host.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "." || $0 == "_" }) {
+        if literal == nil,
+            !host.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "." || $0 == "_" })
+        {
             return .refused("has a host that is neither a name nor an IP address")
         }
         return .accepted(Target(url: url, scheme: scheme, host: host, literal: literal))

@@ -21,7 +21,8 @@ public struct WebhookFilter: Sendable, Hashable {
     public func matches(_ event: RecordedEvent, changes: [EntitlementChange]) -> Bool {
         guard wantsType(event) else { return false }
         guard let wanted = entitlements else { return true }
-        let named = (event.data["entitlements"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        let named =
+            (event.data["entitlements"]?.arrayValue?.compactMap(\.stringValue) ?? [])
             + [event.data["entitlement"]?.stringValue].compactMap { $0 }
         return named.contains(where: wanted.contains) || changes.contains { wanted.contains($0.entitlement) }
     }

@@ -1,9 +1,9 @@
 import AppStoreServerAPI
 import Foundation
 import Hummingbird
-import StoreAdapters
 import LedgerCore
 import LedgerStore
+import StoreAdapters
 
 /// `POST /v1/stores/apple/notifications` (signed Server Notifications V2) and
 /// `POST /v1/stores/apple/receipts` (verifyReceipt responses), turned into ledger events.

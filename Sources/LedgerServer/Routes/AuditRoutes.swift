@@ -36,12 +36,13 @@ struct AuditRoutes {
         try context.require(.audit)
         let chains = try await verifier.verify()
         let sealed = try await checkpoints.verify()
-        let first: JSONValue = chains.firstBroken.map { b in
-            .object([
-                "event_id": .string(b.eventID.lowercasedString), "subscriber_id": .string(b.subscriberID),
-                "version": .number(JSONNumber(b.version)), "position": .number(JSONNumber(b.position)), "reason": .string(b.reason),
-            ])
-        } ?? .null
+        let first: JSONValue =
+            chains.firstBroken.map { b in
+                .object([
+                    "event_id": .string(b.eventID.lowercasedString), "subscriber_id": .string(b.subscriberID),
+                    "version": .number(JSONNumber(b.version)), "position": .number(JSONNumber(b.position)), "reason": .string(b.reason),
+                ])
+            } ?? .null
         return .json([
             "ok": .bool(chains.ok && sealed.broken.isEmpty),
             "events_checked": .number(JSONNumber(Int64(chains.eventsChecked))),
@@ -65,10 +66,11 @@ struct AuditRoutes {
         let route = try await router.route(atLeast: try LedgerPosition.minimum(request))
         let source = route.database
         let body = ResponseBody { writer in
-            try await writer.write(CSV.line([
-                "position", "event_id", "subscriber_id", "version", "type", "occurred_at", "recorded_at", "source", "environment",
-                "idempotency_key", "data", "metadata", "prev_hash", "hash",
-            ]))
+            try await writer.write(
+                CSV.line([
+                    "position", "event_id", "subscriber_id", "version", "type", "occurred_at", "recorded_at", "source", "environment",
+                    "idempotency_key", "data", "metadata", "prev_hash", "hash",
+                ]))
             var after: Int64 = 0
             while true {
                 let page = try await store.feed(
@@ -76,12 +78,13 @@ struct AuditRoutes {
                 guard let last = page.last else { break }
                 var buffer = ByteBuffer()
                 for e in page {
-                    buffer.writeImmutableBuffer(CSV.line([
-                        String(e.position), e.eventID.lowercasedString, e.subscriberID, String(e.version), e.type.rawValue,
-                        e.occurredAt.rfc3339, e.recordedAt.rfc3339, e.source, e.environment.rawValue, e.idempotencyKey,
-                        JSONValue.object(e.data).canonicalString(), JSONValue.object(e.metadata).canonicalString(),
-                        Hex.encode(e.prevHash), Hex.encode(e.hash),
-                    ]))
+                    buffer.writeImmutableBuffer(
+                        CSV.line([
+                            String(e.position), e.eventID.lowercasedString, e.subscriberID, String(e.version), e.type.rawValue,
+                            e.occurredAt.rfc3339, e.recordedAt.rfc3339, e.source, e.environment.rawValue, e.idempotencyKey,
+                            JSONValue.object(e.data).canonicalString(), JSONValue.object(e.metadata).canonicalString(),
+                            Hex.encode(e.prevHash), Hex.encode(e.hash),
+                        ]))
                 }
                 try await writer.write(buffer)
                 after = last.position
@@ -97,10 +100,11 @@ struct AuditRoutes {
         let route = try await router.route(atLeast: try LedgerPosition.minimum(request))
         let source = route.database
         let body = ResponseBody { writer in
-            try await writer.write(CSV.line([
-                "subscriber_id", "entitlement", "start", "end", "kind", "product_id", "transaction_id", "source_event_id",
-                "environment", "cut_at", "cut_by", "cut_cause",
-            ]))
+            try await writer.write(
+                CSV.line([
+                    "subscriber_id", "entitlement", "start", "end", "kind", "product_id", "transaction_id", "source_event_id",
+                    "environment", "cut_at", "cut_by", "cut_cause",
+                ]))
             var cursor: (subscriber: String, seq: Int32)? = nil
             while true {
                 let page = try await ProjectionReader.windowsPage(after: cursor, limit: Self.pageSize, on: source)
@@ -108,11 +112,12 @@ struct AuditRoutes {
                 var buffer = ByteBuffer()
                 for (subscriber, _, w) in page {
                     let cut = w.effectiveCut
-                    buffer.writeImmutableBuffer(CSV.line([
-                        subscriber, w.entitlement, w.start.rfc3339, w.end?.rfc3339 ?? "", w.kind.rawValue, w.productID ?? "",
-                        w.transactionID ?? "", w.sourceEventID.lowercasedString, w.environment.rawValue,
-                        cut?.at.rfc3339 ?? "", cut.map { $0.eventID.lowercasedString } ?? "", cut?.cause.rawValue ?? "",
-                    ]))
+                    buffer.writeImmutableBuffer(
+                        CSV.line([
+                            subscriber, w.entitlement, w.start.rfc3339, w.end?.rfc3339 ?? "", w.kind.rawValue, w.productID ?? "",
+                            w.transactionID ?? "", w.sourceEventID.lowercasedString, w.environment.rawValue,
+                            cut?.at.rfc3339 ?? "", cut.map { $0.eventID.lowercasedString } ?? "", cut?.cause.rawValue ?? "",
+                        ]))
                 }
                 try await writer.write(buffer)
                 cursor = (last.0, last.1)

@@ -31,7 +31,9 @@ struct GoogleStoreRoutes {
     /// monitor must not read it as an outage).
     static let notConfigured = APIError(
         .notFound, code: "not_configured",
-        message: "Google Play is not configured: set --google-package-name, --google-pubsub-audience, --google-pubsub-service-account and --google-service-account-file")
+        message:
+            "Google Play is not configured: set --google-package-name, --google-pubsub-audience, --google-pubsub-service-account and --google-service-account-file"
+    )
 
     @Sendable func notification(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         guard let header = request.headers[.authorization] else {
@@ -97,7 +99,8 @@ struct GoogleStoreRoutes {
         let product = try field("product_id")
         let token = try field("purchase_token", max: GoogleNotification.maxTokenBytes)
         guard play.configuration.packageNames.contains(package) else {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: "package_name: \(package) is not configured", field: "package_name")
+            throw APIError(
+                .unprocessableContent, code: "invalid_request", message: "package_name: \(package) is not configured", field: "package_name")
         }
         let events: [RecordedEvent]
         do {
@@ -105,7 +108,9 @@ struct GoogleStoreRoutes {
         } catch let error as GooglePlayError {
             switch error {
             case .refused(let status, _) where status == 404 || status == 410 || status == 400:
-                throw APIError(.unprocessableContent, code: "invalid_request", message: "purchase_token: Google does not know it (\(error))", field: "purchase_token")
+                throw APIError(
+                    .unprocessableContent, code: "invalid_request", message: "purchase_token: Google does not know it (\(error))",
+                    field: "purchase_token")
             default:
                 throw APIError(.serviceUnavailable, code: "unavailable", message: error.description)
             }

@@ -69,10 +69,11 @@ struct OperationsRoutes {
             }
             return .json(["status": "ready", "database": "reachable", "schema": "current"])
         } catch {
-            let reason: String = switch StoreError.classify(error) {
-            case let e as StoreError: "\(e)"
-            default: "the database did not answer"
-            }
+            let reason: String =
+                switch StoreError.classify(error) {
+                case let e as StoreError: "\(e)"
+                default: "the database did not answer"
+                }
             return .json(["status": "not_ready", "database": .string(reason)], status: .serviceUnavailable)
         }
     }

@@ -80,9 +80,10 @@ struct ReportRoutes {
         let periods: [JSONValue] = cohorts.map { c in
             .object([
                 "period_start": .string(c.start.rfc3339), "cohort_size": .int(c.size),
-                "retained": .array(c.retained.indices.map { k in
-                    .object(["month": .int(k), "subscribers": .int(c.retained[k]), "ratio": .ratio(c.ratio(k))])
-                }),
+                "retained": .array(
+                    c.retained.indices.map { k in
+                        .object(["month": .int(k), "subscribers": .int(c.retained[k]), "ratio": .ratio(c.ratio(k))])
+                    }),
             ])
         }
         return Response.json(q.envelope(["periods": .array(periods)])).ledgerPosition(position)
@@ -137,15 +138,17 @@ struct ReportTable {
         var buffer = ByteBuffer()
         buffer.writeImmutableBuffer(CSV.line(columns))
         for row in rows {
-            buffer.writeImmutableBuffer(CSV.line(row.map { value in
-                switch value {
-                case .null: ""
-                case .string(let s): s
-                case .number(let n): n.canonical
-                case .bool(let b): b ? "true" : "false"
-                default: value.canonicalString()
-                }
-            }))
+            buffer.writeImmutableBuffer(
+                CSV.line(
+                    row.map { value in
+                        switch value {
+                        case .null: ""
+                        case .string(let s): s
+                        case .number(let n): n.canonical
+                        case .bool(let b): b ? "true" : "false"
+                        default: value.canonicalString()
+                        }
+                    }))
         }
         return Response(status: .ok, headers: CSV.headers(filename: "\(name).csv"), body: .init(byteBuffer: buffer))
     }

@@ -45,7 +45,9 @@ struct StripeStoreRoutes {
         } catch {
             throw APIError(.badRequest, code: "invalid_request", message: "the body is not valid JSON: \(error)")
         }
-        guard case .object(let payload) = value else { throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object") }
+        guard case .object(let payload) = value else {
+            throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object")
+        }
         let event: StripeEvent
         let mapping: StripeMapping
         do throws(StoreMappingError) {
@@ -75,7 +77,9 @@ struct StripeStoreRoutes {
         for a in [mapping.accountID].compactMap({ $0 }) + mapping.linkedIDs where !accounts.contains(a) { accounts.append(a) }
         // The event names its subscriber: link its Stripe ids first (a conflict stores nothing), applying what waited.
         if let hint = mapping.subscriberHint, !accounts.isEmpty {
-            _ = try await intake.link(store: Self.store, accountIDs: accounts, to: hint, by: "stripe", logger: context.logger, drafts: try await Self.remapper(intake, accounts: accounts))
+            _ = try await intake.link(
+                store: Self.store, accountIDs: accounts, to: hint, by: "stripe", logger: context.logger,
+                drafts: try await Self.remapper(intake, accounts: accounts))
         }
         let outcome = try await intake.ingest(
             EventIntake.StoreMessage(

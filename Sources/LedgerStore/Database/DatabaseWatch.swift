@@ -28,7 +28,7 @@ public struct DatabaseWatch: Service {
                         logger.info("database reachable again", metadata: ["db.outage_seconds": "\(seconds)"])
                         downSince = nil
                     }
-                } catch where Task.isCancelled {
+                } catch  where Task.isCancelled {
                     return
                 } catch {
                     if downSince == nil {

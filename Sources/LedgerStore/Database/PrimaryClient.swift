@@ -163,7 +163,9 @@ public final class PrimaryClient: ClientProvider, Service {
                 url.sslMode == "require" ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
             var config = PostgresConnection.Configuration(
                 host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: tls)
-            config.options.connectTimeout = timeout < .seconds(2) ? .milliseconds(Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)) : .seconds(2)
+            config.options.connectTimeout =
+                timeout < .seconds(2)
+                ? .milliseconds(Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)) : .seconds(2)
             let configuration = config
             return try await withThrowingTaskGroup(of: Role.self) { group in
                 group.addTask {

@@ -140,7 +140,7 @@ public final class ReadRouter: Sendable {
         let route = try await route(atLeast: need, primaryOnly: primaryOnly)
         do {
             return (try await body(route.database), route.position)
-        } catch where route.isReplica && Self.isReplicaFailure(error) {
+        } catch  where route.isReplica && Self.isReplicaFailure(error) {
             route.replica?.markDown(for: .seconds(2))
             counts.fallback.wrappingAdd(1, ordering: .relaxed)
             let fallback = try await primaryRoute(atLeast: need)

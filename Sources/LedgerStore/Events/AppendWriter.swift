@@ -33,7 +33,9 @@ struct AppendWriter {
         var validationError: EventValidationError {
             EventValidationError(
                 field: "subscriber_id",
-                reason: "the stream of \"\(subscriberID)\" would hold \(events) events and \(windows) windows; a subscriber holds at most \(Limits.maxEventsPerSubscriber) events and \(Limits.maxWindowsPerSubscriber) windows")
+                reason:
+                    "the stream of \"\(subscriberID)\" would hold \(events) events and \(windows) windows; a subscriber holds at most \(Limits.maxEventsPerSubscriber) events and \(Limits.maxWindowsPerSubscriber) windows"
+            )
         }
     }
 
@@ -118,7 +120,8 @@ struct AppendWriter {
                     results.append(known)
                     continue
                 }
-                let head = touched[event.subscriberID] ?? heads[event.subscriberID]
+                let head =
+                    touched[event.subscriberID] ?? heads[event.subscriberID]
                     ?? StreamHead(version: 0, hash: RecordedEvent.genesisHash)
                 if let expected = event.expectedVersion, expected != head.version {
                     if !lookUpKeys { throw NeedsKeyLookup() }

@@ -23,8 +23,14 @@ enum EventRow {
     /// not read (nor computed), so the value serves the fold and nothing else.
     static func decodeForFold(_ row: PostgresRow) throws -> RecordedEvent {
         guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-        let subscriber = try cells.string(), id = try cells.uuid(), version = try cells.int64(), position = try cells.int64()
-        let type = try cells.string(), occurred = try cells.timestamp(), environment = try cells.string(), data = try cells.string()
+        let subscriber = try cells.string()
+        let id = try cells.uuid()
+        let version = try cells.int64()
+        let position = try cells.int64()
+        let type = try cells.string()
+        let occurred = try cells.timestamp()
+        let environment = try cells.string()
+        let data = try cells.string()
         guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
             throw CorruptRow(position: position, reason: "unknown type \(type) or environment \(environment)")
         }
@@ -47,10 +53,20 @@ enum EventRow {
 
     /// An event from the next cells of a row (the `columns` select list, wherever it starts in the row).
     static func decode(_ cells: inout BinaryCells) throws -> RecordedEvent {
-        let id = try cells.uuid(), subscriber = try cells.string(), version = try cells.int64(), position = try cells.int64()
-        let type = try cells.string(), occurred = try cells.timestamp(), recorded = try cells.timestamp()
-        let source = try cells.string(), environment = try cells.string(), key = try cells.string()
-        let data = try cells.string(), metadata = try cells.string(), prev = try cells.byteArray(), hash = try cells.byteArray()
+        let id = try cells.uuid()
+        let subscriber = try cells.string()
+        let version = try cells.int64()
+        let position = try cells.int64()
+        let type = try cells.string()
+        let occurred = try cells.timestamp()
+        let recorded = try cells.timestamp()
+        let source = try cells.string()
+        let environment = try cells.string()
+        let key = try cells.string()
+        let data = try cells.string()
+        let metadata = try cells.string()
+        let prev = try cells.byteArray()
+        let hash = try cells.byteArray()
         return try make(
             id, subscriber, version, position, type, occurred, recorded, source, environment, key, data, metadata, prev, hash)
     }

@@ -152,7 +152,8 @@ public struct EventStore: Sendable {
     /// One subscriber's stream, oldest first, after `version` (paged by version).
     public func stream(subscriberID: String, afterVersion: Int64, limit: Int, on source: Database? = nil) async throws -> [RecordedEvent] {
         try await StoreError.mapping {
-            try await collect(on: source,
+            try await collect(
+                on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
                 WHERE subscriber_id = \(subscriberID) AND version > \(afterVersion) ORDER BY version LIMIT \(Int64(limit))
@@ -163,7 +164,8 @@ public struct EventStore: Sendable {
     /// The global feed in position order. Gap-safe: positions are assigned and committed in order (see the type's doc).
     public func feed(afterPosition: Int64, limit: Int, on source: Database? = nil) async throws -> [RecordedEvent] {
         try await StoreError.mapping {
-            try await collect(on: source,
+            try await collect(
+                on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
                 WHERE position > \(afterPosition) ORDER BY position LIMIT \(Int64(limit))
@@ -178,7 +180,8 @@ public struct EventStore: Sendable {
         let from = recordedFrom ?? .minimum
         let to = recordedTo ?? .maximum
         return try await StoreError.mapping {
-            try await collect(on: source,
+            try await collect(
+                on: source,
                 """
                 SELECT \(unescaped: EventRow.columns) FROM events
                 WHERE position > \(afterPosition) AND recorded_at >= \(from) AND recorded_at < \(to)

@@ -31,9 +31,10 @@ public struct MigrationRunner: Sendable {
 
     public func status() async throws -> MigrationStatus {
         try await database.withConnection { connection in
-            let exists = try await connection.query(
-                "SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger
-            ).collect().first?.decode(Bool.self) ?? false
+            let exists =
+                try await connection.query(
+                    "SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
             let applied = exists ? try await appliedRows(connection) : []
             return compare(applied)
         }

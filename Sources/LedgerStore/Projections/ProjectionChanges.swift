@@ -50,7 +50,7 @@ public struct ProjectionChanges: Service {
             while !Task.isCancelled {
                 do {
                     try await listenOnce()
-                } catch where Task.isCancelled {
+                } catch  where Task.isCancelled {
                 } catch {
                     logger.log(
                         level: cache.isEnabled || first ? .warning : .debug,

@@ -43,7 +43,8 @@ public struct ProjectionReader: Sendable {
     /// A cached ledger answers only if it reflects `minimum`; a load must also reflect the last change this
     /// server heard of for the subscriber (the cache ticket's floor), so that a replica behind that change
     /// never puts an older ledger back (docs/entitlement-cache.md). As-of reads fold the log on the primary.
-    public func read(subscriberID: String, asOf: AsOf? = nil, atLeast minimum: Int64 = 0) async throws -> (ledger: SubscriberLedger, position: Int64) {
+    public func read(subscriberID: String, asOf: AsOf? = nil, atLeast minimum: Int64 = 0) async throws -> (ledger: SubscriberLedger, position: Int64)
+    {
         if let asOf {
             let (ledger, position) = try await router.read(atLeast: minimum, primaryOnly: true) { database in
                 try await Self.fold(subscriberID: subscriberID, asOf: asOf, on: database)
@@ -93,9 +94,10 @@ public struct ProjectionReader: Sendable {
             if let (autoRenew, lapsed, unmatched) = state {
                 if case .object(let o) = try JSONParser.parse(autoRenew) { ledger.autoRenew = o.compactMapValues(\.boolValue) }
                 ledger.lapsed = Set(try JSONParser.parse(lapsed).arrayValue?.compactMap(\.stringValue) ?? [])
-                ledger.unmatchedRefunds = try JSONParser.parse(unmatched).arrayValue?.compactMap {
-                    $0.stringValue.flatMap(UUID.init(uuidString:))
-                } ?? []
+                ledger.unmatchedRefunds =
+                    try JSONParser.parse(unmatched).arrayValue?.compactMap {
+                        $0.stringValue.flatMap(UUID.init(uuidString:))
+                    } ?? []
             }
             return ledger
         }

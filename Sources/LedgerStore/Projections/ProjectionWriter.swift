@@ -75,7 +75,9 @@ struct ProjectionWriter {
 
     /// The `subscriber_state` row's JSON columns, as both the append path and the rebuild's COPY write them.
     static func stateJSON(_ ledger: SubscriberLedger) -> (autoRenew: JSONValue, lapsed: JSONValue, unmatchedRefunds: JSONValue) {
-        (.object(ledger.autoRenew.mapValues(JSONValue.bool)), .array(ledger.lapsed.sorted().map(JSONValue.string)),
-         .array(ledger.unmatchedRefunds.map { .string($0.lowercasedString) }))
+        (
+            .object(ledger.autoRenew.mapValues(JSONValue.bool)), .array(ledger.lapsed.sorted().map(JSONValue.string)),
+            .array(ledger.unmatchedRefunds.map { .string($0.lowercasedString) })
+        )
     }
 }

@@ -42,7 +42,9 @@ public struct Rebuilder: Sendable {
         let chunkSize = self.chunkSize
         let clock = ContinuousClock()
         let started = clock.now
-        @Sendable func phase(_ name: String) { logger.debug("rebuild phase done", metadata: ["rebuild.phase": "\(name)", "rebuild.elapsed": "\(clock.now - started)"]) }
+        @Sendable func phase(_ name: String) {
+            logger.debug("rebuild phase done", metadata: ["rebuild.phase": "\(name)", "rebuild.elapsed": "\(clock.now - started)"])
+        }
         return try await database.transaction { writer in
             try await writer.query("SELECT pg_advisory_xact_lock(\(Self.rebuildLockKey))", logger: logger)
             try await writer.query("SELECT subledger_rebuild_prepare()", logger: logger)

@@ -78,21 +78,29 @@ public struct ReportStore: Sendable {
             // and PostgresNIO's generic tuple and array decoding dominated the report's time.
             for try await row in rows {
                 guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let id = try c.uuid(), kind = try c.string(), currency = try c.string(), gross = try c.int64()
-                let commission = try c.int64(), occurred = try c.int64(), start = try c.int64()
-                let end = try c.optionalInt64(), stop = try c.optionalInt64()
-                let refundAt = Self.integers(try c.string()), refundAmount = Self.integers(try c.string())
+                let id = try c.uuid()
+                let kind = try c.string()
+                let currency = try c.string()
+                let gross = try c.int64()
+                let commission = try c.int64()
+                let occurred = try c.int64()
+                let start = try c.int64()
+                let end = try c.optionalInt64()
+                let stop = try c.optionalInt64()
+                let refundAt = Self.integers(try c.string())
+                let refundAmount = Self.integers(try c.string())
                 let refundCut = try c.string().split(separator: ",").map { $0 != "false" }
-                acc.add(RevenueTransaction(
-                    eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
-                    gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
-                    start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
-                    stop: stop.map(Timestamp.init(microseconds:)),
-                    refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
-                        // Rows from before refund_cut existed hold only cutting refunds.
-                        .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
-                    },
-                    monthly: nil))
+                acc.add(
+                    RevenueTransaction(
+                        eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
+                        gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
+                        start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                        stop: stop.map(Timestamp.init(microseconds:)),
+                        refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
+                            // Rows from before refund_cut existed hold only cutting refunds.
+                            .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
+                        },
+                        monthly: nil))
             }
             return acc
         }
@@ -168,17 +176,21 @@ public struct ReportStore: Sendable {
             let rows = try await c.query(query, logger: logger)
             for try await row in rows {
                 guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let subscriber = try c.string(), start = try c.int64(), end = try c.optionalInt64()
-                let firstStart = try c.int64(), lapse = try c.optionalString()
+                let subscriber = try c.string()
+                let start = try c.int64()
+                let end = try c.optionalInt64()
+                let firstStart = try c.int64()
+                let lapse = try c.optionalString()
                 if subscriber != current {
                     if !runs.isEmpty { acc.add(runs: runs, firstStart: first) }
                     runs.removeAll(keepingCapacity: true)
                     current = subscriber
                     first = Timestamp(microseconds: firstStart)
                 }
-                runs.append(PaidRun(
-                    entitlement: "", start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
-                    lapse: lapse.flatMap(LapseReason.init(rawValue:))))
+                runs.append(
+                    PaidRun(
+                        entitlement: "", start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                        lapse: lapse.flatMap(LapseReason.init(rawValue:))))
             }
             if !runs.isEmpty { acc.add(runs: runs, firstStart: first) }
             return acc

@@ -53,7 +53,8 @@ public struct WebhookStore: Sendable {
             try await database.transaction { c in
                 // Serializes creations, so the limit holds under concurrent requests (deliveries are not blocked).
                 try await c.query("SELECT pg_advisory_xact_lock(\(Self.createLockKey))", logger: logger)
-                let count = try await c.query("SELECT count(*)::int8 FROM webhook_endpoints", logger: logger)
+                let count =
+                    try await c.query("SELECT count(*)::int8 FROM webhook_endpoints", logger: logger)
                     .collect().first?.decode(Int64.self) ?? 0
                 guard count < Self.maxEndpoints else { throw WebhookStoreError.tooManyEndpoints(limit: Self.maxEndpoints) }
                 try await c.query(
@@ -164,7 +165,8 @@ public struct WebhookStore: Sendable {
         let logger = self.logger
         return try await StoreError.mapping {
             try await database.transaction { c in
-                let head = try await c.query("SELECT coalesce(max(position), 0)::int8 FROM events", logger: logger)
+                let head =
+                    try await c.query("SELECT coalesce(max(position), 0)::int8 FROM events", logger: logger)
                     .collect().first?.decode(Int64.self) ?? 0
                 guard fromPosition <= head + 1 else { throw WebhookStoreError.replayBeyondHead(from: fromPosition, head: head) }
                 let rows = try await c.query(
@@ -453,13 +455,23 @@ public struct WebhookStore: Sendable {
 
     /// An endpoint from the next cells of a row (the `columns` select list).
     private static func decode(_ c: inout Cells) throws -> WebhookEndpoint {
-        let id = try c.next(UUID.self), url = try c.next(String.self), description = try c.next(String?.self)
-        let types = try c.next([String]?.self), entitlements = try c.next([String]?.self)
-        let status = try c.next(String.self), reason = try c.next(String?.self)
-        let through = try c.next(Int64.self), failed = try c.next(Int32.self)
-        let since = try c.next(Timestamp?.self), next = try c.next(Timestamp?.self), error = try c.next(String?.self)
-        let previousUntil = try c.next(Timestamp?.self), created = try c.next(Timestamp.self), updated = try c.next(Timestamp.self)
-        let lag = try c.next(Int64.self), lagSeconds = try c.next(Double.self)
+        let id = try c.next(UUID.self)
+        let url = try c.next(String.self)
+        let description = try c.next(String?.self)
+        let types = try c.next([String]?.self)
+        let entitlements = try c.next([String]?.self)
+        let status = try c.next(String.self)
+        let reason = try c.next(String?.self)
+        let through = try c.next(Int64.self)
+        let failed = try c.next(Int32.self)
+        let since = try c.next(Timestamp?.self)
+        let next = try c.next(Timestamp?.self)
+        let error = try c.next(String?.self)
+        let previousUntil = try c.next(Timestamp?.self)
+        let created = try c.next(Timestamp.self)
+        let updated = try c.next(Timestamp.self)
+        let lag = try c.next(Int64.self)
+        let lagSeconds = try c.next(Double.self)
         return WebhookEndpoint(
             id: id, url: url, description: description, eventTypes: types, entitlements: entitlements,
             status: WebhookEndpoint.Status(rawValue: status) ?? .disabled, statusReason: reason, deliveredThrough: through,

@@ -3,7 +3,9 @@ import LedgerCore
 /// Maps a one-time product's state at Google (`purchases.products.get`, a `ProductPurchase`) to drafts: a
 /// `purchase` keyed by its order id once paid; nothing while pending or cancelled (docs/google.md).
 public enum GoogleProductMapper {
-    public static func resolve(_ n: GoogleNotification, product: String, purchase p: [String: JSONValue]) throws(StoreMappingError) -> GoogleResolution {
+    public static func resolve(_ n: GoogleNotification, product: String, purchase p: [String: JSONValue]) throws(StoreMappingError)
+        -> GoogleResolution
+    {
         let env: LedgerEnvironment = p["purchaseType"]?.numberValue?.int64Value == 0 ? .sandbox : .production
         let hint = p["obfuscatedExternalAccountId"]?.stringValue
         guard p["purchaseState"]?.numberValue?.int64Value == 0 else {

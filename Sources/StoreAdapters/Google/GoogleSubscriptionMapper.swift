@@ -51,7 +51,9 @@ public enum GoogleSubscriptionMapper {
             }
             switch state {
             case "SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_EXPIRED":
-                if let order, let expiry, let d = orderDraft(order: order, product: product, item: item, start: start, expiry: expiry, n: n, env: env, meta: meta) {
+                if let order, let expiry,
+                    let d = orderDraft(order: order, product: product, item: item, start: start, expiry: expiry, n: n, env: env, meta: meta)
+                {
                     drafts.append(d)
                     if state != "SUBSCRIPTION_STATE_EXPIRED", p["acknowledgementState"]?.stringValue == "ACKNOWLEDGEMENT_STATE_PENDING" {
                         acknowledge = product
@@ -62,9 +64,13 @@ public enum GoogleSubscriptionMapper {
                 if let expiry, expiry > n.eventTime { data["grace_until"] = .string(expiry.rfc3339) }
                 drafts.append(draft(.billingIssue, n.eventTime, key: "google:grace:\(order ?? n.messageID)", data))
             case "SUBSCRIPTION_STATE_ON_HOLD":
-                drafts.append(draft(.expiration, n.eventTime, key: "google:hold:\(order ?? n.messageID)", ["product_id": .string(product), "reason": "billing"]))
+                drafts.append(
+                    draft(
+                        .expiration, n.eventTime, key: "google:hold:\(order ?? n.messageID)", ["product_id": .string(product), "reason": "billing"]))
             case "SUBSCRIPTION_STATE_PAUSED":
-                drafts.append(draft(.expiration, n.eventTime, key: "google:pause:\(order ?? n.messageID)", ["product_id": .string(product), "reason": "paused"]))
+                drafts.append(
+                    draft(
+                        .expiration, n.eventTime, key: "google:pause:\(order ?? n.messageID)", ["product_id": .string(product), "reason": "paused"]))
             default:
                 // Pending (not paid yet: no access), a cancelled pending purchase, an unknown state: no window.
                 break
@@ -75,28 +81,41 @@ public enum GoogleSubscriptionMapper {
                 let replaced = p["canceledStateContext"]?.objectValue?["replacementCancellation"] != nil
                 if !replaced, let plan = item["autoRenewingPlan"]?.objectValue {
                     let enabled = plan["autoRenewEnabled"]?.boolValue ?? (n.subtype == "7")
-                    drafts.append(draft(.autoRenewChanged, n.eventTime, key: "google:msg:\(n.messageID):\(i)", ["enabled": .bool(enabled), "product_id": .string(product)]))
+                    drafts.append(
+                        draft(
+                            .autoRenewChanged, n.eventTime, key: "google:msg:\(n.messageID):\(i)",
+                            ["enabled": .bool(enabled), "product_id": .string(product)]))
                 }
             case "13"? where state == "SUBSCRIPTION_STATE_EXPIRED":
                 let reason: String
                 let ctx = p["canceledStateContext"]?.objectValue
-                if ctx?["userInitiatedCancellation"] != nil { reason = "voluntary" }
-                else if ctx?["systemInitiatedCancellation"] != nil { reason = "billing" }
-                else { reason = "other" }
+                if ctx?["userInitiatedCancellation"] != nil {
+                    reason = "voluntary"
+                } else if ctx?["systemInitiatedCancellation"] != nil {
+                    reason = "billing"
+                } else {
+                    reason = "other"
+                }
                 let at = expiry.map { min($0, n.eventTime) } ?? n.eventTime
-                drafts.append(draft(.expiration, at, key: "google:expired:\(order ?? n.messageID)", ["product_id": .string(product), "reason": .string(reason)]))
+                drafts.append(
+                    draft(
+                        .expiration, at, key: "google:expired:\(order ?? n.messageID)", ["product_id": .string(product), "reason": .string(reason)]))
             case "12"?:
                 // REVOKED: refunded and access ended at once.
                 if let order {
-                    drafts.append(draft(.refund, n.eventTime, key: "google:refund:\(order)", ["transaction_id": .string(order), "reason": "google_revoked"]))
+                    drafts.append(
+                        draft(.refund, n.eventTime, key: "google:refund:\(order)", ["transaction_id": .string(order), "reason": "google_revoked"]))
                 }
             case "9"?:
                 // DEFERRED: the developer moved the next charge; the extra time is a credit.
                 if let order, let expiry, expiry > n.eventTime {
-                    drafts.append(draft(.credit, n.eventTime, key: "google:deferred:\(order):\(expiry.rfc3339)", [
-                        "window_start": .string(n.eventTime.rfc3339), "window_end": .string(expiry.rfc3339),
-                        "reason": "google_deferral", "granted_by": "google",
-                    ]))
+                    drafts.append(
+                        draft(
+                            .credit, n.eventTime, key: "google:deferred:\(order):\(expiry.rfc3339)",
+                            [
+                                "window_start": .string(n.eventTime.rfc3339), "window_end": .string(expiry.rfc3339),
+                                "reason": "google_deferral", "granted_by": "google",
+                            ]))
                 }
             default:
                 break
@@ -196,10 +215,15 @@ public enum GoogleSubscriptionMapper {
             data["kind"] = "auto_renewable"
         }
         let phase = item["offerPhase"]?.objectValue
-        if phase?["freeTrial"] != nil { data["offer"] = "trial" }
-        else if phase?["introductoryPrice"] != nil { data["offer"] = "intro" }
-        else if !renewal, item["offerDetails"]?.objectValue?["offerId"]?.stringValue != nil { data["offer"] = "promo" }
-        else { data["offer"] = "none" }
+        if phase?["freeTrial"] != nil {
+            data["offer"] = "trial"
+        } else if phase?["introductoryPrice"] != nil {
+            data["offer"] = "intro"
+        } else if !renewal, item["offerDetails"]?.objectValue?["offerId"]?.stringValue != nil {
+            data["offer"] = "promo"
+        } else {
+            data["offer"] = "none"
+        }
         return EventDraft(
             type: renewal && data["kind"] == "auto_renewable" ? .renewal : .purchase, occurredAt: periodStart, environment: env,
             idempotencyKey: "google:order:\(order)", productID: product, originalTransactionID: baseOrder(order), data: data,

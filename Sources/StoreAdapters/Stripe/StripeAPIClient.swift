@@ -29,7 +29,8 @@ public struct StripeAPIClient: Sendable {
     let attempts: Int
 
     /// `apiKey` is a secret or restricted key (`sk_…`, `rk_…`) with read access to customers; never logged.
-    public init(apiKey: String, baseURL: String = defaultBaseURL, client: HTTPClient = .shared, timeout: TimeAmount = .seconds(10), attempts: Int = 3) {
+    public init(apiKey: String, baseURL: String = defaultBaseURL, client: HTTPClient = .shared, timeout: TimeAmount = .seconds(10), attempts: Int = 3)
+    {
         self.apiKey = apiKey
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.client = client
@@ -40,7 +41,8 @@ public struct StripeAPIClient: Sendable {
     /// The customer's `metadata.subscriber_id`; nil when it has none, or there is no such customer (404).
     public func customerSubscriberID(_ customerID: String) async throws(Failure) -> String? {
         // Stripe ids are `cus_` + letters and digits: anything else is not looked up (no path injection).
-        guard customerID.utf8.count <= 255, customerID.utf8.allSatisfy({ $0 == 0x5f || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) })
+        guard customerID.utf8.count <= 255,
+            customerID.utf8.allSatisfy({ $0 == 0x5f || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) })
         else { return nil }
         var last = ""
         for attempt in 1...attempts {

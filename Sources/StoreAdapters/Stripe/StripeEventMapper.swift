@@ -120,10 +120,12 @@ public enum StripeEventMapper: StoreAdapter {
             if let product = metadataProduct(o) {
                 let amount = try money(o["amount_received"] ?? o["amount"], field: "data.object.amount_received")
                 m.drafts = [
-                    draft(.purchase, try time(o["created"], field: "data.object.created"), key: "stripe:payment:\(pi)", product: product, [
-                        "product_id": .string(product), "transaction_id": .string(pi), "price_minor": .number(JSONNumber(amount)),
-                        "currency": .string(try currency(o)),
-                    ])
+                    draft(
+                        .purchase, try time(o["created"], field: "data.object.created"), key: "stripe:payment:\(pi)", product: product,
+                        [
+                            "product_id": .string(product), "transaction_id": .string(pi), "price_minor": .number(JSONNumber(amount)),
+                            "currency": .string(try currency(o)),
+                        ])
                 ]
             }
         case "charge.refunded":
@@ -141,10 +143,12 @@ public enum StripeEventMapper: StoreAdapter {
             if o["refunded"]?.boolValue == true {
                 // Fully refunded: access ends. The money went back with the refunds themselves (by refund id).
                 m.drafts.append(
-                    draft(.refund, last ?? e.created, key: "stripe:charge_refunded:\(charge)", product: nil, [
-                        "transaction_id": .string(transaction), "amount_minor": 0, "currency": .string(try currency(o)),
-                        "reason": "stripe_full_refund", "cut": true,
-                    ]))
+                    draft(
+                        .refund, last ?? e.created, key: "stripe:charge_refunded:\(charge)", product: nil,
+                        [
+                            "transaction_id": .string(transaction), "amount_minor": 0, "currency": .string(try currency(o)),
+                            "reason": "stripe_full_refund", "cut": true,
+                        ]))
             }
         case "refund.created", "charge.refund.updated", "refund.updated":
             m.accountID = id(o["customer"]) ?? id(o["payment_intent"]) ?? id(o["charge"])
@@ -155,10 +159,13 @@ public enum StripeEventMapper: StoreAdapter {
             let dispute = try string(o, "id")
             let transaction = id(o["payment_intent"]) ?? id(o["charge"]) ?? ""
             m.drafts = [
-                draft(.refund, try time(o["created"], field: "data.object.created"), key: "stripe:dispute:\(dispute)", product: nil, [
-                    "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(try money(o["amount"], field: "data.object.amount"))),
-                    "currency": .string(try currency(o)), "reason": "chargeback", "cut": true,
-                ])
+                draft(
+                    .refund, try time(o["created"], field: "data.object.created"), key: "stripe:dispute:\(dispute)", product: nil,
+                    [
+                        "transaction_id": .string(transaction),
+                        "amount_minor": .number(JSONNumber(try money(o["amount"], field: "data.object.amount"))),
+                        "currency": .string(try currency(o)), "reason": "chargeback", "cut": true,
+                    ])
             ]
         case "charge.dispute.closed":
             m.accountID = id(o["payment_intent"]) ?? id(o["charge"])
@@ -201,7 +208,9 @@ public enum StripeEventMapper: StoreAdapter {
                 case "payment_disputed"?: "other"
                 default: ["past_due", "unpaid", "incomplete_expired"].contains(previousStatus ?? "") ? "billing" : "voluntary"
                 }
-            return [draft(.expiration, ended, "stripe:subscription_deleted:\(sub)", product, ["product_id": .string(product), "reason": .string(reason)])]
+            return [
+                draft(.expiration, ended, "stripe:subscription_deleted:\(sub)", product, ["product_id": .string(product), "reason": .string(reason)])
+            ]
         }
         if status == "trialing", nn(o["trial_start"]) != nil, nn(o["trial_end"]) != nil {
             let start = try time(o["trial_start"], field: "data.object.trial_start")
@@ -222,17 +231,21 @@ public enum StripeEventMapper: StoreAdapter {
             if let was = e.previousAttributes["cancel_at_period_end"]?.boolValue, let now = o["cancel_at_period_end"]?.boolValue, was != now {
                 cancels = now
             } else if e.previousAttributes.keys.contains("cancel_at") {
-                let was = nn(e.previousAttributes["cancel_at"]) != nil, now = nn(o["cancel_at"]) != nil
+                let was = nn(e.previousAttributes["cancel_at"]) != nil
+                let now = nn(o["cancel_at"]) != nil
                 if was != now { cancels = now }
             }
             if let cancels {
                 let at = cancels ? (nn(o["canceled_at"]).flatMap { try? time($0, field: "") } ?? e.created) : e.created
-                out.append(draft(.autoRenewChanged, at, "stripe:event:\(e.id)", product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
+                out.append(
+                    draft(.autoRenewChanged, at, "stripe:event:\(e.id)", product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
             }
             if let previousStatus, previousStatus != status {
                 let periodStart = nn(o["current_period_start"]) ?? nn(item["current_period_start"])
                 if ["past_due", "unpaid"].contains(status), !["past_due", "unpaid"].contains(previousStatus), let periodStart {
-                    out.append(billingIssue(sub: sub, periodStart: try time(periodStart, field: "data.object.current_period_start"), product: product, draft: draft))
+                    out.append(
+                        billingIssue(
+                            sub: sub, periodStart: try time(periodStart, field: "data.object.current_period_start"), product: product, draft: draft))
                 }
                 if status == "paused" {
                     out.append(draft(.expiration, e.created, "stripe:event:\(e.id)", product, ["product_id": .string(product), "reason": "paused"]))
@@ -386,10 +399,12 @@ public enum StripeEventMapper: StoreAdapter {
     ) throws(StoreMappingError) -> EventDraft? {
         guard let refund = id(r["id"]) else { throw StoreMappingError(field: "data.object.id", reason: "is required (the refund id)") }
         if ["failed", "canceled"].contains(r["status"]?.stringValue ?? "") { return nil }
-        return draft(.refund, try time(r["created"], field: "data.object.created"), "stripe:refund:\(refund)", nil, [
-            "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(try money(r["amount"], field: "data.object.amount"))),
-            "currency": .string(try currency(r)), "reason": .string("stripe_" + (r["reason"]?.stringValue ?? "refund")), "cut": false,
-        ])
+        return draft(
+            .refund, try time(r["created"], field: "data.object.created"), "stripe:refund:\(refund)", nil,
+            [
+                "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(try money(r["amount"], field: "data.object.amount"))),
+                "currency": .string(try currency(r)), "reason": .string("stripe_" + (r["reason"]?.stringValue ?? "refund")), "cut": false,
+            ])
     }
 
     // MARK: values

@@ -74,9 +74,10 @@ public struct AppleNotificationReader: Sendable {
             throw AppleSignatureError("the \(what)'s signedDate \(signed.rfc3339) is in the future")
         }
         if signed.microseconds < now.microseconds - age {
-            throw AppleSignatureError("the \(what)'s signedDate \(signed.rfc3339) is older than the accepted \(maxAge.components.seconds / 86_400) days")
+            throw AppleSignatureError(
+                "the \(what)'s signedDate \(signed.rfc3339) is older than the accepted \(maxAge.components.seconds / 86_400) days")
         }
-        for case let (name, t?) in notBefore where t > signed {
+        for case (let name, let t?) in notBefore where t > signed {
             throw AppleSignatureError("the \(what) is signed at \(signed.rfc3339), before its \(name) \(t.rfc3339)")
         }
     }

@@ -53,7 +53,11 @@ public enum AppleNotificationMapper {
             let t = try requireTransaction(n)
             if t["revocationType"]?.stringValue == "FAMILY_REVOKE" {
                 let revoked = try time(t, "revocationDate")
-                return [draft(.cancellation, revoked, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue, ["reason": "family_revoked"])]
+                return [
+                    draft(
+                        .cancellation, revoked, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
+                        ["reason": "family_revoked"])
+                ]
             }
             return [try refundDraft(t, environment: n.environment, meta: meta)]
 
@@ -62,22 +66,34 @@ public enum AppleNotificationMapper {
             let txn = try string(t, "transactionId")
             let when: Timestamp
             if let at { when = at } else { when = try time(t, "signedDate") }
-            return [draft(.refundReversal, when, key: "apple:refund_reversal:\(txn):\(n.notificationUUID)", product: nil, ["transaction_id": .string(txn)])]
+            return [
+                draft(
+                    .refundReversal, when, key: "apple:refund_reversal:\(txn):\(n.notificationUUID)", product: nil, ["transaction_id": .string(txn)])
+            ]
         case "REVOKE":
             let t = try requireTransaction(n)
             let when = t["revocationDate"] != nil ? try time(t, "revocationDate") : try signed(n)
-            return [draft(.cancellation, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue, ["reason": "family_revoked"])]
+            return [
+                draft(
+                    .cancellation, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
+                    ["reason": "family_revoked"])
+            ]
         case "DID_CHANGE_RENEWAL_STATUS":
-            let product = n.renewal?["autoRenewProductId"]?.stringValue ?? n.renewal?["productId"]?.stringValue ?? n.transaction?["productId"]?.stringValue
+            let product =
+                n.renewal?["autoRenewProductId"]?.stringValue ?? n.renewal?["productId"]?.stringValue ?? n.transaction?["productId"]?.stringValue
             let enabled: Bool =
                 switch n.subtype {
                 case "AUTO_RENEW_ENABLED": true
                 case "AUTO_RENEW_DISABLED": false
                 default: n.renewal?["autoRenewStatus"]?.numberValue?.int64Value == 1
                 }
-            return [draft(.autoRenewChanged, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product, [
-                "enabled": .bool(enabled), "product_id": product.map(JSONValue.string) ?? .null,
-            ].filter { $0.value != .null })]
+            return [
+                draft(
+                    .autoRenewChanged, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product,
+                    [
+                        "enabled": .bool(enabled), "product_id": product.map(JSONValue.string) ?? .null,
+                    ].filter { $0.value != .null })
+            ]
         case "DID_FAIL_TO_RENEW":
             let product = n.transaction?["productId"]?.stringValue ?? n.renewal?["productId"]?.stringValue
             let when = try signed(n)
@@ -96,9 +112,13 @@ public enum AppleNotificationMapper {
                 case (_, "PRODUCT_NOT_FOR_SALE"): "product_unavailable"
                 default: "other"
                 }
-            return [draft(.expiration, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product, [
-                "product_id": product.map(JSONValue.string) ?? .null, "reason": .string(reason),
-            ].filter { $0.value != .null })]
+            return [
+                draft(
+                    .expiration, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product,
+                    [
+                        "product_id": product.map(JSONValue.string) ?? .null, "reason": .string(reason),
+                    ].filter { $0.value != .null })
+            ]
         case "ONE_TIME_CHARGE":
             return [try transactionDraft(try requireTransaction(n), n: n, meta: meta)]
         case "DID_CHANGE_RENEWAL_PREF" where n.subtype == "UPGRADE", "OFFER_REDEEMED" where n.subtype == "UPGRADE":
@@ -119,10 +139,14 @@ public enum AppleNotificationMapper {
             let when = try signed(n)
             let until = try time(t, "expiresDate")
             guard until > when else { return [] }
-            return [draft(.credit, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue, [
-                "window_start": .string(when.rfc3339), "window_end": .string(until.rfc3339),
-                "reason": "apple_renewal_extended", "granted_by": "apple",
-            ])]
+            return [
+                draft(
+                    .credit, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
+                    [
+                        "window_start": .string(when.rfc3339), "window_end": .string(until.rfc3339),
+                        "reason": "apple_renewal_extended", "granted_by": "apple",
+                    ])
+            ]
         default:
             return []
         }
@@ -141,7 +165,7 @@ public enum AppleNotificationMapper {
             ("offer_identifier", t?["offerIdentifier"] ?? r?["offerIdentifier"]), ("offer_type", t?["offerType"] ?? r?["offerType"]),
             ("consumption_request_reason", n.payload["data"]?.objectValue?["consumptionRequestReason"]),
         ]
-        for case let (name, value?) in facts where value != .null { detail[name] = value }
+        for case (let name, let value?) in facts where value != .null { detail[name] = value }
         var data: [String: JSONValue] = ["store": "apple", "kind": .string(kind), "detail": .object(detail)]
         if let txn = t?["transactionId"]?.stringValue { data["transaction_id"] = .string(txn) }
         let when: Timestamp
@@ -160,7 +184,8 @@ public enum AppleNotificationMapper {
         let revoked = try time(t, "revocationDate")
         var data: [String: JSONValue] = [
             "transaction_id": .string(txn),
-            "reason": .string(t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund"),
+            "reason": .string(
+                t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund"),
         ]
         if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
             var amount = try minorUnits(milli: price, currency: currency)
@@ -271,7 +296,9 @@ public enum AppleNotificationMapper {
 
 /// ISO 4217 minor-unit exponents that differ from 2.
 public enum CurrencyExponent {
-    static let zero: Set<String> = ["BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF"]
+    static let zero: Set<String> = [
+        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF",
+    ]
     static let three: Set<String> = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"]
 
     public static func of(_ currency: String) -> Int {

@@ -67,7 +67,8 @@ public enum AppleReceiptMapper {
         if status == 0 { return }
         if status == 21006, !modern {
             let m = response.members
-            let carriesData = m["receipt"]?.objectValue?["transaction_id"] != nil
+            let carriesData =
+                m["receipt"]?.objectValue?["transaction_id"] != nil
                 || m["latest_receipt_info"]?.objectValue != nil || m["latest_expired_receipt_info"]?.objectValue != nil
             if carriesData { return }
         }
@@ -137,11 +138,12 @@ public enum AppleReceiptMapper {
             let metadata = AppleTransaction.metadata(raw: .object(info.members))
 
             if let enabled = try info.flag("auto_renew_status") {
-                drafts.append(EventDraft(
-                    type: .autoRenewChanged, occurredAt: latest.purchasedAt, environment: environment,
-                    idempotencyKey: "apple:auto_renew:\(original):\(enabled ? 1 : 0):\(latest.transactionID)",
-                    productID: productID, originalTransactionID: original,
-                    data: ["enabled": .bool(enabled), "product_id": .string(productID)], metadata: metadata))
+                drafts.append(
+                    EventDraft(
+                        type: .autoRenewChanged, occurredAt: latest.purchasedAt, environment: environment,
+                        idempotencyKey: "apple:auto_renew:\(original):\(enabled ? 1 : 0):\(latest.transactionID)",
+                        productID: productID, originalTransactionID: original,
+                        data: ["enabled": .bool(enabled), "product_id": .string(productID)], metadata: metadata))
             }
 
             let graceUntil = try info.date("grace_period_expires_date", modern: modern)
@@ -152,10 +154,11 @@ public enum AppleReceiptMapper {
                 guard graceUntil > expiredAt else { continue }
                 data["grace_until"] = .string(graceUntil.rfc3339)
             }
-            drafts.append(EventDraft(
-                type: .billingIssue, occurredAt: expiredAt, environment: environment,
-                idempotencyKey: "apple:billing:\(original):\(latest.transactionID)",
-                productID: productID, originalTransactionID: original, data: data, metadata: metadata))
+            drafts.append(
+                EventDraft(
+                    type: .billingIssue, occurredAt: expiredAt, environment: environment,
+                    idempotencyKey: "apple:billing:\(original):\(latest.transactionID)",
+                    productID: productID, originalTransactionID: original, data: data, metadata: metadata))
         }
         return drafts
     }
