@@ -11,6 +11,8 @@ import ServiceLifecycle
 /// whichever instance gets there first.
 public struct AppleConsumptionResponder: Service {
     let client: AppStoreServerAPIClient
+    /// Apple's sandbox host, for requests about sandbox transactions (nil: `client` answers them too).
+    let sandboxClient: AppStoreServerAPIClient?
     let policy: AppleConsumptionPolicy
     let database: Database
     let interval: Duration
@@ -18,11 +20,13 @@ public struct AppleConsumptionResponder: Service {
     let clock: @Sendable () -> Timestamp
 
     public init(
-        client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy, database: Database, interval: Duration = .seconds(60),
+        client: AppStoreServerAPIClient, sandboxClient: AppStoreServerAPIClient? = nil, policy: AppleConsumptionPolicy,
+        database: Database, interval: Duration = .seconds(60),
         logger: Logger,
         clock: @escaping @Sendable () -> Timestamp = { Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000)) }
     ) {
         self.client = client
+        self.sandboxClient = sandboxClient
         self.policy = policy
         self.database = database
         self.interval = interval
@@ -38,6 +42,7 @@ public struct AppleConsumptionResponder: Service {
         var notificationUUID: String
         var subscriberID: String
         var transaction: [String: JSONValue]
+        var sandbox: Bool
     }
 
     /// Answers every request received in the last 12 hours and not answered yet; returns how many were sent.
@@ -47,17 +52,17 @@ public struct AppleConsumptionResponder: Service {
         let due: [Request] = try await database.withConnection { c in
             let rows = try await c.query(
                 """
-                SELECT message_id, subscriber_id, payload FROM store_inbox i
+                SELECT message_id, subscriber_id, payload, environment = 'sandbox' FROM store_inbox i
                 WHERE store = 'apple' AND kind = 'CONSUMPTION_REQUEST' AND status = 'applied' AND subscriber_id IS NOT NULL
                   AND received_at > clock_timestamp() - interval '12 hours'
                   AND NOT EXISTS (SELECT 1 FROM apple_consumption_answers a WHERE a.notification_uuid = i.message_id)
                 ORDER BY received_at LIMIT 100
                 """, logger: logger)
             var out: [Request] = []
-            for try await (uuid, subscriber, payload) in rows.decode((String, String, String).self) {
+            for try await (uuid, subscriber, payload, sandbox) in rows.decode((String, String, String, Bool).self) {
                 let p = try? JSONParser.parse(payload).objectValue
                 guard let t = p?["data"]?.objectValue?["signedTransactionInfo"]?.objectValue else { continue }
-                out.append(Request(notificationUUID: uuid, subscriberID: subscriber, transaction: t))
+                out.append(Request(notificationUUID: uuid, subscriberID: subscriber, transaction: t, sandbox: sandbox))
             }
             return out
         }
@@ -69,7 +74,8 @@ public struct AppleConsumptionResponder: Service {
                 logger.info("consumption request not answered: the policy does not state the customer's consent")
                 return 0
             }
-            try await client.sendConsumptionInformation(transactionID: transactionID, request: body)
+            let host = request.sandbox ? sandboxClient ?? client : client
+            try await host.sendConsumptionInformation(transactionID: transactionID, request: body)
             try await database.withConnection { c in
                 try await c.query(
                     """

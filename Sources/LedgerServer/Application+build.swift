@@ -40,6 +40,9 @@ public struct ServerConfiguration: Sendable {
     /// The App Store Server API client and the developer's policy for answering refund consumption
     /// requests; nil: they are recorded, not answered.
     public var appleConsumption: (client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy)?
+    /// Apple's sandbox host, for consumption requests about sandbox transactions (nil: `appleConsumption`'s
+    /// client answers them, e.g. when a base URL is configured).
+    public var appleSandboxClient: AppStoreServerAPIClient?
     /// Stripe webhook endpoint secrets (`whsec_…`), several during a rotation; empty: the Stripe route answers 404.
     public var stripeWebhookSecrets: [String]
     /// Seconds a `Stripe-Signature` timestamp may differ from now (docs/stripe.md).
@@ -145,7 +148,10 @@ public func buildApplication(
             AppleBackfillService(backfill: backfill, marks: StoreSyncMarks(database: database), interval: apple.interval, logger: logger))
     }
     if let apple = configuration.appleConsumption {
-        services.append(AppleConsumptionResponder(client: apple.client, policy: apple.policy, database: database, logger: logger))
+        services.append(
+            AppleConsumptionResponder(
+                client: apple.client, sandboxClient: configuration.appleSandboxClient, policy: apple.policy, database: database,
+                logger: logger))
     }
     return Application(
         router: router,

@@ -147,6 +147,9 @@ struct AppleAPIKeyOptions: ParsableArguments {
 
     var env: [String: String] { ProcessInfo.processInfo.environment }
 
+    /// Whether a base URL is given (by option or environment) instead of Apple's own hosts.
+    var hasBaseURL: Bool { !(baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"] ?? "").isEmpty }
+
     /// Whether a key is configured at all (by option or environment).
     var isConfigured: Bool {
         [issuerID ?? env["SUBLEDGER_APPLE_ISSUER_ID"], keyID ?? env["SUBLEDGER_APPLE_KEY_ID"], privateKey ?? env["SUBLEDGER_APPLE_PRIVATE_KEY"]]

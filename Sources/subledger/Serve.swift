@@ -262,6 +262,11 @@ struct Serve: AsyncParsableCommand {
             let client = AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: appleAPI.url(sandbox: false), logger: logger)
             if let backfillInterval { configuration.appleBackfill = (client, backfillInterval) }
             if let consumptionPolicy { configuration.appleConsumption = (client, consumptionPolicy) }
+            // Apple's two hosts, unless a base URL says where to go for both.
+            if !appleAPI.hasBaseURL {
+                configuration.appleSandboxClient = AppStoreServerAPIClient(
+                    http: http, credentials: credentials, baseURL: appleAPI.url(sandbox: true), logger: logger)
+            }
         }
         let app = try buildApplication(
             configuration: configuration,

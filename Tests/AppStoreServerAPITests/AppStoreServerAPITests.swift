@@ -88,8 +88,10 @@ struct AppleWorld: Sendable {
         return signer.sign(.object(t))
     }
 
-    func notification(_ type: String, _ subtype: String? = nil, at: Timestamp, transaction: [String: JSONValue]) -> String {
-        signer.notificationBody(type: type, subtype: subtype, signedDate: at, transaction: transaction)
+    func notification(
+        _ type: String, _ subtype: String? = nil, at: Timestamp, transaction: [String: JSONValue], environment: String = "Production"
+    ) -> String {
+        signer.notificationBody(type: type, subtype: subtype, signedDate: at, environment: environment, transaction: transaction)
             .objectValue!["signedPayload"]!.stringValue!
     }
 }
@@ -322,6 +324,29 @@ struct AppStoreServerAPITests {
             #expect(body["lifetimeDollarsPurchased"] == 2 && body["lifetimeDollarsRefunded"] == 1)
             #expect(body["accountTenure"] == 5 && body["consumptionStatus"] == 2)
             #expect(body["customerConsented"] == true && body["appAccountToken"] == .string(token) && body["refundPreference"] == 3)
+
+            // A sandbox transaction's request goes to Apple's sandbox host (here a second stand-in).
+            let sandboxToken = UUID().uuidString.lowercased()
+            var sandboxTransaction = W.transaction("8000", original: "8000", from: W.month(3), to: W.month(4), token: sandboxToken)
+            sandboxTransaction["environment"] = "Sandbox"
+            let sandboxPayload = world.notification(
+                "CONSUMPTION_REQUEST", at: requestedAt, transaction: sandboxTransaction, environment: "Sandbox")
+            _ = try await intake.ingest(
+                apple: try await world.reader.read(signedPayload: sandboxPayload, now: W.month(4)), signedPayload: sandboxPayload)
+            let sandboxHost = AppleAPIStandIn(
+                publicKey: world.key.publicKey, issuerID: world.standIn.issuerID, keyID: world.standIn.keyID, bundleID: W.bundleID)
+            try await sandboxHost.serve { url in
+                let http = HTTPClient(eventLoopGroupProvider: .singleton)
+                let sandbox = AppStoreServerAPIClient(http: http, credentials: world.credentials, baseURL: url, logger: TestDatabase.logger)
+                let both = AppleConsumptionResponder(
+                    client: api, sandboxClient: sandbox, policy: policy, database: database, logger: TestDatabase.logger,
+                    clock: { requestedAt })
+                let answered = try await both.runOnce()
+                try await http.shutdown()
+                #expect(answered == 1)
+            }
+            #expect(sandboxHost.state.withLock { $0.consumption.map(\.0) } == ["8000"])
+            #expect(world.standIn.state.withLock { $0.consumption.count } == 1)
         }
         #expect(throws: AppleConsumptionPolicy.Invalid.self) { _ = try AppleConsumptionPolicy(json: #"{"platform": 1}"#) }
         #expect(throws: AppleConsumptionPolicy.Invalid.self) { _ = try AppleConsumptionPolicy(json: #"{"customerConsented": true, "playTime": 99}"#) }
