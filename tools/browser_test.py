@@ -213,7 +213,7 @@ def interesting_subscriber():
         return (("refund" in types) * 100 + ("credit" in types) * 40 + ("billing_issue" in types) * 30
                 + (events[0]["environment"] == "production") * 10 + (8 <= len(events) <= 20) * 20)
     sid = max(sorted(streams), key=lambda s: score(streams[s]))
-    return sid, streams[sid]
+    return sid, streams[sid], streams
 
 
 def windows_key(ws):
@@ -269,6 +269,29 @@ def check_subscriber(b, sid, events):
     shown = b.eval("Object.fromEntries([...document.querySelectorAll('#entitlements tr[data-entitlement]')].map(r => [r.dataset.entitlement, r.dataset.active === 'true']))")
     check(shown == {e["entitlement"]: e["active"] for e in answer["entitlements"]}, f"entitlements at {day}: page {shown}, API {answer}")
     return len(events), pos
+
+
+def check_stores(b, streams):
+    """A Google Play subscriber's timeline beside an App Store one's: each window says the store it came from."""
+    shown = []
+    for store in ("google", "apple"):
+        candidates = sorted(s for s, es in streams.items()
+                            if es[0]["environment"] == "production" and {e["source"] for e in es} == {store}
+                            and any(e["type"] in ("purchase", "renewal") for e in es) and len(es) <= 20)
+        check(candidates, f"the simulated ledger has no {store} subscriber")
+        sid = candidates[0]
+        b.eval("location.hash = '#subscriber'")
+        b.wait("document.body.dataset.page === 'subscriber'")
+        b.eval("document.getElementById('lookup-id').value = ''")  # the previous lookup's id is still there
+        b.type_into("#lookup-id", sid)
+        b.key("Enter", vk=13, text="\r")
+        b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
+               "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what=f"the {store} subscriber")
+        sources = b.eval("[...document.querySelectorAll('#timeline g.window')].map(g => g.dataset.eventSource)")
+        check(sources and set(sources) == {store}, f"{store} subscriber {sid}: windows say they came from {sources}")
+        shot(b, f"05-subscriber-{store}")
+        shown.append(f"{store} {sid} ({len(sources)} windows)")
+    return shown
 
 
 def check_audit(b):
@@ -406,8 +429,9 @@ def main():
         check(go(b, "revenue") == "ready", f"revenue: {status_text(b, 'revenue')}")
         currencies = check_revenue(b)
         shot(b, "04-revenue")
-        sid, events = interesting_subscriber()
+        sid, events, streams = interesting_subscriber()
         n_events, asof = check_subscriber(b, sid, events)
+        stores = check_stores(b, streams)
         check(go(b, "audit") == "ready", f"audit: {status_text(b, 'audit')}")
         check_audit(b)
         hooks = check_webhooks(b)
@@ -419,7 +443,7 @@ def main():
         check_roles(b, console)
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
-            f"as of {asof}), audit, webhooks ({hooks} endpoint, failures, replay), 401/403 messages; screenshots in {args.out}")
+            f"as of {asof}), stores ({'; '.join(stores)}), audit, webhooks ({hooks} endpoint, failures, replay), 401/403 messages; screenshots in {args.out}")
     except (Failed, TimeoutError, RuntimeError, ConnectionError) as e:
         say("FAILED:", e)
         if b:
