@@ -433,18 +433,10 @@ public struct GoogleResolverService: Service {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
-                        _ = await play.resolve(stored: m)
-                    }
-                } catch  where !Task.isCancelled {
-                    play.logger.warning("google resolver could not read the inbox", metadata: ["error.message": "\(error)"])
-                } catch {
-                    return
-                }
-                try? await Task.sleep(for: play.configuration.pollInterval)
+        // Failures are logged; the next poll retries (nothing in the inbox is dropped).
+        await runPeriodically(every: play.configuration.pollInterval, logger: play.logger, what: "google inbox resolution") {
+            for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
+                _ = await play.resolve(stored: m)
             }
         }
     }
@@ -461,19 +453,10 @@ public struct GoogleReconcileService: Service {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    let (read, new) = try await play.reconcile(since: nil)
-                    play.logger.info(
-                        "google voided purchases reconciled", metadata: ["google.voided.read": "\(read)", "google.voided.new": "\(new)"])
-                } catch  where !Task.isCancelled {
-                    play.logger.warning("google reconciliation failed; next run later", metadata: ["error.message": "\(error)"])
-                } catch {
-                    return
-                }
-                try? await Task.sleep(for: interval)
-            }
+        await runPeriodically(every: interval, logger: play.logger, what: "google reconciliation") {
+            let (read, new) = try await play.reconcile(since: nil)
+            play.logger.info(
+                "google voided purchases reconciled", metadata: ["google.voided.read": "\(read)", "google.voided.new": "\(new)"])
         }
     }
 }

@@ -210,22 +210,7 @@ final class GooglePlayStandIn: Sendable {
             }
             return Response(status: .ok)
         }
-        let port = Mutex<Int?>(nil)
-        var quiet = Logger(label: "google-stand-in")
-        quiet.logLevel = .critical
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: quiet)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-            let result = try await body(port.withLock { $0 }!)
-            group.cancelAll()
-            return result
-        }
+        return try await LocalHTTPServer.serve(router, label: "google-stand-in", body)
     }
 }
 
