@@ -30,28 +30,41 @@ extension StoreError {
                 .sslUnsupported, .failedToAddSSLHandler:
                 return StoreError.unavailable("\(error.code)")
             case .server:
-                let state = error.sqlState ?? ""
-                // 08: connection exception; 57P01-57P05: admin shutdown, crash shutdown, cannot connect now…;
-                // 53: insufficient resources; 40001/40P01 are retried by callers, not mapped here.
-                if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") {
-                    return StoreError.unavailable(error.serverMessage)
-                }
-                // 25006 read_only_sql_transaction: the server is a standby now (a failover demoted it).
-                if state == "25006" {
-                    return StoreError.unavailable("the database is read-only (a failover is under way): \(error.serverMessage)")
-                }
+                if let mapped = unavailable(sqlState: error.sqlState ?? "", message: error.serverMessage) { return mapped }
             default:
                 break
             }
         }
-        // The EventLoopFuture API (the checked COMMIT) reports a lost connection with the older error type.
-        if case .connectionClosed? = error as? PostgresError {
+        // The EventLoopFuture API (the checked COMMIT) reports with the older error type: a lost connection,
+        // or the server's FATAL as it goes down ("terminating connection due to unexpected postmaster exit").
+        switch error as? PostgresError {
+        case .connectionClosed?:
             return StoreError.unavailable("the database connection closed")
+        case .server(let server)?:
+            let message = server.fields[.message] ?? "\(server)"
+            if let mapped = unavailable(sqlState: server.fields[.sqlState] ?? "", message: message) { return mapped }
+        default:
+            break
         }
         if error is ConnectionPoolError {
             return StoreError.unavailable("no database connection (\(error))")
         }
         return error
+    }
+
+    /// A server error that means the server is going away or no longer writable, by its SQLSTATE.
+    ///
+    /// 08: connection exception; 57P01-57P05: admin shutdown, crash shutdown, cannot connect now…;
+    /// 53: insufficient resources; 25006 read_only_sql_transaction: the server is a standby now (a failover
+    /// demoted it). 40001/40P01 are retried by callers, not mapped here.
+    static func unavailable(sqlState state: String, message: String) -> StoreError? {
+        if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") {
+            return .unavailable(message)
+        }
+        if state == "25006" {
+            return .unavailable("the database is read-only (a failover is under way): \(message)")
+        }
+        return nil
     }
 
     /// Runs `body`, translating database-outage errors into `.unavailable`.
