@@ -54,7 +54,7 @@ struct GroupCommitTests {
                     Self.job(SampleEvents.purchase(subscriber: "h", key: "h1")),
                     Self.job(SampleEvents.autoRenewOff(subscriber: "h", key: "h2", expectedVersion: 1)),
                     Self.job(SampleEvents.purchase(subscriber: "i", key: "i1"), SampleEvents.purchase(subscriber: "h", key: "h3")),
-                ], database: store.database)
+                ], database: store.database, memory: store.memory)
             let results = try outcomes.map { try $0.get() }
             #expect(results.map { $0.events.map(\.version) } == [[1], [2], [1, 3]])
             #expect(results.flatMap { $0.events.map(\.position) } == [1, 2, 3, 4])
@@ -74,7 +74,7 @@ struct GroupCommitTests {
                     Self.job(SampleEvents.purchase(subscriber: "j", key: "j0", price: 1)),
                     Self.job(SampleEvents.autoRenewOff(subscriber: "j", key: "j1", expectedVersion: 5)),
                     Self.job(SampleEvents.purchase(subscriber: "k", key: "k2"), SampleEvents.purchase(subscriber: "l", key: "l1")),
-                ], database: store.database)
+                ], database: store.database, memory: store.memory)
             #expect((try? outcomes[0].get())?.events.map(\.version) == [1])
             #expect(throws: PSQLError.self) { try outcomes[1].get() }
             #expect(throws: StoreError.idempotencyConflict(source: "web", key: "j0", index: nil)) { try outcomes[2].get() }
@@ -97,7 +97,7 @@ struct GroupCommitTests {
                     Self.job(SampleEvents.purchase(subscriber: "m", key: "m1")),
                     Self.job(SampleEvents.purchase(subscriber: "m", key: "m1", price: 5)),
                     Self.job(SampleEvents.purchase(subscriber: "m", key: "m2"), SampleEvents.purchase(subscriber: "m", key: "m1")),
-                ], database: store.database)
+                ], database: store.database, memory: store.memory)
             let first = try outcomes[0].get()
             let replay = try outcomes[1].get()
             #expect(first.createdCount == 1)

@@ -39,9 +39,17 @@ struct AppendWriter {
         }
     }
 
+    /// What a group's transaction did: each job's outcome, and where it leaves the log's end and the
+    /// touched streams (whole, when the append read them), for `AppendMemory` once the commit is known.
+    struct Written: Sendable {
+        var outcomes: [Result<AppendResult, StoreError>]
+        var end: LogEnd
+        var streams: [String: [RecordedEvent]]
+    }
+
     func append(
         _ jobs: [AppendJob], lookUpKeys: Bool, bulk: Bool = false, on connection: PostgresConnection
-    ) async throws -> [Result<AppendResult, StoreError>] {
+    ) async throws -> Written {
         try await connection.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
         let all = jobs.flatMap(\.events)
         let stored = lookUpKeys ? try await storedByIdempotencyKey(all, on: connection) : [:]
@@ -69,28 +77,96 @@ struct AppendWriter {
                 outcomes.append(.failure(error))
             }
         }
-        guard !group.rows.isEmpty else { return outcomes }
+        // The recorded time this group used (or would have): never before the log's last event's.
+        let end = LogEnd(position: group.position, recordedAt: recordedAt)
+        guard !group.rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         if bulk {
             try await copy(group.rows, fingerprints: group.fingerprints, on: connection)
-        } else {
-            try await insert(group.rows, fingerprints: group.fingerprints, on: connection)
-            var touched: [String: [RecordedEvent]] = [:]
-            for row in group.rows where touched[row.subscriberID] == nil {
-                touched[row.subscriberID] = streams[row.subscriberID] ?? []
-            }
-            for row in group.rows { touched[row.subscriberID]!.append(row) }
-            let folded = ProjectionWriter.fold(touched)
-            // A stream's whole fold is rewritten under the append lock: its size bounds how long one append
-            // can make every other writer wait (docs/limits.md).
-            for f in folded {
-                let events = touched[f.subscriber]?.count ?? 0
-                if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
-                    throw StreamTooLarge(subscriberID: f.subscriber, events: events, windows: f.ledger.windows.count)
-                }
-            }
-            try await ProjectionWriter(logger: logger).write(folded, on: connection)
+            return Written(outcomes: outcomes, end: end, streams: [:])
         }
-        return outcomes
+        try await insert(group.rows, fingerprints: group.fingerprints, on: connection)
+        let touched = Self.extend(streams, with: group.rows)
+        try await ProjectionWriter(logger: logger).write(try Self.fold(touched), on: connection)
+        streams.merge(touched) { _, new in new }
+        return Written(outcomes: outcomes, end: end, streams: streams)
+    }
+
+    /// The touched streams with the group's rows appended (only the streams that got rows).
+    static func extend(_ streams: [String: [RecordedEvent]], with rows: [RecordedEvent]) -> [String: [RecordedEvent]] {
+        var touched: [String: [RecordedEvent]] = [:]
+        for row in rows where touched[row.subscriberID] == nil {
+            touched[row.subscriberID] = streams[row.subscriberID] ?? []
+        }
+        for row in rows { touched[row.subscriberID, default: []].append(row) }
+        return touched
+    }
+
+    /// Folds the touched streams for the projection, refusing a stream past the limits: a stream's whole
+    /// fold is rewritten under the append lock, so its size bounds how long one append can make every
+    /// other writer wait (docs/limits.md).
+    static func fold(_ touched: [String: [RecordedEvent]]) throws -> [ProjectionWriter.Folded] {
+        let folded = ProjectionWriter.fold(touched)
+        for f in folded {
+            let events = touched[f.subscriber]?.count ?? 0
+            if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
+                throw StreamTooLarge(subscriberID: f.subscriber, events: events, windows: f.ledger.windows.count)
+            }
+        }
+        return folded
+    }
+
+    /// The group in one round trip (`subledger_append`, schema 0013), computed from what the server believes
+    /// the log's end and the touched streams are (`belief`: every touched stream whole, empty when believed
+    /// new). Returns nil, having written nothing, when the database disagrees with a belief. Keys are not
+    /// looked up: a reused key raises the unique violation, a failed version check `NeedsKeyLookup`.
+    func appendInOneTrip(
+        _ jobs: [AppendJob], end: LogEnd, streams: [String: [RecordedEvent]], now: Timestamp, on connection: PostgresConnection
+    ) async throws -> Written? {
+        var heads: [String: StreamHead] = [:]
+        for (subscriber, events) in streams {
+            heads[subscriber] = events.last.map { StreamHead(version: $0.version, hash: $0.hash) }
+        }
+        let recordedAt = max(now, end.recordedAt)
+        var group = GroupState(heads: heads, position: end.position, recordedAt: recordedAt, stored: [:])
+        var outcomes: [Result<AppendResult, StoreError>] = []
+        outcomes.reserveCapacity(jobs.count)
+        for job in jobs {
+            do {
+                outcomes.append(.success(try group.take(job, lookUpKeys: false)))
+            } catch let error as StoreError {
+                outcomes.append(.failure(error))
+            }
+        }
+        let rows = group.rows
+        guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
+        let touched = Self.extend(streams, with: rows)
+        let folded = try Self.fold(touched)
+        let projection = ProjectionJSONRows(folded)
+        let subscribers = folded.map(\.subscriber)
+        let believed = subscribers.map { streams[$0]?.last }
+        let written = try await connection.query(
+            """
+            SELECT subledger_append(
+                \(EventStore.appendLockKey), \(end.position),
+                \(TextArray(subscribers))::text[], \(Int64Array(believed.map { $0?.version ?? 0 }))::int8[],
+                \(ByteaArray(believed.map { $0?.hash ?? RecordedEvent.genesisHash }))::bytea[],
+                \(recordedAt.rfc3339)::timestamptz,
+                \(TextArray(rows.map(\.subscriberID)))::text[], \(Int64Array(rows.map(\.version)))::int8[],
+                \(Int64Array(rows.map(\.position)))::int8[], \(UUIDArray(rows.map(\.eventID)))::uuid[],
+                \(TextArray(rows.map(\.type.rawValue)))::text[], \(TextArray(rows.map(\.occurredAt.rfc3339)))::text[],
+                \(TextArray(rows.map(\.source)))::text[], \(TextArray(rows.map(\.environment.rawValue)))::text[],
+                \(TextArray(rows.map(\.idempotencyKey)))::text[],
+                \(TextArray(rows.map { JSONValue.object($0.data).canonicalString() }))::text[],
+                \(TextArray(rows.map { JSONValue.object($0.metadata).canonicalString() }))::text[],
+                \(ByteaArray(group.fingerprints))::bytea[], \(ByteaArray(rows.map(\.prevHash)))::bytea[],
+                \(ByteaArray(rows.map(\.hash)))::bytea[],
+                \(projection.text(.windows))::jsonb, \(projection.text(.subscriberState))::jsonb,
+                \(projection.text(.reportRuns))::jsonb, \(projection.text(.reportTransactions))::jsonb,
+                \(projection.text(.reportTrials))::jsonb)
+            """, logger: logger
+        ).collect().first?.decode(Bool.self)
+        guard written == true else { return nil }
+        return Written(outcomes: outcomes, end: LogEnd(position: group.position, recordedAt: recordedAt), streams: touched)
     }
 
     /// The streams' heads, positions and keys as the jobs taken so far leave them.
@@ -201,6 +277,13 @@ struct AppendWriter {
     struct StreamHead {
         var version: Int64
         var hash: [UInt8]
+    }
+
+    /// The log's last position, and a time no earlier than its last event's recorded time (the next
+    /// append's recorded time is the clock's, but never before it).
+    struct LogEnd: Sendable, Equatable {
+        var position: Int64
+        var recordedAt: Timestamp
     }
 
     struct IdempotencyKey: Hashable {

@@ -31,6 +31,7 @@ public struct EventStore: Sendable {
 
     let database: Database
     let committer: GroupCommitter
+    let memory: AppendMemory
     let onCommit: CommitObserver
     var logger: Logger { database.logger }
 
@@ -38,8 +39,10 @@ public struct EventStore: Sendable {
     public init(database: Database, onCommit: @escaping CommitObserver = { _ in }) {
         self.database = database
         self.onCommit = onCommit
+        let memory = AppendMemory()
+        self.memory = memory
         self.committer = GroupCommitter { jobs in
-            let outcomes = await Self.commit(jobs, database: database)
+            let outcomes = await Self.commit(jobs, database: database, memory: memory)
             var changes: [String: Int64] = [:]
             for (job, outcome) in zip(jobs, outcomes) {
                 if case .success(let result) = outcome {
@@ -84,6 +87,10 @@ public struct EventStore: Sendable {
         return (groups, jobs)
     }
 
+    /// How many groups went in one round trip, and how often the database refused this process's belief
+    /// about the log (another process had appended) so that the group took the general path.
+    public var oneTripCounts: (oneTrip: Int, refused: Int) { memory.tally }
+
     /// Appends one batch of a bulk import: same validation of keys and versions, same positions and hash
     /// chain, but rows go in with COPY and the projections are left to a rebuild after the import.
     /// All or nothing, like any append.
@@ -91,44 +98,114 @@ public struct EventStore: Sendable {
         precondition(!events.isEmpty, "an import batch needs at least one event")
         let writer = AppendWriter(logger: logger)
         defer { onCommit(Dictionary(events.map { ($0.subscriberID, Int64(0)) }, uniquingKeysWith: { a, _ in a })) }
+        memory.forget()
         return try await StoreError.mapping {
             try await database.transaction { connection in
-                try await writer.append([AppendJob(events: events, replays: .strict)], lookUpKeys: true, bulk: true, on: connection)[0]
+                try await writer.append([AppendJob(events: events, replays: .strict)], lookUpKeys: true, bulk: true, on: connection)
+                    .outcomes[0]
             }.get()
         }
     }
 
     /// Commits a group of appends in one transaction, each with its own outcome.
     ///
-    /// A conflict fails only its own job (`AppendWriter`). Any other statement error rolls the group back,
-    /// so the jobs are then committed one by one, and only the job that causes it fails. An outage fails
-    /// every job of the group at once: their outcome is unknown to the caller, who retries with the same
-    /// idempotency keys.
-    static func commit(_ jobs: [AppendJob], database: Database) async -> [Result<AppendResult, any Error>] {
+    /// First in one round trip from what this process believes (`AppendMemory`), when it believes anything;
+    /// otherwise, or when the database refuses the belief, the general way: a transaction that reads the
+    /// tail under the lock. A conflict fails only its own job (`AppendWriter`). Any other statement error
+    /// rolls the group back, so the jobs are then committed one by one, and only the job that causes it
+    /// fails. An outage fails every job of the group at once: their outcome is unknown to the caller, who
+    /// retries with the same idempotency keys.
+    static func commit(_ jobs: [AppendJob], database: Database, memory: AppendMemory) async -> [Result<AppendResult, any Error>] {
         let writer = AppendWriter(logger: database.logger)
         do {
             let outcomes = try await StoreError.mapping {
-                do {
-                    return try await database.transaction { try await writer.append(jobs, lookUpKeys: false, on: $0) }
-                } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
-                } catch is AppendWriter.NeedsKeyLookup {
+                var lookUpKeys = false
+                switch try await oneTrip(jobs, writer: writer, database: database, memory: memory) {
+                case .written(let outcomes): return outcomes
+                case .refused: break
+                case .needsKeyLookup: lookUpKeys = true
                 }
-                return try await database.transaction { try await writer.append(jobs, lookUpKeys: true, on: $0) }
+                if !lookUpKeys {
+                    do {
+                        return try await general(jobs, lookUpKeys: false, writer: writer, database: database, memory: memory)
+                    } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
+                    } catch is AppendWriter.NeedsKeyLookup {
+                    }
+                }
+                return try await general(jobs, lookUpKeys: true, writer: writer, database: database, memory: memory)
             }
             return outcomes.map { $0.mapError { $0 as any Error } }
         } catch let error as PSQLError where jobs.count > 1 && error.code == .server {
+            memory.forget()
             var outcomes: [Result<AppendResult, any Error>] = []
-            for job in jobs { outcomes += await commit([job], database: database) }
+            for job in jobs { outcomes += await commit([job], database: database, memory: memory) }
             return outcomes
         } catch is AppendWriter.StreamTooLarge where jobs.count > 1 {
             var outcomes: [Result<AppendResult, any Error>] = []
-            for job in jobs { outcomes += await commit([job], database: database) }
+            for job in jobs { outcomes += await commit([job], database: database, memory: memory) }
             return outcomes
         } catch let error as AppendWriter.StreamTooLarge {
             return [.failure(error.validationError)]
         } catch {
+            memory.forget()
             return Array(repeating: .failure(error), count: jobs.count)
         }
+    }
+
+    private enum OneTrip {
+        case written([Result<AppendResult, StoreError>])
+        /// Nothing believed, or the database refused the belief: the general way, keys not looked up.
+        case refused
+        /// A version check failed against the belief, or a key is reused: the general way with keys looked up.
+        case needsKeyLookup
+    }
+
+    /// The group in one round trip, when this process believes where the log ends. Streams it does not
+    /// remember are read first (outside the lock; the database checks their heads under it).
+    private static func oneTrip(_ jobs: [AppendJob], writer: AppendWriter, database: Database, memory: AppendMemory) async throws -> OneTrip {
+        let subscribers = Set(jobs.flatMap { $0.events.map(\.subscriberID) })
+        guard let belief = memory.belief(for: subscribers) else { return .refused }
+        let end = belief.end
+        var streams = belief.streams
+        let missing = subscribers.subtracting(streams.keys)
+        if !missing.isEmpty {
+            let logger = database.logger
+            let read = try await database.withConnection { connection in
+                try await ProjectionWriter(logger: logger).streams(
+                    """
+                    SELECT \(unescaped: EventRow.columns) FROM events
+                    WHERE subscriber_id = ANY(\(TextArray(Array(missing)))::text[]) ORDER BY subscriber_id, version
+                    """, on: connection)
+            }
+            for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
+        }
+        // The recorded time: this server's clock, never before the log's last event's (the database checks).
+        let now = Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+        let believed = streams
+        do {
+            let written = try await database.withConnection { connection in
+                try await writer.appendInOneTrip(jobs, end: end, streams: believed, now: now, on: connection)
+            }
+            guard let written else {
+                memory.refused()
+                return .refused
+            }
+            memory.learn(end: written.end, streams: written.streams, oneTrip: true)
+            return .written(written.outcomes)
+        } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
+            return .needsKeyLookup
+        } catch is AppendWriter.NeedsKeyLookup {
+            return .needsKeyLookup
+        }
+    }
+
+    /// The group in a transaction that reads the tail under the lock; teaches `memory` what it committed.
+    private static func general(
+        _ jobs: [AppendJob], lookUpKeys: Bool, writer: AppendWriter, database: Database, memory: AppendMemory
+    ) async throws -> [Result<AppendResult, StoreError>] {
+        let written = try await database.transaction { try await writer.append(jobs, lookUpKeys: lookUpKeys, on: $0) }
+        memory.learn(end: written.end, streams: written.streams, oneTrip: false)
+        return written.outcomes
     }
 
     /// COPY text format: backslash, tab, newline and carriage return are escaped (so a bytea's `\x…` hex

@@ -1,0 +1,117 @@
+import Foundation
+import LedgerCore
+import LedgerTestSupport
+import PostgresNIO
+import Testing
+
+@testable import LedgerStore
+
+/// Appends in one round trip (`AppendMemory`, `subledger_append`): the server's belief about the log is
+/// checked by the database under the lock, and a wrong belief costs a detour, never a wrong row.
+@Suite("One-trip appends")
+struct OneTripAppendTests {
+    @Test("after the first append, appends go in one trip, and what they store equals a rebuild's fold")
+    func oneTripAfterFirst() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let events = GeneratedLedger.events(seed: 23, subscribers: 20, eventsPerSubscriber: 1...12)
+            for event in events { _ = try await store.append([event]) }
+            let tally = store.oneTripCounts
+            #expect(tally.oneTrip == events.count - 1, "only the first append has no belief to use")
+            #expect(tally.refused == 0)
+            let feed = try await store.feed(afterPosition: 0, limit: 1000)
+            #expect(feed.map(\.position) == Array(1...Int64(events.count)))
+            #expect(zip(feed, feed.dropFirst()).allSatisfy { $0.recordedAt <= $1.recordedAt })
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+            let appended = try await RebuildTests.projection(client)
+            try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
+            #expect(try await RebuildTests.projection(client) == appended)
+        }
+    }
+
+    @Test("another process's append makes the belief wrong: refused, then the general path, versions still right")
+    func otherProcessAppends() async throws {
+        try await TestDatabase.with { client, _ in
+            let mine = EventStore(client: client, logger: TestDatabase.logger)
+            let theirs = EventStore(client: client, logger: TestDatabase.logger)
+            _ = try await mine.append([SampleEvents.purchase(subscriber: "a", key: "a1")])
+            _ = try await mine.append([SampleEvents.autoRenewOff(subscriber: "a", key: "a2", expectedVersion: 1)])
+            // The other process extends the stream this one remembers.
+            _ = try await theirs.append([SampleEvents.purchase(subscriber: "a", key: "a3")])
+            let next = try await mine.append([SampleEvents.purchase(subscriber: "a", key: "a4")])
+            #expect(next.events.map(\.version) == [4])
+            #expect(next.events.map(\.position) == [4])
+            #expect(mine.oneTripCounts.refused == 1)
+            // An expected version the stale belief would have refused is checked against the truth.
+            let stale = try await mine.append([SampleEvents.autoRenewOff(subscriber: "a", key: "a5", expectedVersion: 4)])
+            #expect(stale.events.map(\.version) == [5])
+            await #expect(throws: StoreError.versionConflict(subscriberID: "a", expected: 2, actual: 5, index: nil)) {
+                try await mine.append([SampleEvents.autoRenewOff(subscriber: "a", key: "a6", expectedVersion: 2)])
+            }
+            // A retry of an append already stored is an idempotent replay on the one-trip path too.
+            let replay = try await mine.append([SampleEvents.purchase(subscriber: "a", key: "a4")])
+            #expect(replay.isReplay)
+            #expect(replay.events == next.events)
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+        }
+    }
+
+    @Test("a stream the server does not remember is read first and folded whole")
+    func unrememberedStreams() async throws {
+        try await TestDatabase.with { client, _ in
+            let seeded = EventStore(client: client, logger: TestDatabase.logger)
+            for i in 1...3 { _ = try await seeded.append([SampleEvents.purchase(subscriber: "old", key: "old\(i)")]) }
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            _ = try await store.append([SampleEvents.purchase(subscriber: "x", key: "x1")])
+            let appended = try await store.append([SampleEvents.purchase(subscriber: "old", key: "old4")])
+            #expect(appended.events.map(\.version) == [4])
+            #expect(store.oneTripCounts.oneTrip == 1)
+            let windows = try await client.query("SELECT count(*) FROM windows WHERE subscriber_id = 'old'", logger: TestDatabase.logger)
+                .collect().first!.decode(Int64.self)
+            #expect(windows == 4, "the projection is folded from the whole stream, not from the new event alone")
+        }
+    }
+
+    @Test("two processes appending at once to the same streams: every event once, gapless, chains and projection right")
+    func concurrentProcesses() async throws {
+        try await TestDatabase.with { client, _ in
+            let stores = [EventStore(client: client, logger: TestDatabase.logger), EventStore(client: client, logger: TestDatabase.logger)]
+            let n = 120
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<n {
+                    group.addTask {
+                        _ = try await stores[i % 2].append([SampleEvents.purchase(subscriber: "c\(i % 5)", key: "c\(i)")])
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let feed = try await stores[0].feed(afterPosition: 0, limit: 1000)
+            #expect(feed.map(\.position) == Array(1...Int64(n)))
+            #expect(Set(feed.map(\.idempotencyKey)).count == n)
+            for s in 0..<5 {
+                #expect(feed.filter { $0.subscriberID == "c\(s)" }.map(\.version) == Array(1...Int64(n / 5)))
+            }
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+            let appended = try await RebuildTests.projection(client)
+            try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
+            #expect(try await RebuildTests.projection(client) == appended)
+        }
+    }
+
+    @Test("the memory stays within its budget of events")
+    func memoryBounded() {
+        let memory = AppendMemory(maxEvents: 10)
+        let events = GeneratedLedger.events(seed: 5, subscribers: 8, eventsPerSubscriber: 3...3)
+        let streams = Dictionary(
+            grouping: events.enumerated().map { i, e in
+                RecordedEvent(
+                    eventID: UUID(), subscriberID: e.subscriberID, version: 1, position: Int64(i + 1), type: e.type,
+                    occurredAt: e.occurredAt, recordedAt: e.occurredAt, source: e.source, environment: e.environment,
+                    idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
+            }, by: \.subscriberID)
+        memory.learn(end: .init(position: 24, recordedAt: .minimum), streams: streams, oneTrip: false)
+        let held = memory.belief(for: Set(streams.keys))!.streams
+        #expect(held.values.reduce(0) { $0 + $1.count } <= 10)
+        #expect(!held.isEmpty)
+    }
+}
