@@ -156,7 +156,7 @@ public func buildApplication(
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
-        server: .http1(configuration: .init(idleTimeout: .seconds(30))),
+        server: .http1(configuration: .init(additionalChannelHandlers: [ClientDisconnectHandler()], idleTimeout: .seconds(30))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "subledger"),
         services: services,
         logger: logger

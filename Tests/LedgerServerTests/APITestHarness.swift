@@ -13,10 +13,12 @@ import Testing
 /// with one key per role.
 struct APIHarness {
     var keys: [APIRole: String]
+    /// The fresh database's URL (as its owner).
+    var url: DatabaseURL? = nil
 
     static func run(
         maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
-        stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com",
+        stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", live: Bool = false,
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
@@ -41,8 +43,9 @@ struct APIHarness {
                 client: client,
                 migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
             // Background services (the Stripe customer look-up) run only in a live application.
-            try await app.test(stripeAPIKey == nil ? .router : .live) { http in
-                try await body(http, APIHarness(keys: keys))
+            // A live application also serves a real socket (`http.port`), for tests that need one.
+            try await app.test(stripeAPIKey == nil && !live ? .router : .live) { http in
+                try await body(http, APIHarness(keys: keys, url: url))
             }
             return true
         }

@@ -15,10 +15,10 @@ struct AuditRoutes {
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
         group.post("audit/checkpoints", use: seal)
-        group.get("audit/checkpoints", use: list)
-        group.get("audit/verify", use: verify)
-        group.get("exports/events.csv", use: eventsCSV)
-        group.get("exports/windows.csv", use: windowsCSV)
+        group.get("audit/checkpoints", use: cancelledOnDisconnect(list))
+        group.get("audit/verify", use: cancelledOnDisconnect(verify))
+        group.get("exports/events.csv", use: cancelledOnDisconnect(eventsCSV))
+        group.get("exports/windows.csv", use: cancelledOnDisconnect(windowsCSV))
     }
 
     @Sendable func seal(_ request: Request, context: LedgerRequestContext) async throws -> Response {

@@ -13,8 +13,8 @@ struct EventRoutes {
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
         group.post("events", use: append)
-        group.get("events", use: feed)
-        group.get("subscribers/:subscriber_id/events", use: stream)
+        group.get("events", use: cancelledOnDisconnect(feed))
+        group.get("subscribers/:subscriber_id/events", use: cancelledOnDisconnect(stream))
     }
 
     @Sendable func append(_ request: Request, context: LedgerRequestContext) async throws -> Response {

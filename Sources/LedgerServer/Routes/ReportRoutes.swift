@@ -11,11 +11,11 @@ struct ReportRoutes {
     static let maxPeriods = 1000
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
-        group.get("reports/churn", use: churn)
-        group.get("reports/mrr", use: mrr)
-        group.get("reports/retention", use: retention)
-        group.get("reports/trials", use: trials)
-        group.get("reports/revenue", use: revenue)
+        group.get("reports/churn", use: cancelledOnDisconnect(churn))
+        group.get("reports/mrr", use: cancelledOnDisconnect(mrr))
+        group.get("reports/retention", use: cancelledOnDisconnect(retention))
+        group.get("reports/trials", use: cancelledOnDisconnect(trials))
+        group.get("reports/revenue", use: cancelledOnDisconnect(revenue))
     }
 
     @Sendable func churn(_ request: Request, context: LedgerRequestContext) async throws -> Response {

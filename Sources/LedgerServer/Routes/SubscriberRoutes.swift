@@ -11,7 +11,7 @@ struct SubscriberRoutes {
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
         group.get("subscribers/:subscriber_id/entitlements", use: entitlements)
-        group.get("subscribers/:subscriber_id/windows", use: windows)
+        group.get("subscribers/:subscriber_id/windows", use: cancelledOnDisconnect(windows))
     }
 
     @Sendable func entitlements(_ request: Request, context: LedgerRequestContext) async throws -> Response {

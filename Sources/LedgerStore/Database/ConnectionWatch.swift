@@ -9,7 +9,8 @@ import Synchronization
 /// (seen in tools/ha-check: the primary killed between a transaction's lock and its INSERT). So the work
 /// runs in a task of its own, and the connection's close (one callback per connection, not per lease)
 /// answers the caller with `unavailable` at once; the stuck task is cancelled and left to end on its own,
-/// and the lease goes back to the pool, which discards the closed connection.
+/// and the lease goes back to the pool, which discards the closed connection. Work cancelled by its caller
+/// (an HTTP client that went away) closes its connection, which is what stops the query on the server.
 final class ConnectionWatch: Sendable {
     static let shared = ConnectionWatch()
 
@@ -46,7 +47,10 @@ final class ConnectionWatch: Sendable {
                 }
             }
         } onCancel: {
+            // PostgresNIO does not stop a running query when its task is cancelled; closing the connection
+            // does (the server checks for it: `client_connection_check_interval`), and the pool replaces it.
             task.cancel()
+            connection.close().whenComplete { _ in }
         }
     }
 

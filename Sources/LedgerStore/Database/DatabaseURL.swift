@@ -140,6 +140,9 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
             config.options.additionalStartupParameters.append(("role", role))
         }
         config.options.additionalStartupParameters.append(("application_name", "subledger"))
+        // A query whose connection the server closed (its work was cancelled: the HTTP client went away)
+        // is abandoned within a second instead of running to its end (PostgreSQL 14+).
+        config.options.additionalStartupParameters.append(("client_connection_check_interval", "1000"))
         if let statementTimeout, statementTimeout > .zero {
             let ms = statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000
             config.options.additionalStartupParameters.append(("statement_timeout", "\(max(1, ms))"))

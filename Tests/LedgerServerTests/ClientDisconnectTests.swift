@@ -1,0 +1,76 @@
+import Foundation
+import Glibc
+import HummingbirdTesting
+import LedgerTestSupport
+import PostgresNIO
+import Testing
+
+/// A request whose client goes away stops its database query (issue 13: "a request whose client
+/// disconnects cancels its query"), instead of running to its statement timeout for nobody.
+@Suite("Client disconnect")
+struct ClientDisconnectTests {
+    /// Opens a TCP connection to the server and sends `request` on it; returns the socket.
+    static func send(port: Int, request: String) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port)).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let bytes = Array(request.utf8)
+        guard fd >= 0, connected == 0, Glibc.send(fd, bytes, bytes.count, 0) == bytes.count else { return -1 }
+        return fd
+    }
+
+    /// Polls `count` until it equals `expected` (at most 5 s); returns the last count.
+    static func await(_ expected: Int64, _ count: () async throws -> Int64) async throws -> Int64 {
+        var last: Int64 = -1
+        for _ in 0..<50 {
+            last = try await count()
+            if last == expected { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return last
+    }
+
+    /// The server's feed queries running now (waiting for the test's lock); background workers' queries on
+    /// `events` (readiness, webhook delivery) wait too and are not counted.
+    static func runningFeedQueries(_ owner: PostgresClient) async throws -> Int64 {
+        return try await owner.query(
+            """
+            SELECT count(*) FROM pg_stat_activity
+            WHERE application_name = 'subledger' AND state = 'active' AND query LIKE 'SELECT event_id, subscriber_id%' AND pid <> pg_backend_pid()
+            """, logger: TestDatabase.logger
+        ).collect().first!.decode(Int64.self)
+    }
+
+    @Test("a feed read stuck behind a lock is cancelled on the server when its client hangs up")
+    func feedCancelledOnHangUp() async throws {
+        try await APIHarness.run(live: true) { http, harness in
+            let port = try #require(http.port)
+            try await TestDatabase.run(try #require(harness.url).clientConfiguration(maximumConnections: 3)) { client in
+                try await client.withConnection { locker in
+                    try await locker.query("BEGIN", logger: TestDatabase.logger)
+                    try await locker.query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE", logger: TestDatabase.logger)
+                    let fd = Self.send(
+                        port: port,
+                        request:
+                            "GET /v1/events?after_position=0 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(harness.keys[.admin]!)\r\n\r\n")
+                    #expect(fd >= 0)
+                    // The feed's query waits for the lock…
+                    #expect(try await Self.await(1) { try await Self.runningFeedQueries(client) } == 1)
+                    close(fd)
+                    // …and within a few seconds of the hang-up it is gone, while the lock is still held
+                    // (without the cancel it would wait for the lock's end).
+                    #expect(try await Self.await(0) { try await Self.runningFeedQueries(client) } == 0)
+                    try await locker.query("ROLLBACK", logger: TestDatabase.logger)
+                }
+            }
+            // The server goes on serving.
+            let health = try await http.execute(uri: "/health", method: .get)
+            #expect(health.status == .ok)
+        }
+    }
+}
