@@ -266,7 +266,7 @@ public struct WebhookDeliveryService: Service {
 struct Batch {
     var generation: Int64
     var page: [RecordedEvent]
-    var streams: [String: [RecordedEvent]]
+    var streams: [String: [FoldEvent]]
 
     /// The part after `cursor`, if the page reaches past it and starts at or before it (else a new read).
     func after(_ cursor: Int64) -> Batch? {
@@ -280,7 +280,7 @@ struct Batch {
 struct FoldCache {
     private var last: [String: (position: Int64, ledger: SubscriberLedger)] = [:]
 
-    mutating func ledgers(for event: RecordedEvent, stream: [RecordedEvent]) -> (before: SubscriberLedger, after: SubscriberLedger) {
+    mutating func ledgers(for event: RecordedEvent, stream: [FoldEvent]) -> (before: SubscriberLedger, after: SubscriberLedger) {
         let earlier = stream.filter { $0.position < event.position }
         let before: SubscriberLedger
         if let cached = last[event.subscriberID], cached.position == earlier.last?.position {
@@ -288,7 +288,7 @@ struct FoldCache {
         } else {
             before = Fold.fold(earlier)
         }
-        let after = Fold.fold(earlier + [event])
+        let after = Fold.fold(earlier + [FoldEvent(event)])
         if last.count > 500 { last.removeAll(keepingCapacity: true) }
         last[event.subscriberID] = (event.position, after)
         return (before, after)

@@ -20,9 +20,10 @@ public enum EventDataValidator {
         case paused, other
     }
 
+    @discardableResult
     public static func validate(
         type: EventType, data: [String: JSONValue], occurredAt: Timestamp, path: String
-    ) throws(EventValidationError) {
+    ) throws(EventValidationError) -> EventPayload {
         var r = FieldReader(path: path, members: data)
         if [.purchase, .renewal, .autoRenewChanged, .billingIssue, .expiration].contains(type) {
             _ = try r.integer("catalog_revision", minimum: 1)
@@ -79,6 +80,7 @@ public enum EventDataValidator {
             if let detail = try r.object("detail") { try Limits.checkMetadata(detail, field: r.field("detail")) }
         }
         try r.rejectUnknown()
+        return EventPayload(type: type, data: data)
     }
 
     private static func transaction(_ r: inout FieldReader, type: EventType) throws(EventValidationError) {

@@ -20,7 +20,7 @@ public struct TransactionData: Sendable, Hashable {
     public var commissionRate: String
 
     public init(_ data: [String: JSONValue]) {
-        let d = EventData(data)
+        let d = DataMembers(data)
         productID = d.string("product_id")
         entitlements = d.strings("entitlements")
         transactionID = d.string("transaction_id")
@@ -30,7 +30,7 @@ public struct TransactionData: Sendable, Hashable {
         periodEnd = d.timestamp("period_end")
         period = d.string("period") ?? d.string("duration")
         duration = d.duration("duration")
-        priceMinor = data["price_minor"]?.numberValue?.int64Value
+        priceMinor = d.int64("price_minor")
         currency = d.string("currency")
         commissionRate = data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
     }

@@ -24,6 +24,11 @@ public struct SubscriberLedger: Sendable, Hashable {
 public enum Fold {
     /// Folds events in `(occurred_at, position)` order, whatever order they are given in.
     public static func fold(_ events: [RecordedEvent]) -> SubscriberLedger {
+        fold(events.map(FoldEvent.init))
+    }
+
+    /// Folds events in `(occurred_at, position)` order, whatever order they are given in.
+    public static func fold(_ events: [FoldEvent]) -> SubscriberLedger {
         var state = FoldState()
         for event in events.sorted(by: { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }) {
             state.apply(event)
@@ -94,65 +99,61 @@ private struct FoldState {
         if isCancellation { lastCancellation[e] = (at, cut) } else { lastExpiration[e] = (at, cut) }
     }
 
-    mutating func apply(_ event: RecordedEvent) {
-        let d = EventData(event.data)
-        switch event.type {
-        case .purchase, .renewal: transaction(event, d)
-        case .refund:
-            guard let txn = d.string("transaction_id") else { return }
-            let cuts = d.bool("cut") ?? true
+    mutating func apply(_ event: FoldEvent) {
+        switch event.payload {
+        case .transaction(let t): transaction(event, t)
+        case .refund(let r):
+            guard let txn = r.transactionID else { return }
             refundsByTransaction[txn, default: []].append(refunds.count)
-            refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn, cuts: cuts))
-            guard cuts else { return }
+            refunds.append(Refund(eventID: event.eventID, at: event.occurredAt, transactionID: txn, cuts: r.cut))
+            guard r.cut else { return }
             for i in byTransaction[txn] ?? [] {
                 windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .refund))
             }
-        case .refundReversal:
-            guard let txn = d.string("transaction_id"),
-                let r = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed })
+        case .refundReversal(let r):
+            guard let txn = r.transactionID,
+                let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed })
             else { return }
-            refunds[r].reversed = true
-            let refundID = refunds[r].eventID
-            for i in byTransaction[txn] ?? [] { windows[i].cuts.removeAll { $0.eventID == refundID } }
-        case .cancellation:
-            let only = d.strings("entitlements")
-            let entitlements = only.isEmpty ? Array(byEntitlement.keys) : only.filter { byEntitlement[$0] != nil }
+            refunds[i].reversed = true
+            let refundID = refunds[i].eventID
+            for w in byTransaction[txn] ?? [] { windows[w].cuts.removeAll { $0.eventID == refundID } }
+        case .cancellation(let c):
+            let entitlements = c.entitlements.isEmpty ? Array(byEntitlement.keys) : c.entitlements.filter { byEntitlement[$0] != nil }
             for e in entitlements {
                 cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .cancellation)
                 lapsed.insert(e)
             }
-        case .credit: credit(event, d)
-        case .creditReversal:
-            guard let id = d.string("credit_event_id").flatMap(UUID.init(uuidString:)) else { return }
+        case .credit(let c): credit(event, c)
+        case .creditReversal(let r):
+            guard let id = r.creditEventID else { return }
             if let i = creditWindow[id] {
                 windows[i].cuts.append(.init(at: windows[i].start, eventID: event.eventID, cause: .creditReversal))
             } else {
                 pendingCreditReversals[id] = (event.eventID, event.occurredAt)
             }
-        case .autoRenewChanged:
-            guard let enabled = d.bool("enabled") else { return }
-            for e in d.strings("entitlements") { autoRenew[e] = enabled }
-        case .billingIssue:
-            guard let until = d.timestamp("grace_until"), until > event.occurredAt else { return }
-            for e in d.strings("entitlements") {
+        case .autoRenewChanged(let a):
+            guard let enabled = a.enabled else { return }
+            for e in a.entitlements { autoRenew[e] = enabled }
+        case .billingIssue(let b):
+            guard let until = b.graceUntil, until > event.occurredAt else { return }
+            for e in b.entitlements {
                 add(
                     Window(
                         entitlement: e, start: event.occurredAt, grantedEnd: until, kind: .grace,
-                        productID: d.string("product_id"), transactionID: nil, sourceEventID: event.eventID,
+                        productID: b.productID, transactionID: nil, sourceEventID: event.eventID,
                         sourcePosition: event.position, environment: event.environment))
             }
         case .storeNotice:
             return
-        case .expiration:
-            for e in d.strings("entitlements") {
+        case .expiration(let x):
+            for e in x.entitlements {
                 cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .expiration)
                 lapsed.insert(e)
             }
         }
     }
 
-    mutating func transaction(_ event: RecordedEvent, _ d: EventData) {
-        let t = TransactionData(d.members)
+    mutating func transaction(_ event: FoldEvent, _ t: TransactionData) {
         let txn = t.transactionID
         let windowKind = t.windowKind
         for e in t.entitlements {
@@ -182,13 +183,13 @@ private struct FoldState {
         }
     }
 
-    mutating func credit(_ event: RecordedEvent, _ d: EventData) {
-        guard let e = d.string("entitlement") else { return }
+    mutating func credit(_ event: FoldEvent, _ c: CreditData) {
+        guard let e = c.entitlement else { return }
         let start: Timestamp
         let end: Timestamp
-        if let ws = d.timestamp("window_start"), let we = d.timestamp("window_end") {
+        if let ws = c.windowStart, let we = c.windowEnd {
             (start, end) = (ws, we)
-        } else if let duration = d.duration("duration") {
+        } else if let duration = c.duration {
             let s = coverageEnd(e, at: event.occurredAt, includingCredits: true) ?? event.occurredAt
             (start, end) = (s, duration.added(to: s))
         } else {
@@ -231,16 +232,4 @@ public enum Coverage {
         }
         return .some(end)
     }
-}
-
-/// Typed reads of an event's `data` (already validated when the event was appended).
-struct EventData {
-    let members: [String: JSONValue]
-    init(_ members: [String: JSONValue]) { self.members = members }
-
-    func string(_ k: String) -> String? { members[k]?.stringValue }
-    func bool(_ k: String) -> Bool? { members[k]?.boolValue }
-    func strings(_ k: String) -> [String] { members[k]?.arrayValue?.compactMap(\.stringValue) ?? [] }
-    func timestamp(_ k: String) -> Timestamp? { string(k).flatMap { try? Timestamp(rfc3339: $0) } }
-    func duration(_ k: String) -> ISODuration? { string(k).flatMap(ISODuration.init) }
 }

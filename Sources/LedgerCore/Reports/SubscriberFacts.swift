@@ -131,6 +131,11 @@ public struct SubscriberFacts: Sendable, Hashable {
 
     /// Derives the facts; sandbox events are left out (they never count in revenue or churn).
     public static func derive(events: [RecordedEvent], ledger: SubscriberLedger) -> SubscriberFacts {
+        derive(events: events.map(FoldEvent.init), ledger: ledger)
+    }
+
+    /// Derives the facts; sandbox events are left out (they never count in revenue or churn).
+    public static func derive(events: [FoldEvent], ledger: SubscriberLedger) -> SubscriberFacts {
         let production = events.filter { $0.environment == .production }
         let ledger = production.count == events.count ? ledger : Fold.fold(production)
         let ordered = production.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
@@ -141,7 +146,7 @@ public struct SubscriberFacts: Sendable, Hashable {
             trials: trials(windows: windows))
     }
 
-    static func paidRuns(windows: [Window], events: [RecordedEvent]) -> [PaidRun] {
+    static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {
         let relevant = windows.filter { $0.kind.isPaid || $0.kind == .grace }
         let byEntitlement = Dictionary(grouping: relevant, by: \.entitlement)
         let index = LapseIndex(events: events)
@@ -186,11 +191,11 @@ public struct SubscriberFacts: Sendable, Hashable {
         let billingIssue = index.last(.billingIssue, of: entitlements, from: lastPaid.start, through: e) != nil
         let slack = Timestamp(microseconds: e.microseconds + expirationSlack)
         let expiration = index.last(.expiration, of: entitlements, from: lastPaid.start, through: slack)
-            .flatMap { EventData($0.data).string("reason") }
+            .flatMap { if case .expiration(let x) = $0.payload { x.reason } else { nil } }
         if billingIssue || expiration == "billing" { return .involuntary }
         let autoRenewOff =
             index.last(.autoRenewChanged, of: entitlements, from: nil, through: e)
-            .map { EventData($0.data).bool("enabled") == false } ?? false
+            .map { if case .autoRenewChanged(let a) = $0.payload { a.enabled == false } else { false } } ?? false
         if autoRenewOff || expiration == "voluntary" || expiration == "price_increase" || expiration == "paused" { return .voluntary }
         return .other
     }
@@ -198,19 +203,19 @@ public struct SubscriberFacts: Sendable, Hashable {
     /// The events that explain lapses, per type and entitlement in fold order, so that each run's reason is
     /// found by binary search instead of a scan of the whole stream (O(n log n) for a subscriber, not O(n²)).
     struct LapseIndex {
-        let events: [RecordedEvent]
+        let events: [FoldEvent]
         /// `[type: [entitlement: indexes into events]]`, ascending.
         var lists: [EventType: [String: [Int]]] = [:]
 
-        init(events: [RecordedEvent]) {
+        init(events: [FoldEvent]) {
             self.events = events
             for (i, event) in events.enumerated() where [.billingIssue, .expiration, .autoRenewChanged].contains(event.type) {
-                for e in Set(EventData(event.data).strings("entitlements")) { lists[event.type, default: [:]][e, default: []].append(i) }
+                for e in Set(event.payload.entitlements) { lists[event.type, default: [:]][e, default: []].append(i) }
             }
         }
 
         /// The last event (in fold order) of `type` naming any of `entitlements` with `from <= occurred_at <= through`.
-        func last(_ type: EventType, of entitlements: Set<String>, from: Timestamp?, through: Timestamp) -> RecordedEvent? {
+        func last(_ type: EventType, of entitlements: Set<String>, from: Timestamp?, through: Timestamp) -> FoldEvent? {
             var best: Int?
             for e in entitlements {
                 guard let list = lists[type]?[e] else { continue }
@@ -229,25 +234,26 @@ public struct SubscriberFacts: Sendable, Hashable {
         }
     }
 
-    static func transactions(events: [RecordedEvent], windows: [Window]) -> [RevenueTransaction] {
+    static func transactions(events: [FoldEvent], windows: [Window]) -> [RevenueTransaction] {
         var refunds: [(transactionID: String, refund: RevenueTransaction.Refund, reversed: Bool)] = []
         var refundsByTransaction: [String: [Int]] = [:]
         for event in events {
-            let d = EventData(event.data)
-            if event.type == .refund, let txn = d.string("transaction_id") {
-                let amount = event.data["amount_minor"]?.numberValue?.int64Value ?? 0
+            switch event.payload {
+            case .refund(let r):
+                guard let txn = r.transactionID else { continue }
                 refundsByTransaction[txn, default: []].append(refunds.count)
-                refunds.append((txn, .init(at: event.occurredAt, amount: amount, cut: d.bool("cut") ?? true), false))
-            } else if event.type == .refundReversal, let txn = d.string("transaction_id"),
-                let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed })
-            {
+                refunds.append((txn, .init(at: event.occurredAt, amount: r.amountMinor, cut: r.cut), false))
+            case .refundReversal(let r):
+                guard let txn = r.transactionID, let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed }) else { continue }
                 refunds[i].reversed = true
+            default:
+                continue
             }
         }
         let windowsByEvent = Dictionary(grouping: windows, by: \.sourceEventID)
         var result: [RevenueTransaction] = []
-        for event in events where event.type == .purchase || event.type == .renewal {
-            let t = TransactionData(event.data)
+        for event in events {
+            guard case .transaction(let t) = event.payload else { continue }
             guard t.isPaid, let price = t.priceMinor, let currency = t.currency else { continue }
             let lifetime = t.kind == .lifetime
             let own = (windowsByEvent[event.eventID] ?? []).sorted { $0.entitlement < $1.entitlement }

@@ -21,9 +21,7 @@ public struct WebhookFilter: Sendable, Hashable {
     public func matches(_ event: RecordedEvent, changes: [EntitlementChange]) -> Bool {
         guard wantsType(event) else { return false }
         guard let wanted = entitlements else { return true }
-        let named =
-            (event.data["entitlements"]?.arrayValue?.compactMap(\.stringValue) ?? [])
-            + [event.data["entitlement"]?.stringValue].compactMap { $0 }
+        let named = EventPayload(type: event.type, data: event.data).entitlements
         return named.contains(where: wanted.contains) || changes.contains { wanted.contains($0.entitlement) }
     }
 }

@@ -19,9 +19,8 @@ enum EventRow {
         subscriber_id, event_id, version, position, type, occurred_at, environment, data::text
         """
 
-    /// An event read with `foldColumns`: source, idempotency key and metadata are empty and the hashes are
-    /// not read (nor computed), so the value serves the fold and nothing else.
-    static func decodeForFold(_ row: PostgresRow) throws -> RecordedEvent {
+    /// An event read with `foldColumns`, as the fold and the report facts see it (its data typed).
+    static func decodeForFold(_ row: PostgresRow) throws -> FoldEvent {
         guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
         let subscriber = try cells.string()
         let id = try cells.uuid()
@@ -34,11 +33,9 @@ enum EventRow {
         guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
             throw CorruptRow(position: position, reason: "unknown type \(type) or environment \(environment)")
         }
-        return RecordedEvent(
+        return FoldEvent(
             eventID: id, subscriberID: subscriber, version: version, position: position, type: eventType,
-            occurredAt: occurred, recordedAt: Timestamp(microseconds: 0), source: "",
-            environment: env, idempotencyKey: "", data: try object(data, position: position), metadata: [:],
-            prevHash: [], hash: [])
+            occurredAt: occurred, environment: env, data: try object(data, position: position))
     }
 
     static func decode(_ row: PostgresRow) throws -> RecordedEvent {

@@ -39,10 +39,11 @@ struct ProjectionWriter {
     /// Folds whole streams into what `write` stores.
     static func fold(_ streams: [String: [RecordedEvent]]) -> [Folded] {
         streams.map { subscriber, events in
-            let ledger = Fold.fold(events)
+            let typed = events.map(FoldEvent.init)
+            let ledger = Fold.fold(typed)
             return Folded(
                 subscriber: subscriber, version: events.last!.version, ledger: ledger,
-                facts: SubscriberFacts.derive(events: events, ledger: ledger))
+                facts: SubscriberFacts.derive(events: typed, ledger: ledger))
         }
     }
 

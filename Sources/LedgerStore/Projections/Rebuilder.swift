@@ -146,7 +146,7 @@ public struct Rebuilder: Sendable {
     /// Decodes a batch of whole streams (rows in subscriber and version order) and folds each stream.
     private static func fold(_ rows: [PostgresRow]) throws -> FoldedBatch {
         var out = ProjectionCopyRows()
-        var stream: [RecordedEvent] = []
+        var stream: [FoldEvent] = []
         func flush() {
             guard let last = stream.last else { return }
             let ledger = Fold.fold(stream)

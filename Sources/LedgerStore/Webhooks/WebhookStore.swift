@@ -417,11 +417,11 @@ public struct WebhookStore: Sendable {
     }
 
     /// The streams of `subscribers` up to `position` (inclusive), with what the fold reads, oldest first.
-    public func streams(_ subscribers: Set<String>, through position: Int64) async throws -> [String: [RecordedEvent]] {
+    public func streams(_ subscribers: Set<String>, through position: Int64) async throws -> [String: [FoldEvent]] {
         guard !subscribers.isEmpty else { return [:] }
         let logger = self.logger
         return try await database.withConnection { c in
-            var out: [String: [RecordedEvent]] = [:]
+            var out: [String: [FoldEvent]] = [:]
             for try await row in try await c.query(
                 """
                 SELECT \(unescaped: EventRow.foldColumns) FROM events
