@@ -5,8 +5,8 @@ import Synchronization
 ///
 /// The append lock serializes appends anyway, so instead of each request paying its own BEGIN, lock wait,
 /// round trips, projection refold and commit flush, a queue of them shares one. One drain task runs at a
-/// time: a lone request starts it and is committed at once, with no waiting for company; requests that
-/// arrive meanwhile form the next group. Each caller still gets its own outcome (`commit` isolates them).
+/// time: a lone request is committed at once by its own task, with no waiting for company; requests that
+/// arrive meanwhile form the next group, committed by a drain task. Each caller still gets its own outcome (`commit` isolates them).
 final class GroupCommitter: Sendable {
     typealias Commit = @Sendable ([AppendJob]) async -> [Result<AppendResult, any Error>]
 
@@ -38,7 +38,21 @@ final class GroupCommitter: Sendable {
     var counts: (groups: Int, jobs: Int) { state.withLock { ($0.groups, $0.jobs) } }
 
     func submit(_ job: AppendJob) async throws -> AppendResult {
-        try await withCheckedThrowingContinuation { continuation in
+        // Nobody committing: this caller commits its own job at once, in its own task (no hop to another
+        // task and back), and hands whatever arrived meanwhile to a drain task.
+        let leads = state.withLock { s -> Bool in
+            guard !s.draining else { return false }
+            s.draining = true
+            s.groups += 1
+            s.jobs += 1
+            return true
+        }
+        if leads {
+            let outcome = await commit([job])[0]
+            if hasWaiting() { Task { await self.drain() } }
+            return try outcome.get()
+        }
+        return try await withCheckedThrowingContinuation { continuation in
             let start = state.withLock { s -> Bool in
                 s.queue.append(Waiting(job: job, continuation: continuation))
                 guard !s.draining else { return false }
@@ -46,6 +60,14 @@ final class GroupCommitter: Sendable {
                 return true
             }
             if start { Task { await self.drain() } }
+        }
+    }
+
+    /// After a leader's commit: true (and still draining) when jobs wait, else the drain ends here.
+    private func hasWaiting() -> Bool {
+        state.withLock { s in
+            if s.queue.isEmpty { s.draining = false }
+            return !s.queue.isEmpty
         }
     }
 
