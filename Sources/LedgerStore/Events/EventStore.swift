@@ -165,26 +165,23 @@ public struct EventStore: Sendable {
     private static func oneTrip(_ jobs: [AppendJob], writer: AppendWriter, database: Database, memory: AppendMemory) async throws -> OneTrip {
         let subscribers = Set(jobs.flatMap { $0.events.map(\.subscriberID) })
         guard let belief = memory.belief(for: subscribers) else { return .refused }
-        let end = belief.end
-        var streams = belief.streams
-        let missing = subscribers.subtracting(streams.keys)
-        if !missing.isEmpty {
-            let logger = database.logger
-            let read = try await database.withConnection { connection in
-                try await ProjectionWriter(logger: logger).streams(
-                    """
-                    SELECT \(unescaped: EventRow.columns) FROM events
-                    WHERE subscriber_id = ANY(\(TextArray(Array(missing)))::text[]) ORDER BY subscriber_id, version
-                    """, on: connection)
-            }
-            for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
-        }
-        // The recorded time: this server's clock, never before the log's last event's (the database checks).
-        let now = Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-        let believed = streams
+        let logger = database.logger
         do {
-            let written = try await database.withConnection { connection in
-                try await writer.appendInOneTrip(jobs, end: end, streams: believed, now: now, on: connection)
+            // One lease for the read of unremembered streams and the append.
+            let written = try await database.withConnection { connection -> AppendWriter.Written? in
+                var streams = belief.streams
+                let missing = subscribers.subtracting(streams.keys)
+                if !missing.isEmpty {
+                    let read = try await ProjectionWriter(logger: logger).streams(
+                        """
+                        SELECT \(unescaped: EventRow.columns) FROM events
+                        WHERE subscriber_id = ANY(\(TextArray(Array(missing)))::text[]) ORDER BY subscriber_id, version
+                        """, on: connection)
+                    for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
+                }
+                // The recorded time: this server's clock, never before the log's last event's (the database checks).
+                let now = Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+                return try await writer.appendInOneTrip(jobs, end: belief.end, streams: streams, now: now, on: connection)
             }
             guard let written else {
                 memory.refused()
@@ -198,6 +195,7 @@ public struct EventStore: Sendable {
             return .needsKeyLookup
         }
     }
+
 
     /// The group in a transaction that reads the tail under the lock; teaches `memory` what it committed.
     private static func general(
