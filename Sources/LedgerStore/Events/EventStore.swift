@@ -196,7 +196,6 @@ public struct EventStore: Sendable {
         }
     }
 
-
     /// The group in a transaction that reads the tail under the lock; teaches `memory` what it committed.
     private static func general(
         _ jobs: [AppendJob], lookUpKeys: Bool, writer: AppendWriter, database: Database, memory: AppendMemory
