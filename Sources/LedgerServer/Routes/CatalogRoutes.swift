@@ -49,7 +49,7 @@ struct CatalogRoutes {
     /// The `{product_id}` path parameter, percent-decoded and held to the identifier rule (400 otherwise).
     private func productID(_ context: LedgerRequestContext) throws -> String {
         let raw = context.parameters.get("product_id") ?? ""
-        let id = raw.removingPercentEncoding ?? raw
+        let id = raw.percentDecoded
         if let problem = Identifiers.problem(id) {
             throw APIError.invalidRequest("path parameter 'product_id' \(problem)")
         }
