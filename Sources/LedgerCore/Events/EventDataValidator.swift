@@ -20,10 +20,18 @@ public enum EventDataValidator {
         case paused, other
     }
 
-    @discardableResult
-    public static func validate(
+    /// Validates `data` and returns it typed. Callers that only need the verdict use `validate`, which
+    /// skips building the value (an import validates every line).
+    public static func payload(
         type: EventType, data: [String: JSONValue], occurredAt: Timestamp, path: String
     ) throws(EventValidationError) -> EventPayload {
+        try validate(type: type, data: data, occurredAt: occurredAt, path: path)
+        return EventPayload(type: type, data: data)
+    }
+
+    public static func validate(
+        type: EventType, data: [String: JSONValue], occurredAt: Timestamp, path: String
+    ) throws(EventValidationError) {
         var r = FieldReader(path: path, members: data)
         if [.purchase, .renewal, .autoRenewChanged, .billingIssue, .expiration].contains(type) {
             _ = try r.integer("catalog_revision", minimum: 1)
@@ -80,7 +88,6 @@ public enum EventDataValidator {
             if let detail = try r.object("detail") { try Limits.checkMetadata(detail, field: r.field("detail")) }
         }
         try r.rejectUnknown()
-        return EventPayload(type: type, data: data)
     }
 
     private static func transaction(_ r: inout FieldReader, type: EventType) throws(EventValidationError) {

@@ -3,7 +3,7 @@ import Foundation
 /// An event's `data`, typed by its event type: what the fold, the report facts and the webhooks read of it,
 /// in one place. `data` itself stays raw JSON for storage and hashing.
 ///
-/// Built from data the validator accepted when the event was appended (`EventDataValidator.validate`
+/// Built from data the validator accepted when the event was appended (`EventDataValidator.payload`
 /// returns it); a member it does not find (an event stored before a field existed) takes the contract's
 /// default, so reading a stored event never fails.
 public enum EventPayload: Sendable, Hashable {
