@@ -99,14 +99,26 @@ public struct RecordedEvent: Sendable, Hashable {
 
 /// Lower-case hexadecimal, as hashes are shown to auditors.
 public enum Hex {
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = digit(b >> 4)
+                out[i + 1] = digit(b & 0xF)
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        encode(Array(bytes))
+    }
+
+    /// The lowercase hex digit of a nibble.
+    @inline(__always)
+    public static func digit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? 0x30 &+ nibble : 0x57 &+ nibble
     }
 
     public static func decode(_ text: String) -> [UInt8]? {

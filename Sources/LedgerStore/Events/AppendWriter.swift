@@ -263,7 +263,10 @@ struct AppendWriter {
                 ]
                 buffer.writeString(fields.map(EventStore.copyEscaped).joined(separator: "\t"))
                 // bytea in hex form, its backslash already escaped for COPY.
-                for bytes in [fingerprint, row.prevHash, row.hash] { buffer.writeString("\t\\\\x" + Hex.encode(bytes)) }
+                for bytes in [fingerprint, row.prevHash, row.hash] {
+                    buffer.writeStaticString("\t\\\\x")
+                    for b in bytes { buffer.writeMultipleIntegers(Hex.digit(b >> 4), Hex.digit(b & 0xF)) }
+                }
                 buffer.writeString("\n")
                 if buffer.readableBytes > 1 << 20 {
                     try await writer.write(buffer)
