@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The dashboard in a real headless Chromium against a served ledger filled by tools/simulate (driven by
-tools/browser-test; standard library only). Enters the key through the page's form, opens every page,
+tools/browser-test; Selenium and chromedriver from Debian, tools/browser.py). Enters the key through the page's form, opens every page,
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
 with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
 webhook endpoint and replays it, checks the 401/403 messages, and writes a PNG screenshot of each page."""
 import argparse, http.client, http.server, json, os, socket, subprocess, sys, threading, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cdp import Browser  # noqa: E402
+from browser import Browser, WebDriverException  # noqa: E402
 
 A = argparse.ArgumentParser()
 A.add_argument("--bin", required=True); A.add_argument("--url", required=True)
 A.add_argument("--chromium", required=True); A.add_argument("--out", required=True)
+A.add_argument("--chromedriver", default="/usr/bin/chromedriver")
 for role in ("admin", "analyst", "auditor"): A.add_argument(f"--{role}", required=True)
 args = A.parse_args()
 
@@ -400,7 +401,7 @@ def main():
             except OSError:
                 pass
             time.sleep(0.05)
-        b = Browser(args.chromium)
+        b = Browser(args.chromium, driver=args.chromedriver)
         console = Console(b)
         b.navigate(f"{BASE}/dashboard")
         check(b.eval("document.title") == "subledger dashboard", "the dashboard did not load")
@@ -444,7 +445,7 @@ def main():
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
             f"as of {asof}), stores ({'; '.join(stores)}), audit, webhooks ({hooks} endpoint, failures, replay), 401/403 messages; screenshots in {args.out}")
-    except (Failed, TimeoutError, RuntimeError, ConnectionError) as e:
+    except (Failed, TimeoutError, RuntimeError, ConnectionError, WebDriverException) as e:
         say("FAILED:", e)
         if b:
             try: b.screenshot(os.path.join(args.out, "failure.png")); say(f"screenshot of the failure: {args.out}/failure.png")

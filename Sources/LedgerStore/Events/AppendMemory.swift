@@ -30,11 +30,11 @@ final class AppendMemory: Sendable {
     /// Groups committed in one round trip, and beliefs the database refused (for tests and metrics).
     var tally: (oneTrip: Int, refused: Int) { counts.withLock { ($0.oneTrip, $0.refused) } }
 
-    /// Most events held in remembered streams (about 1 KiB each).
+    /// Most events held in remembered streams (about 2 KiB each, measured).
     let maxEvents: Int
     private let state = Mutex(State())
 
-    init(maxEvents: Int = 50_000) {
+    init(maxEvents: Int = 10_000) {
         self.maxEvents = maxEvents
     }
 
