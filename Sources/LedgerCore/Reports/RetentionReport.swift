@@ -11,7 +11,7 @@ public struct RetentionCohort: Sendable, Hashable {
 
 /// Builds the cohort table one subscriber at a time.
 public struct RetentionAccumulator: Sendable {
-    public private(set) var cohorts: [RetentionCohort]
+    public internal(set) var cohorts: [RetentionCohort]
     let until: Timestamp
 
     /// Cohorts are the months in `[from, to)`; month k of a cohort is shown when `start + k months <= until`

@@ -10,7 +10,7 @@ public struct TrialPeriod: Sendable, Hashable {
 
 /// Counts trials into periods by their start.
 public struct TrialAccumulator: Sendable {
-    public private(set) var periods: [TrialPeriod]
+    public internal(set) var periods: [TrialPeriod]
 
     public init(boundaries: [Timestamp]) {
         periods = zip(boundaries, boundaries.dropFirst()).map { TrialPeriod(start: $0, end: $1) }

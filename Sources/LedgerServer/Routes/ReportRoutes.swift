@@ -22,7 +22,7 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request)
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).churn(boundaries: q.boundaries, entitlement: q.entitlement)
+            try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
         }
         let rows = result.map { p -> [JSONValue] in
             [
@@ -38,7 +38,7 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request)
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).revenue(boundaries: q.boundaries, entitlement: q.entitlement)
+            try await ReportStore(database: $0).revenue(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
         }
         let rows = result.map { p -> [JSONValue] in
             let f = p.figures
@@ -55,7 +55,7 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request)
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).trials(boundaries: q.boundaries, entitlement: q.entitlement)
+            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
         }
         let rows = result.map { p -> [JSONValue] in
             [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate)]

@@ -86,7 +86,7 @@ struct AppendWriter {
         }
         try await insert(group.rows, fingerprints: group.fingerprints, on: connection)
         let touched = Self.extend(streams, with: group.rows)
-        try await ProjectionWriter(logger: logger).write(try Self.fold(touched), on: connection)
+        try await ProjectionWriter(logger: logger).write(try Self.fold(touched, previous: streams), on: connection)
         streams.merge(touched) { _, new in new }
         return Written(outcomes: outcomes, end: end, streams: streams)
     }
@@ -104,8 +104,8 @@ struct AppendWriter {
     /// Folds the touched streams for the projection, refusing a stream past the limits: a stream's whole
     /// fold is rewritten under the append lock, so its size bounds how long one append can make every
     /// other writer wait (docs/limits.md).
-    static func fold(_ touched: [String: [RecordedEvent]]) throws -> [ProjectionWriter.Folded] {
-        let folded = ProjectionWriter.fold(touched)
+    static func fold(_ touched: [String: [RecordedEvent]], previous: [String: [RecordedEvent]]) throws -> [ProjectionWriter.Folded] {
+        let folded = ProjectionWriter.fold(touched, previous: previous)
         for f in folded {
             let events = touched[f.subscriber]?.count ?? 0
             if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
@@ -140,7 +140,7 @@ struct AppendWriter {
         let rows = group.rows
         guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         let touched = Self.extend(streams, with: rows)
-        let folded = try Self.fold(touched)
+        let folded = try Self.fold(touched, previous: streams)
         let projection = ProjectionJSONRows(folded)
         let subscribers = folded.map(\.subscriber)
         let believed = subscribers.map { streams[$0]?.last }
@@ -162,7 +162,7 @@ struct AppendWriter {
                 \(ByteaArray(rows.map(\.hash)))::bytea[],
                 \(projection.text(.windows))::jsonb, \(projection.text(.subscriberState))::jsonb,
                 \(projection.text(.reportRuns))::jsonb, \(projection.text(.reportTransactions))::jsonb,
-                \(projection.text(.reportTrials))::jsonb)
+                \(projection.text(.reportTrials))::jsonb, \(projection.rollupText)::jsonb)
             """, logger: logger
         ).collect().first?.decode(Bool.self)
         guard written == true else { return nil }

@@ -8,8 +8,16 @@ struct ProjectionJSONRows: ProjectionRowEncoder {
     private var tables = ProjectionTable.allCases.map { _ in JSONRows() }
     private var current = ProjectionTable.windows
 
+    /// The rollups' change of all the folded subscribers, as `subledger_rollup_add` (schema 0014) takes it.
+    private(set) var rollupText = "{}"
+
     init(_ folded: [ProjectionWriter.Folded]) {
-        for f in folded { ProjectionRows.write(f, to: &self) }
+        var rollup = ReportRollup()
+        for f in folded {
+            ProjectionRows.write(f, to: &self)
+            rollup.add(f.rollup)
+        }
+        rollupText = RollupRows.json(rollup)
     }
 
     /// The rows of one table as a JSON array.

@@ -13,16 +13,18 @@ struct ProjectionWriter {
     let logger: Logger
 
     /// Folds the given subscribers' streams as stored (this transaction's rows included) and writes them;
-    /// returns how many events were folded.
+    /// `reflected` is the last position the projection already holds (the rollups get the difference the
+    /// events after it make). Returns how many events were folded.
     @discardableResult
-    func refold(_ subscribers: [String], on connection: PostgresConnection) async throws -> Int {
+    func refold(_ subscribers: [String], reflectedThrough reflected: Int64, on connection: PostgresConnection) async throws -> Int {
         guard !subscribers.isEmpty else { return 0 }
         let streams = try await streams(
             """
             SELECT \(unescaped: EventRow.columns) FROM events
             WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[]) ORDER BY subscriber_id, version
             """, on: connection)
-        try await write(Self.fold(streams), on: connection)
+        let previous = streams.mapValues { $0.filter { $0.position <= reflected } }.filter { !$0.value.isEmpty }
+        try await write(Self.fold(streams, previous: previous), on: connection)
         return streams.values.reduce(0) { $0 + $1.count }
     }
 
@@ -36,23 +38,31 @@ struct ProjectionWriter {
         return streams
     }
 
-    /// Folds whole streams into what `write` stores.
-    static func fold(_ streams: [String: [RecordedEvent]]) -> [Folded] {
+    /// Folds whole streams into what `write` stores; `previous` holds the streams as the projection has
+    /// them now (absent: not projected yet), whose facts the rollups' change is taken from.
+    static func fold(_ streams: [String: [RecordedEvent]], previous: [String: [RecordedEvent]]) -> [Folded] {
         streams.map { subscriber, events in
             let typed = events.map(FoldEvent.init)
             let ledger = Fold.fold(typed)
+            let facts = SubscriberFacts.derive(events: typed, ledger: ledger)
+            let old = previous[subscriber].flatMap { events -> SubscriberFacts? in
+                guard !events.isEmpty else { return nil }
+                let typed = events.map(FoldEvent.init)
+                return SubscriberFacts.derive(events: typed, ledger: Fold.fold(typed))
+            }
             return Folded(
-                subscriber: subscriber, version: events.last!.version, ledger: ledger,
-                facts: SubscriberFacts.derive(events: typed, ledger: ledger))
+                subscriber: subscriber, version: events.last!.version, ledger: ledger, facts: facts,
+                rollup: ReportRollup.change(from: old, to: facts))
         }
     }
 
-    /// One subscriber's fold and the report facts derived from it.
+    /// One subscriber's fold, the report facts derived from it, and what it changes in the rollups.
     struct Folded {
         var subscriber: String
         var version: Int64
         var ledger: SubscriberLedger
         var facts: SubscriberFacts
+        var rollup: ReportRollup
     }
 
     /// Replaces the projection rows (windows, state and report facts) of the given subscribers, in one round
@@ -68,7 +78,8 @@ struct ProjectionWriter {
             """
             SELECT subledger_projection_write(
                 \(TextArray(folded.map(\.subscriber)))::text[], \(rows.text(.windows))::jsonb, \(rows.text(.subscriberState))::jsonb,
-                \(rows.text(.reportRuns))::jsonb, \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb),
+                \(rows.text(.reportRuns))::jsonb, \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb,
+                \(rows.rollupText)::jsonb),
                 set_config('statement_timeout', '0', true)
             """, logger: logger
         ).collect()

@@ -48,8 +48,16 @@ public struct Rebuilder: Sendable {
         return try await database.transaction { writer in
             try await writer.query("SELECT pg_advisory_xact_lock(\(Self.rebuildLockKey))", logger: logger)
             try await writer.query("SELECT subledger_rebuild_prepare()", logger: logger)
-            let (seen, done) = try await database.withConnection { reader in
+            let (seen, done, rollup) = try await database.withConnection { reader in
                 try await Self.load(from: reader, into: writer, chunkSize: chunkSize, logger: logger, progress: progress)
+            }
+            let cells = RollupRows.json(rollup)
+            for table in RollupRows.tables {
+                try await writer.query(
+                    """
+                    INSERT INTO \(unescaped: "rebuild_" + table)
+                    SELECT * FROM jsonb_populate_recordset(NULL::\(unescaped: table), \(cells)::jsonb -> \(table))
+                    """, logger: logger)
             }
             phase("load")
             // Each index is built by one sort; with the default 64 MB a million-row sort spills to disk.
@@ -62,7 +70,8 @@ public struct Rebuilder: Sendable {
             let rows = try await writer.query(
                 "SELECT DISTINCT subscriber_id FROM events WHERE position > \(seen)", logger: logger)
             for try await s in rows.decode(String.self) { moved.append(s) }
-            try await ProjectionWriter(logger: logger).refold(moved, on: writer)
+            try await ProjectionWriter(logger: logger).refold(moved, reflectedThrough: seen, on: writer)
+            try await writer.query("UPDATE report_rollup_state SET complete = true", logger: logger)
             // Delivered at commit: every server's entitlement cache forgets the old tables' ledgers.
             try await writer.query(
                 "SELECT pg_notify(\(ProjectionChanges.channel), \(ProjectionChanges.resetPayload))", logger: logger)
@@ -80,7 +89,7 @@ public struct Rebuilder: Sendable {
     private static func load(
         from reader: PostgresConnection, into writer: PostgresConnection, chunkSize: Int, logger: Logger,
         progress: (@Sendable (Progress) -> Void)?
-    ) async throws -> (Int64, Progress) {
+    ) async throws -> (Int64, Progress, ReportRollup) {
         try await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
         var folding: [Task<FoldedBatch, any Error>] = []
         var writing: Task<Void, any Error>?
@@ -89,6 +98,7 @@ public struct Rebuilder: Sendable {
                 "SELECT coalesce(max(position), 0), count(*) FROM events", logger: logger
             ).collect()[0].decode((Int64, Int64).self)
             var done = Progress(subscribers: 0, events: 0, totalEvents: Int(total))
+            var rollup = ReportRollup()
             var batch: [PostgresRow] = []
             var subscribersInBatch = 0
             var lastSubscriber: ByteBuffer?
@@ -98,6 +108,7 @@ public struct Rebuilder: Sendable {
                 try await writing?.value
                 done.subscribers += result.rows.subscribers
                 done.events += result.events
+                rollup.add(result.rollup)
                 progress?(done)
                 writing = Task { try await result.rows.copy(into: "rebuild_", on: writer, logger: logger) }
             }
@@ -125,7 +136,7 @@ public struct Rebuilder: Sendable {
             while !folding.isEmpty { try await write(folding.removeFirst()) }
             try await writing?.value
             try await reader.query("COMMIT", logger: logger)
-            return (seen, done)
+            return (seen, done, rollup)
         } catch {
             for task in folding { task.cancel() }
             _ = try? await writing?.value
@@ -141,19 +152,24 @@ public struct Rebuilder: Sendable {
     private struct FoldedBatch: Sendable {
         var rows: ProjectionCopyRows
         var events: Int
+        /// The rollups' cells of the batch's subscribers, summed.
+        var rollup: ReportRollup
     }
 
     /// Decodes a batch of whole streams (rows in subscriber and version order) and folds each stream.
     private static func fold(_ rows: [PostgresRow]) throws -> FoldedBatch {
         var out = ProjectionCopyRows()
+        var rollup = ReportRollup()
         var stream: [FoldEvent] = []
         func flush() {
             guard let last = stream.last else { return }
             let ledger = Fold.fold(stream)
+            let facts = SubscriberFacts.derive(events: stream, ledger: ledger)
+            rollup.add(ReportRollup.of(facts))
             out.append(
                 ProjectionWriter.Folded(
-                    subscriber: last.subscriberID, version: last.version, ledger: ledger,
-                    facts: SubscriberFacts.derive(events: stream, ledger: ledger)))
+                    subscriber: last.subscriberID, version: last.version, ledger: ledger, facts: facts,
+                    rollup: ReportRollup()))
             stream.removeAll(keepingCapacity: true)
         }
         for row in rows {
@@ -162,6 +178,6 @@ public struct Rebuilder: Sendable {
             stream.append(event)
         }
         flush()
-        return FoldedBatch(rows: out, events: rows.count)
+        return FoldedBatch(rows: out, events: rows.count, rollup: rollup)
     }
 }

@@ -16,16 +16,62 @@ public struct MRRLine: Sendable, Hashable {
 /// accumulators of `LedgerCore`, so memory holds one subscriber and the result grid, never the ledger.
 public struct ReportStore: Sendable {
     let database: Database
+    /// Whether reports read the rollups (schema 0014) when they hold the whole ledger; false reads the facts
+    /// row by row (the tests compare the two).
+    let rollups: Bool
 
-    public init(database: Database) {
+    public init(database: Database, rollups: Bool = true) {
         self.database = database
+        self.rollups = rollups
     }
 
-    public init(client: PostgresClient, logger: Logger) {
-        self.init(database: Database(client: client, logger: logger))
+    public init(client: PostgresClient, logger: Logger, rollups: Bool = true) {
+        self.init(database: Database(client: client, logger: logger), rollups: rollups)
     }
 
-    /// Churn per period between consecutive `boundaries`; `entitlement` nil counts all entitlements together.
+    /// Whether the rollups can answer: asked for, and complete (a migration on a ledger with events leaves
+    /// them empty until the rebuild `subledger migrate` runs).
+    private func useRollups() async throws -> Bool {
+        guard rollups else { return false }
+        let logger = database.logger
+        return try await database.withConnection { c in
+            try await c.query("SELECT complete FROM report_rollup_state", logger: logger).collect().first?.decode(Bool.self) ?? false
+        }
+    }
+
+    /// Churn per period between consecutive `boundaries`, the calendar grid of `interval`; `entitlement`
+    /// nil counts all entitlements together.
+    public func churn(boundaries: [Timestamp], interval: ReportInterval, entitlement: String?) async throws -> [ChurnPeriod] {
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1,
+            try await useRollups()
+        else { return try await churn(boundaries: boundaries, entitlement: entitlement) }
+        let logger = database.logger
+        let key = entitlement ?? ""
+        return try await database.withConnection { c in
+            var days: [(day: Int64, counts: ReportRollup.Counts)] = []
+            let rows = try await c.query(
+                "SELECT day_us, starts, ends FROM report_run_days WHERE entitlement = \(key) AND day_us < \(to)", logger: logger)
+            for try await (day, starts, ends) in rows.decode((Int64, Int64, Int64).self) {
+                days.append((day, .init(first: starts, second: ends)))
+            }
+            var transitions: [Int64: ReportRollup.ChurnCell] = [:]
+            let cells = try await c.query(
+                """
+                SELECT period_us, new, reactivated, churned_refund, churned_involuntary, churned_voluntary, churned_other
+                FROM report_churn_periods
+                WHERE entitlement = \(key) AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
+                """, logger: logger)
+            for try await (period, new, reactivated, refund, involuntary, voluntary, other) in cells.decode(
+                (Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
+            {
+                transitions[period] = .init(
+                    new: new, reactivated: reactivated, refund: refund, involuntary: involuntary, voluntary: voluntary, other: other)
+            }
+            return ReportRollup.churnPeriods(boundaries: boundaries, runDays: days, transitions: transitions)
+        }
+    }
+
+    /// Churn from the run facts, subscriber by subscriber.
     public func churn(boundaries: [Timestamp], entitlement: String?) async throws -> [ChurnPeriod] {
         var acc = ChurnAccumulator(boundaries: boundaries)
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
@@ -45,6 +91,20 @@ public struct ReportStore: Sendable {
         var acc = RetentionAccumulator(from: from, to: to, until: until)
         guard let first = acc.cohorts.first?.start, let last = acc.cohorts.last?.start else { return [] }
         let end = ReportCalendar.addingMonths(1, to: last)
+        if try await useRollups() {
+            let logger = database.logger
+            let key = entitlement ?? ""
+            return try await database.withConnection { c in
+                var cells: [(cohort: Int64, month: Int64, delta: Int64)] = []
+                let rows = try await c.query(
+                    """
+                    SELECT cohort_us, month_us, delta FROM report_retention_cells
+                    WHERE entitlement = \(key) AND cohort_us >= \(first.microseconds) AND cohort_us < \(end.microseconds)
+                    """, logger: logger)
+                for try await (cohort, month, delta) in rows.decode((Int64, Int64, Int64).self) { cells.append((cohort, month, delta)) }
+                return ReportRollup.retentionCohorts(from: from, to: to, until: until, cells: cells)
+            }
+        }
         acc = try await streamRuns(
             """
             SELECT subscriber_id, start_us, end_us, first_start_us, lapse FROM report_runs
@@ -55,7 +115,38 @@ public struct ReportStore: Sendable {
         return acc.cohorts
     }
 
-    /// Revenue per period and currency; `entitlement` keeps transactions that grant it.
+    /// Revenue per period and currency over the calendar grid of `interval`; `entitlement` keeps transactions
+    /// that grant it. The rollups hold months: day and week grids read the transactions.
+    public func revenue(boundaries: [Timestamp], interval: ReportInterval, entitlement: String?) async throws -> [RevenuePeriod] {
+        guard interval == .month, let to = boundaries.last?.microseconds, boundaries.count > 1, try await useRollups() else {
+            return try await revenue(boundaries: boundaries, entitlement: entitlement)
+        }
+        let logger = database.logger
+        let key = entitlement ?? ""
+        return try await database.withConnection { c in
+            var cells: [(month: Int64, currency: String, cell: ReportRollup.RevenueCell)] = []
+            let rows = try await c.query(
+                """
+                SELECT month_us, currency, transactions, billings::text, commission::text, refunds::text,
+                       refunded_unrecognized::text, refunds_recognized::text, recognized::text, settled_deferred::text
+                FROM report_revenue_months WHERE entitlement = \(key) AND month_us < \(to)
+                """, logger: logger)
+            for try await row in rows {
+                let (month, currency, transactions, b, c, r, ru, rr, rec, sd) = try row.decode(
+                    (Int64, String, Int64, String, String, String, String, String, String, String).self)
+                guard let b = Int128(b), let c = Int128(c), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
+                    let rec = Int128(rec), let sd = Int128(sd)
+                else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
+                var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
+                (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (b, c, r)
+                (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
+                cells.append((month, currency, cell))
+            }
+            return ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells)
+        }
+    }
+
+    /// Revenue from the transaction facts, one transaction at a time.
     public func revenue(boundaries: [Timestamp], entitlement: String?) async throws -> [RevenuePeriod] {
         let initial = RevenueAccumulator(boundaries: boundaries)
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
@@ -71,7 +162,7 @@ public struct ReportStore: Sendable {
                        array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','),
                        array_to_string(refund_cut, ',')
                 FROM report_transactions
-                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us) < \(to)
+                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
                   AND (\(key) = '' OR \(key) = ANY(entitlements))
                 """, logger: logger)
             // Concrete decoding of each cell (`BinaryCells`): this streams every paid transaction of the span,
@@ -89,7 +180,7 @@ public struct ReportStore: Sendable {
                 let stop = try c.optionalInt64()
                 let refundAt = Self.integers(try c.string())
                 let refundAmount = Self.integers(try c.string())
-                let refundCut = try c.string().split(separator: ",").map { $0 != "false" }
+                let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
                 acc.add(
                     RevenueTransaction(
                         eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
@@ -108,6 +199,28 @@ public struct ReportStore: Sendable {
     }
 
     /// Trials started per period; a trial transaction counts once, converted if any entitlement converted.
+    /// From the rollups' days when they are complete (boundaries are midnights).
+    public func trials(boundaries: [Timestamp], interval: ReportInterval, entitlement: String?) async throws -> [TrialPeriod] {
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, try await useRollups() else {
+            return try await trials(boundaries: boundaries, entitlement: entitlement)
+        }
+        let logger = database.logger
+        let key = entitlement ?? ""
+        return try await database.withConnection { c in
+            var days: [(day: Int64, counts: ReportRollup.Counts)] = []
+            let rows = try await c.query(
+                """
+                SELECT day_us, started, converted FROM report_trial_days
+                WHERE entitlement = \(key) AND day_us >= \(from) AND day_us < \(to)
+                """, logger: logger)
+            for try await (day, started, converted) in rows.decode((Int64, Int64, Int64).self) {
+                days.append((day, .init(first: started, second: converted)))
+            }
+            return ReportRollup.trialPeriods(boundaries: boundaries, days: days)
+        }
+    }
+
+    /// Trials from the trial facts.
     public func trials(boundaries: [Timestamp], entitlement: String?) async throws -> [TrialPeriod] {
         let initial = TrialAccumulator(boundaries: boundaries)
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds else { return initial.periods }

@@ -1,0 +1,312 @@
+import Foundation
+
+/// What one subscriber adds to the report rollups, which the projection keeps summed per calendar period
+/// so that a report reads a few rows per period instead of every fact in its range (docs/reports.md,
+/// "Rollups").
+///
+/// Every cell is exact: the reports computed from the sums equal the ones computed fact by fact.
+/// - revenue: per month, entitlement key and currency, the change of each transaction's cumulative figures
+///   (`RevenueSchedule.cumulative`) across the month, and how many transactions move in it. The changes
+///   telescope, so the sum of the months before a month boundary is that boundary's cumulative figures,
+///   rounding included.
+/// - trials: per day and key, trials started and converted.
+/// - runs: per day and key, paid runs started and ended; "active just before midnight b" is
+///   `#(start < b) − #(end < b)`, because one subscriber's runs of one key never overlap.
+/// - churn: per interval (day, week, month), period and key, the new, reactivated and churned subscribers,
+///   found where a subscriber's runs start or end.
+/// - retention: per cohort month, key and later month, +1 where a run starts covering the month boundary
+///   and −1 after it stops; the cell of the cohort's own month holds the cohort's size.
+///
+/// A change to a subscriber adds `change(from: old, to: new)`: the new facts' cells minus the old ones'.
+public struct ReportRollup: Sendable, Hashable {
+    public struct RevenueKey: Sendable, Hashable {
+        public var month: Int64
+        public var entitlement: String
+        public var currency: String
+    }
+
+    public struct RevenueCell: Sendable, Hashable {
+        /// Transactions whose money moves in the month (the report lists a currency only if one does).
+        public var transactions: Int64 = 0
+        public var figures = RevenueFigures()
+        /// The deferred balance left by the transactions that settle in the month. A report leaves out the
+        /// transactions settled before its range, as the fact-by-fact sum does, by taking this off its
+        /// balances.
+        public var settledDeferred: Int128 = 0
+
+        public init(transactions: Int64 = 0, figures: RevenueFigures = RevenueFigures(), settledDeferred: Int128 = 0) {
+            self.transactions = transactions
+            self.figures = figures
+            self.settledDeferred = settledDeferred
+        }
+    }
+
+    public struct DayKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+    }
+
+    public struct Counts: Sendable, Hashable {
+        /// Trials started, or runs started.
+        public var first: Int64 = 0
+        /// Trials converted, or runs ended.
+        public var second: Int64 = 0
+
+        public init(first: Int64 = 0, second: Int64 = 0) {
+            self.first = first
+            self.second = second
+        }
+    }
+
+    public struct ChurnKey: Sendable, Hashable {
+        public var interval: ReportInterval
+        public var period: Int64
+        public var entitlement: String
+    }
+
+    public struct ChurnCell: Sendable, Hashable {
+        public var new: Int64 = 0
+        public var reactivated: Int64 = 0
+        public var refund: Int64 = 0
+        public var involuntary: Int64 = 0
+        public var voluntary: Int64 = 0
+        public var other: Int64 = 0
+
+        public init(
+            new: Int64 = 0, reactivated: Int64 = 0, refund: Int64 = 0, involuntary: Int64 = 0, voluntary: Int64 = 0,
+            other: Int64 = 0
+        ) {
+            (self.new, self.reactivated, self.refund) = (new, reactivated, refund)
+            (self.involuntary, self.voluntary, self.other) = (involuntary, voluntary, other)
+        }
+
+        public func churned(_ reason: LapseReason) -> Int64 {
+            switch reason {
+            case .refund: refund
+            case .involuntary: involuntary
+            case .voluntary: voluntary
+            case .other: other
+            }
+        }
+    }
+
+    public struct RetentionKey: Sendable, Hashable {
+        public var cohort: Int64
+        public var entitlement: String
+        public var month: Int64
+    }
+
+    public var revenue: [RevenueKey: RevenueCell] = [:]
+    public var trials: [DayKey: Counts] = [:]
+    public var runs: [DayKey: Counts] = [:]
+    public var churn: [ChurnKey: ChurnCell] = [:]
+    public var retention: [RetentionKey: Int64] = [:]
+
+    public init() {}
+
+    public var isEmpty: Bool { revenue.isEmpty && trials.isEmpty && runs.isEmpty && churn.isEmpty && retention.isEmpty }
+
+    /// The cells of one subscriber's facts.
+    public static func of(_ facts: SubscriberFacts) -> ReportRollup {
+        change(from: nil, to: facts)
+    }
+
+    /// What replacing `old` facts (nil: none yet) by `new` ones changes; only the parts that differ are
+    /// computed, so an append that adds one transaction costs that transaction's cells.
+    public static func change(from old: SubscriberFacts?, to new: SubscriberFacts) -> ReportRollup {
+        var r = ReportRollup()
+        let oldTransactions = Set(old?.transactions ?? [])
+        let newTransactions = Set(new.transactions)
+        for t in old?.transactions ?? [] where !newTransactions.contains(t) { r.addRevenue(t, sign: -1) }
+        for t in new.transactions where !oldTransactions.contains(t) { r.addRevenue(t, sign: 1) }
+        if old?.trials != new.trials {
+            if let old { r.addTrials(old.trials, sign: -1) }
+            r.addTrials(new.trials, sign: 1)
+        }
+        let oldRuns = Dictionary(grouping: old?.runs ?? [], by: \.entitlement)
+        let newRuns = Dictionary(grouping: new.runs, by: \.entitlement)
+        for key in Set(oldRuns.keys).union(newRuns.keys) where oldRuns[key] != newRuns[key] {
+            if let runs = oldRuns[key] { r.addRuns(runs, key: key, sign: -1) }
+            if let runs = newRuns[key] { r.addRuns(runs, key: key, sign: 1) }
+        }
+        r.prune()
+        return r
+    }
+
+    /// Adds `other` cell by cell. Counts wrap instead of trapping (they are bounded by the log's size).
+    public mutating func add(_ other: ReportRollup) {
+        for (k, v) in other.revenue {
+            revenue[k, default: .init()].transactions &+= v.transactions
+            revenue[k, default: .init()].figures += v.figures
+            revenue[k, default: .init()].settledDeferred += v.settledDeferred
+        }
+        for (k, v) in other.trials { trials[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.churn { churn[k, default: .init()].add(v) }
+        for (k, v) in other.retention { retention[k, default: 0] &+= v }
+    }
+
+    /// Drops the cells that sum to zero (a change that undoes itself writes nothing).
+    mutating func prune() {
+        revenue = revenue.filter { $0.value != RevenueCell() }
+        trials = trials.filter { $0.value != Counts() }
+        runs = runs.filter { $0.value != Counts() }
+        churn = churn.filter { $0.value != ChurnCell() }
+        retention = retention.filter { $0.value != 0 }
+    }
+
+    /// The transaction's figures month by month, exactly as `RevenueAccumulator` sees them at month
+    /// boundaries: nothing up to its first movement, `cumulative(before:)` until it settles, final after.
+    mutating func addRevenue(_ t: RevenueTransaction, sign: Int128) {
+        let schedule = RevenueSchedule(t)
+        var firstMove = min(t.occurredAt, t.start)
+        for r in t.refunds { firstMove = min(firstMove, r.at) }
+        let settled = t.settledAt
+        let final = schedule.cumulative(before: Timestamp(microseconds: settled.microseconds &+ 1))
+        func seen(_ b: Timestamp) -> RevenueFigures {
+            b <= firstMove ? RevenueFigures() : b <= settled ? schedule.cumulative(before: b) : final
+        }
+        var month = ReportCalendar.monthStart(firstMove)
+        let last = ReportCalendar.monthStart(settled)
+        var previous = RevenueFigures()
+        let keys = [""] + Set(t.entitlements).sorted()
+        while month <= last {
+            let next = ReportCalendar.addingMonths(1, to: month)
+            let now = seen(next)
+            var change = now - previous
+            if sign < 0 { change = RevenueFigures() - change }
+            for key in keys {
+                let k = RevenueKey(month: month.microseconds, entitlement: key, currency: t.currency)
+                revenue[k, default: .init()].transactions &+= Int64(sign)
+                revenue[k, default: .init()].figures += change
+            }
+            previous = now
+            month = next
+        }
+        for key in keys {
+            let k = RevenueKey(month: last.microseconds, entitlement: key, currency: t.currency)
+            revenue[k, default: .init()].settledDeferred += sign * final.deferred
+        }
+    }
+
+    /// Trials as the report counts them: over all entitlements a trial transaction once (its earliest
+    /// start, converted if any entitlement converted); per entitlement, once per transaction.
+    mutating func addTrials(_ facts: [TrialFact], sign: Int64) {
+        var all: [UUID: (start: Timestamp, converted: Bool)] = [:]
+        var each: [TrialGroup: (start: Timestamp, converted: Bool)] = [:]
+        for t in facts {
+            if let seen = all[t.eventID] {
+                all[t.eventID] = (min(seen.start, t.start), seen.converted || t.converted)
+            } else {
+                all[t.eventID] = (t.start, t.converted)
+            }
+            let g = TrialGroup(eventID: t.eventID, entitlement: t.entitlement)
+            if let seen = each[g] {
+                each[g] = (min(seen.start, t.start), seen.converted || t.converted)
+            } else {
+                each[g] = (t.start, t.converted)
+            }
+        }
+        func count(_ start: Timestamp, _ converted: Bool, _ key: String) {
+            let day = ReportInterval.day.periodStart(containing: start).microseconds
+            trials[DayKey(day: day, entitlement: key), default: .init()].add(Counts(first: 1, second: converted ? 1 : 0), sign: sign)
+        }
+        for trial in all.values { count(trial.start, trial.converted, "") }
+        for (g, trial) in each { count(trial.start, trial.converted, g.entitlement) }
+    }
+
+    private struct TrialGroup: Hashable {
+        var eventID: UUID
+        var entitlement: String
+    }
+
+    /// One key's runs (sorted by start, never overlapping): their starts and ends per day, the churn
+    /// transitions of every interval, and the retention cells.
+    mutating func addRuns(_ list: [PaidRun], key: String, sign: Int64) {
+        guard let firstStart = list.first?.start else { return }
+        for run in list {
+            let start = ReportInterval.day.periodStart(containing: run.start).microseconds
+            runs[DayKey(day: start, entitlement: key), default: .init()].first &+= sign
+            if let end = run.end {
+                let day = ReportInterval.day.periodStart(containing: end).microseconds
+                runs[DayKey(day: day, entitlement: key), default: .init()].second &+= sign
+            }
+        }
+        // Churn: a subscriber's state can only differ between a period's two ends if a run starts or ends
+        // inside it.
+        func active(justBefore t: Timestamp) -> Bool {
+            // The last run starting before t is the only one that can hold it.
+            var (lo, hi) = (0, list.count)
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if list[mid].start < t { lo = mid + 1 } else { hi = mid }
+            }
+            return lo > 0 && list[lo - 1].isActive(justBefore: t)
+        }
+        for interval in ReportInterval.allCases {
+            var periods = Set<Timestamp>()
+            for run in list {
+                periods.insert(interval.periodStart(containing: run.start))
+                if let end = run.end { periods.insert(interval.periodStart(containing: end)) }
+            }
+            for a in periods {
+                let b = interval.next(after: a)
+                let before = active(justBefore: a)
+                let after = active(justBefore: b)
+                guard before != after else { continue }
+                let k = ChurnKey(interval: interval, period: a.microseconds, entitlement: key)
+                if before {
+                    let last = list.filter { r in r.end.map { $0 >= a && $0 < b } ?? false }.max { $0.end! < $1.end! }
+                    churn[k, default: .init()].count(last?.lapse ?? .other, sign: sign)
+                } else if firstStart >= a {
+                    churn[k, default: .init()].new &+= sign
+                } else {
+                    churn[k, default: .init()].reactivated &+= sign
+                }
+            }
+        }
+        // Retention: run r covers the month boundaries t with start < t <= end.
+        let cohort = ReportCalendar.monthStart(firstStart)
+        retention[RetentionKey(cohort: cohort.microseconds, entitlement: key, month: cohort.microseconds), default: 0] &+= sign
+        for run in list {
+            let first = ReportCalendar.addingMonths(1, to: ReportCalendar.monthStart(run.start))
+            let k = RetentionKey(cohort: cohort.microseconds, entitlement: key, month: first.microseconds)
+            guard let end = run.end else {
+                retention[k, default: 0] &+= sign
+                continue
+            }
+            let last = ReportCalendar.monthStart(end)
+            guard last >= first else { continue }
+            retention[k, default: 0] &+= sign
+            let after = ReportCalendar.addingMonths(1, to: last)
+            retention[RetentionKey(cohort: cohort.microseconds, entitlement: key, month: after.microseconds), default: 0] &-= sign
+        }
+    }
+}
+
+extension ReportRollup.Counts {
+    mutating func add(_ other: Self, sign: Int64) {
+        first &+= other.first &* sign
+        second &+= other.second &* sign
+    }
+}
+
+extension ReportRollup.ChurnCell {
+    mutating func count(_ reason: LapseReason, sign: Int64) {
+        switch reason {
+        case .refund: refund &+= sign
+        case .involuntary: involuntary &+= sign
+        case .voluntary: voluntary &+= sign
+        case .other: other &+= sign
+        }
+    }
+
+    mutating func add(_ o: Self) {
+        new &+= o.new
+        reactivated &+= o.reactivated
+        refund &+= o.refund
+        involuntary &+= o.involuntary
+        voluntary &+= o.voluntary
+        other &+= o.other
+    }
+}

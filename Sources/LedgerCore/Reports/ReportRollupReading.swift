@@ -1,0 +1,110 @@
+/// Reports from the rollups' cells (`ReportRollup`): the same rows the fact-by-fact accumulators give, from
+/// a few cells per period.
+extension ReportRollup {
+    /// Revenue over month boundaries from the month cells of one key with `month < boundaries.last`. The
+    /// cumulative figures at a boundary are the sum of the months before it; a currency is listed when a
+    /// transaction of it moves within the range, as the accumulator lists it.
+    public static func revenuePeriods(
+        boundaries: [Timestamp], cells: [(month: Int64, currency: String, cell: RevenueCell)]
+    ) -> [RevenuePeriod] {
+        guard let first = boundaries.first, let last = boundaries.last, boundaries.count > 1 else { return [] }
+        var sums: [String: [RevenueFigures]] = [:]
+        var moving = Set<String>()
+        var settledBefore: [String: Int128] = [:]
+        for (month, currency, cell) in cells {
+            if month < first.microseconds { settledBefore[currency, default: 0] += cell.settledDeferred }
+            if month >= first.microseconds && month < last.microseconds && cell.transactions != 0 { moving.insert(currency) }
+            var row = sums[currency] ?? Array(repeating: RevenueFigures(), count: boundaries.count)
+            // The month counts at every boundary after it.
+            for i in boundaries.indices where month < boundaries[i].microseconds { row[i] += cell.figures }
+            sums[currency] = row
+        }
+        var rows: [RevenuePeriod] = []
+        for i in 0..<(boundaries.count - 1) {
+            for currency in moving.sorted() {
+                let s = sums[currency]!
+                let settled = settledBefore[currency] ?? 0
+                rows.append(
+                    RevenuePeriod(
+                        start: boundaries[i], end: boundaries[i + 1], currency: currency, figures: s[i + 1] - s[i],
+                        deferredStart: s[i].deferred - settled, deferredEnd: s[i + 1].deferred - settled))
+            }
+        }
+        return rows
+    }
+
+    /// Churn over a calendar grid from the run counts per day (every day of the key before the last boundary)
+    /// and the grid's transitions per period start.
+    public static func churnPeriods(
+        boundaries: [Timestamp], runDays: [(day: Int64, counts: Counts)], transitions: [Int64: ChurnCell]
+    ) -> [ChurnPeriod] {
+        var periods = zip(boundaries, boundaries.dropFirst()).map { ChurnPeriod(start: $0, end: $1) }
+        guard !periods.isEmpty else { return [] }
+        // Active just before each boundary: runs started before it minus runs ended before it.
+        var active = Array(repeating: 0, count: boundaries.count)
+        let days = runDays.sorted { $0.day < $1.day }
+        var (next, running) = (0, Int64(0))
+        for (i, b) in boundaries.enumerated() {
+            while next < days.count && days[next].day < b.microseconds {
+                running &+= days[next].counts.first &- days[next].counts.second
+                next += 1
+            }
+            active[i] = Int(truncatingIfNeeded: running)
+        }
+        for i in periods.indices {
+            periods[i].activeStart = active[i]
+            periods[i].activeEnd = active[i + 1]
+            guard let cell = transitions[boundaries[i].microseconds] else { continue }
+            periods[i].new = Int(truncatingIfNeeded: cell.new)
+            periods[i].reactivated = Int(truncatingIfNeeded: cell.reactivated)
+            for reason in LapseReason.allCases where cell.churned(reason) != 0 {
+                periods[i].churned[reason] = Int(truncatingIfNeeded: cell.churned(reason))
+            }
+        }
+        return periods
+    }
+
+    /// Retention cohorts of the months in `[from, to)` from the cells of their cohorts.
+    public static func retentionCohorts(
+        from: Timestamp, to: Timestamp, until: Timestamp, cells: [(cohort: Int64, month: Int64, delta: Int64)]
+    ) -> [RetentionCohort] {
+        var acc = RetentionAccumulator(from: from, to: to, until: until)
+        var byCohort: [Int64: [(month: Int64, delta: Int64)]] = [:]
+        for c in cells { byCohort[c.cohort, default: []].append((c.month, c.delta)) }
+        for i in acc.cohorts.indices {
+            let cohort = acc.cohorts[i].start
+            let mine = (byCohort[cohort.microseconds] ?? []).sorted { $0.month < $1.month }
+            let size = Int(truncatingIfNeeded: mine.first { $0.month == cohort.microseconds }?.delta ?? 0)
+            acc.cohorts[i].size = size
+            acc.cohorts[i].retained[0] = size
+            var (next, running) = (0, Int64(0))
+            for k in acc.cohorts[i].retained.indices.dropFirst() {
+                let t = ReportCalendar.addingMonths(k, to: cohort).microseconds
+                while next < mine.count && mine[next].month <= t {
+                    if mine[next].month != cohort.microseconds { running &+= mine[next].delta }
+                    next += 1
+                }
+                acc.cohorts[i].retained[k] = Int(truncatingIfNeeded: running)
+            }
+        }
+        return acc.cohorts
+    }
+
+    /// Trials over a calendar grid from the trial counts per day of the grid's range.
+    public static func trialPeriods(boundaries: [Timestamp], days: [(day: Int64, counts: Counts)]) -> [TrialPeriod] {
+        var acc = TrialAccumulator(boundaries: boundaries)
+        for (day, counts) in days {
+            // Boundaries are midnights, so a day lies wholly in one period.
+            var (lo, hi) = (0, boundaries.count)
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if boundaries[mid].microseconds <= day { lo = mid + 1 } else { hi = mid }
+            }
+            let i = lo - 1
+            guard i >= 0, i < acc.periods.count else { continue }
+            acc.periods[i].started &+= Int(truncatingIfNeeded: counts.first)
+            acc.periods[i].converted &+= Int(truncatingIfNeeded: counts.second)
+        }
+        return acc.periods
+    }
+}

@@ -1,0 +1,73 @@
+import LedgerCore
+
+/// The report rollups' cells as JSON arrays named like their tables (schema 0014), for
+/// `subledger_rollup_add` and the rebuild's shadow tables. Figures that may exceed 64 bits are strings,
+/// which `numeric`'s input reads exactly.
+enum RollupRows {
+    /// The rollup tables, in the order the rebuild writes them.
+    static let tables = [
+        "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
+    ]
+
+    static func json(_ rollup: ReportRollup) -> String {
+        var revenue = JSONRows()
+        for (k, v) in rollup.revenue {
+            revenue.beginRow()
+            revenue.member("entitlement", .string(k.entitlement))
+            revenue.integer("month_us", k.month)
+            revenue.member("currency", .string(k.currency))
+            revenue.integer("transactions", v.transactions)
+            revenue.member("billings", .string(String(v.figures.billings)))
+            revenue.member("commission", .string(String(v.figures.commission)))
+            revenue.member("refunds", .string(String(v.figures.refunds)))
+            revenue.member("refunded_unrecognized", .string(String(v.figures.refundedUnrecognized)))
+            revenue.member("refunds_recognized", .string(String(v.figures.refundsRecognized)))
+            revenue.member("recognized", .string(String(v.figures.recognized)))
+            revenue.member("settled_deferred", .string(String(v.settledDeferred)))
+            revenue.endRow()
+        }
+        var trials = JSONRows()
+        for (k, v) in rollup.trials {
+            trials.beginRow()
+            trials.member("entitlement", .string(k.entitlement))
+            trials.integer("day_us", k.day)
+            trials.integer("started", v.first)
+            trials.integer("converted", v.second)
+            trials.endRow()
+        }
+        var runs = JSONRows()
+        for (k, v) in rollup.runs {
+            runs.beginRow()
+            runs.member("entitlement", .string(k.entitlement))
+            runs.integer("day_us", k.day)
+            runs.integer("starts", v.first)
+            runs.integer("ends", v.second)
+            runs.endRow()
+        }
+        var churn = JSONRows()
+        for (k, v) in rollup.churn {
+            churn.beginRow()
+            churn.member("entitlement", .string(k.entitlement))
+            churn.member("period_interval", .string(k.interval.rawValue))
+            churn.integer("period_us", k.period)
+            churn.integer("new", v.new)
+            churn.integer("reactivated", v.reactivated)
+            churn.integer("churned_refund", v.refund)
+            churn.integer("churned_involuntary", v.involuntary)
+            churn.integer("churned_voluntary", v.voluntary)
+            churn.integer("churned_other", v.other)
+            churn.endRow()
+        }
+        var retention = JSONRows()
+        for (k, v) in rollup.retention {
+            retention.beginRow()
+            retention.member("entitlement", .string(k.entitlement))
+            retention.integer("cohort_us", k.cohort)
+            retention.integer("month_us", k.month)
+            retention.integer("delta", v)
+            retention.endRow()
+        }
+        let parts = zip(tables, [revenue, trials, runs, churn, retention]).map { "\"\($0)\":\($1.text)" }
+        return "{" + parts.joined(separator: ",") + "}"
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import PostgresNIO
+import Testing
+
+@Suite("Report rollups on PostgreSQL")
+struct ReportRollupTests {
+    static func t(_ s: String) -> Timestamp { try! Timestamp(rfc3339: s + "T00:00:00Z") }
+
+    /// A generated ledger plus price adjustments (`cut: false` refunds) and a second currency's refunds.
+    static func ledger(seed: UInt64) -> [NewEvent] {
+        var events = GeneratedLedger.events(seed: seed, subscribers: 60, eventsPerSubscriber: 1...18)
+        for s in stride(from: 0, to: 60, by: 3) {
+            let subscriber = "gen-\(seed)-\(s)"
+            let members: [String: JSONValue] = [
+                "subscriber_id": .string(subscriber), "type": "refund", "occurred_at": .string("2026-0\(s % 9 + 1)-15T12:00:00Z"),
+                "source": "gen", "environment": "production", "idempotency_key": .string("\(subscriber)-adjust"),
+                "data": [
+                    "transaction_id": .string("\(subscriber)-t\(s % 4 + 1)"), "amount_minor": 300, "currency": "USD",
+                    "reason": "price adjustment", "cut": false,
+                ],
+            ]
+            events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 7) % events.count)
+        }
+        return events
+    }
+
+    /// Every report from the rollups equals the same report from the facts, on every grid and key.
+    static func expectSameReports(_ client: PostgresClient, _ note: String) async throws {
+        let rollups = ReportStore(client: client, logger: TestDatabase.logger)
+        let facts = ReportStore(client: client, logger: TestDatabase.logger, rollups: false)
+        let grids: [(ReportInterval, Timestamp, Timestamp)] = [
+            (.month, t("2025-11-01"), t("2027-03-01")), (.week, t("2026-01-05"), t("2026-09-07")),
+            (.day, t("2026-02-01"), t("2026-05-01")), (.month, t("2026-04-01"), t("2026-07-01")),
+        ]
+        for entitlement in [nil, "pro", "basic"] as [String?] {
+            let who = "\(note), \(entitlement ?? "all")"
+            for (interval, from, to) in grids {
+                let b = ReportCalendar.boundaries(from: from, to: to, interval: interval)
+                let churn = try await rollups.churn(boundaries: b, interval: interval, entitlement: entitlement)
+                #expect(churn == (try await facts.churn(boundaries: b, entitlement: entitlement)), "churn \(interval) \(who)")
+                let trials = try await rollups.trials(boundaries: b, interval: interval, entitlement: entitlement)
+                #expect(trials == (try await facts.trials(boundaries: b, entitlement: entitlement)), "trials \(interval) \(who)")
+                let revenue = try await rollups.revenue(boundaries: b, interval: interval, entitlement: entitlement)
+                let expected = try await facts.revenue(boundaries: b, entitlement: entitlement)
+                let differing = zip(revenue, expected).first { $0 != $1 }.map { "\($0)\n vs \($1)" } ?? "\(revenue.count) vs \(expected.count) rows"
+                #expect(revenue == expected, "revenue \(interval) \(who): \(differing)")
+            }
+            for (from, to, until) in [(t("2026-01-01"), t("2026-12-01"), t("2027-06-01")), (t("2026-03-01"), t("2026-05-01"), t("2026-08-15"))] {
+                let a = try await rollups.retention(from: from, to: to, until: until, entitlement: entitlement)
+                #expect(a == (try await facts.retention(from: from, to: to, until: until, entitlement: entitlement)), "retention \(who)")
+            }
+        }
+        let b = ReportCalendar.boundaries(from: t("2026-01-01"), to: t("2026-12-01"), interval: .month)
+        #expect(try await rollups.churn(boundaries: b, interval: .month, entitlement: nil).contains { $0.churnedTotal > 0 && $0.new > 0 })
+        #expect(try await rollups.revenue(boundaries: b, interval: .month, entitlement: nil).contains { $0.figures.refunds > 0 })
+    }
+
+    /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).
+    static func tables(_ client: PostgresClient) async throws -> [String] {
+        var all: [String] = []
+        for (table, nonzero) in [
+            (
+                "report_revenue_months",
+                "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"
+            ),
+            ("report_trial_days", "started <> 0 OR converted <> 0"), ("report_run_days", "starts <> 0 OR ends <> 0"),
+            (
+                "report_churn_periods",
+                "new <> 0 OR reactivated <> 0 OR churned_refund <> 0 OR churned_other <> 0 OR churned_voluntary <> 0 OR churned_involuntary <> 0"
+            ),
+            ("report_retention_cells", "delta <> 0"),
+        ] {
+            let rows = try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)
+            for try await text in rows.decode(String.self) { all.append("\(table) \(text)") }
+        }
+        return all
+    }
+
+    @Test("reports from the rollups equal the facts' after appends on both paths and after a rebuild; the rebuild writes the same cells")
+    func rollupsMatchFacts() async throws {
+        try await TestDatabase.with { client, _ in
+            // Two stores: each one's belief goes stale when the other appends, so both append paths run.
+            let one = EventStore(client: client, logger: TestDatabase.logger)
+            let two = EventStore(client: client, logger: TestDatabase.logger)
+            let events = Self.ledger(seed: 21)
+            var i = 0
+            var turn = 0
+            while i < events.count {
+                let batch = Array(events[i..<min(events.count, i + 1 + turn % 5)])
+                _ = try await (turn % 3 == 0 ? two : one).append(batch)
+                i += batch.count
+                turn += 1
+            }
+            try await Self.expectSameReports(client, "after appends")
+            let appended = try await Self.tables(client)
+            #expect(!appended.isEmpty)
+            try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
+            #expect(try await Self.tables(client) == appended)
+            try await Self.expectSameReports(client, "after a rebuild")
+        }
+    }
+
+    @Test("incomplete rollups (a migration on a ledger with events) are not read until a rebuild completes them")
+    func incompleteRollupsFallBack() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            _ = try await store.append(Self.ledger(seed: 5))
+            let months = ReportCalendar.boundaries(from: Self.t("2026-01-01"), to: Self.t("2026-12-01"), interval: .month)
+            let reports = ReportStore(client: client, logger: TestDatabase.logger)
+            let expected = try await reports.revenue(boundaries: months, entitlement: nil)
+            // As 0014 leaves a ledger with events: empty rollups, marked incomplete.
+            for table in ["report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells"] {
+                try await client.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table)"), logger: TestDatabase.logger)
+            }
+            try await client.query("UPDATE report_rollup_state SET complete = false", logger: TestDatabase.logger)
+            #expect(try await reports.revenue(boundaries: months, interval: .month, entitlement: nil) == expected)
+            try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
+            let complete = try await client.query("SELECT complete FROM report_rollup_state", logger: TestDatabase.logger)
+                .collect().first?.decode(Bool.self)
+            #expect(complete == true)
+            #expect(try await reports.revenue(boundaries: months, interval: .month, entitlement: nil) == expected)
+            try await Self.expectSameReports(client, "after the completing rebuild")
+        }
+    }
+}
