@@ -4,7 +4,9 @@ scenario of issue 8 RUNS times, interleaving each ledger figure with its referen
 the server's resident memory during each, saves the figures to $BENCH_DIR/results.json, prints the tables and
 the state of issue 8's targets computed from them, and writes BENCHMARKS.md (tables, targets, then BENCH_NOTES).
 
-Environment: BENCH_BIN (release subledger), DATABASE_URL, BENCH_QUICK, RUNS, SECONDS_PER_RUN, BENCH_EVENTS,
+Environment: BENCH_BIN (release subledger), DATABASE_URL, BENCH_QUICK, RUNS, SECONDS_PER_RUN, BENCH_EVENTS (the
+simulated ledger's size; a list such as 1000000,10000000 measures everything at the first size, then imports
+each further size once and times the reports on it: issue 21's "reports flat in ledger size"),
 BENCH_ONLY (appends or bulk), BENCH_PY (the venv's python with eventsourcing), BENCH_DIR (scratch folder,
 git-ignored), BENCH_NOTES (appended to BENCHMARKS.md; default tools/bench.d/notes.md, empty for none),
 BENCH_OUT (where to write instead of BENCHMARKS.md).
@@ -19,9 +21,11 @@ HERE = os.path.join(ROOT, "tools", "bench.d")
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 RUNS = int(os.environ.get("RUNS", "2" if QUICK else "3"))
 SECS = float(os.environ.get("SECONDS_PER_RUN", "3" if QUICK else "5"))
-EVENTS = int(os.environ.get("BENCH_EVENTS", "100000" if QUICK else "1000000"))
+SIZES = [int(n.replace("_", "")) for n in os.environ.get("BENCH_EVENTS", "").split(",") if n.strip()] or [100000 if QUICK else 1000000]
+EVENTS = SIZES[0]
 CACHE_MIB = int(os.environ.get("BENCH_CACHE_MIB", "256"))  # serve --entitlement-cache-mib (its default)
-SUBSCRIBERS = int(EVENTS / 9.4)  # tools/simulate writes about 9.4 events per subscriber over 24 months
+EVENTS_PER_SUBSCRIBER = 9.4  # tools/simulate writes about 9.4 events per subscriber over 24 months
+SUBSCRIBERS = int(EVENTS / EVENTS_PER_SUBSCRIBER)
 BIN = os.environ.get("BENCH_BIN")  # both checked in main() unless only rendering
 BASE = os.environ.get("DATABASE_URL")
 PY = os.environ.get("BENCH_PY", sys.executable)
@@ -189,10 +193,12 @@ def pgbench_latency(url, sql, clients, seconds=SECS, options=None):
 MESSAGE_DB = os.path.join(HERE, "message-db")
 MESSAGE_DB_OPTIONS = "-c search_path=message_store,public -c client_min_messages=warning"
 # One purchase-shaped message per transaction, on one of 100,000 streams (like the ledger's subscribers),
-# through Message DB's own write function: its stream lock, version check and insert.
+# through Message DB's own write function: its stream lock, version check and insert. The data is the ledger
+# bench's purchase (tools/bench.d/bench.lua) with a transaction id of the same length, a fresh uuid per message.
 MESSAGE_DB_SQL = """\\set n random(1, 100000)
+\\set t random(1, 1000000000)
 SELECT message_store.write_message(gen_random_uuid()::varchar, 'subscriber-' || :n, 'Purchased',
-  '{"product_id":"pro.monthly","entitlements":["pro"],"transaction_id":"t","kind":"auto_renewable","period_start":"2026-03-01T10:00:00Z","period_end":"2026-04-01T10:00:00Z","period":"P1M","price_minor":999,"currency":"USD","commission_rate":"0.30"}'::jsonb,
+  ('{"product_id":"pro.monthly","entitlements":["pro"],"transaction_id":"b' || :client_id || '-' || :t || '","kind":"auto_renewable","period_start":"2026-03-01T10:00:00Z","period_end":"2026-04-01T10:00:00Z","period":"P1M","price_minor":999,"currency":"USD","commission_rate":"0.30"}')::jsonb,
   '{"bench": true}'::jsonb);
 """
 
@@ -223,9 +229,17 @@ FROM (SELECT nextval('ceiling_seq') AS s FROM generate_series(1, ROWS)) g;
 
 # The inline design's ceiling (issue 21): the rows one purchase append writes, into copies of the same tables
 # with the same indexes, `ROWS` events per transaction: the event, its window, the subscriber's state (upsert),
-# its two runs (the entitlement's and "any entitlement"'s) and its transaction fact. Inserts only: the ledger
-# also deletes and rewrites the touched subscribers' earlier projection rows, which this ceiling does not.
+# its two runs (the entitlement's and "any entitlement"'s) and its transaction fact (a purchase has no trial
+# row), after deleting the touched subscribers' earlier rows from the windows and the three report-fact tables,
+# as `subledger_projection_write` (schema 0008) does. The ledger then writes a subscriber's whole projection
+# again (earlier windows and facts too); here each subscriber keeps one row per table, so this is an upper
+# bound of what the inline design can write. Subscribers "c<n>" of one transaction are distinct, and
+# concurrent transactions draw neighbouring sequence values, so they never touch the same subscriber.
 CEILING_INLINE_SQL = """WITH g AS (SELECT nextval('ceiling_seq') AS s FROM generate_series(1, ROWS)),
+dw AS (DELETE FROM ceiling_windows WHERE subscriber_id IN (SELECT 'c' || (s % 100000) FROM g)),
+dr AS (DELETE FROM ceiling_runs WHERE subscriber_id IN (SELECT 'c' || (s % 100000) FROM g)),
+dt AS (DELETE FROM ceiling_transactions WHERE subscriber_id IN (SELECT 'c' || (s % 100000) FROM g)),
+dtr AS (DELETE FROM ceiling_trials WHERE subscriber_id IN (SELECT 'c' || (s % 100000) FROM g)),
 e AS (INSERT INTO ceiling_events (subscriber_id, version, position, event_id, type, occurred_at, recorded_at,
   source, environment, idempotency_key, data, metadata, fingerprint, prev_hash, hash)
   SELECT 'c' || (s % 100000), s, s, gen_random_uuid(), 'purchase', '2026-03-01T10:00:00Z', clock_timestamp(), 'bench',
@@ -248,7 +262,7 @@ SELECT event_id, subscriber_id, '{pro}', 'paid', 'USD', 999, 300, position, posi
   position + 1, '{}', '{}', 999, 1 FROM e;
 """
 CEILING_TABLES = [("ceiling_windows", "windows"), ("ceiling_state", "subscriber_state"), ("ceiling_runs", "report_runs"),
-                  ("ceiling_transactions", "report_transactions")]
+                  ("ceiling_transactions", "report_transactions"), ("ceiling_trials", "report_trials")]
 
 
 def appends():
@@ -257,7 +271,11 @@ def appends():
          *[a for copy, table in CEILING_TABLES for a in ("-c", f"CREATE TABLE {copy} (LIKE {table} INCLUDING ALL)")])
     writer = key(url, "writer")
     server = Server(url)
-    mdb_url = message_db()
+    try:
+        mdb_url = message_db()
+    except subprocess.CalledProcessError as e:
+        log(f"Message DB did not install, its figures are left out: {(e.stderr or b'').decode(errors='replace')[-500:]}")
+        mdb_url = None
     peer_url = db_url("subledger_bench_peer")
     psql(BASE, "-c", "DROP DATABASE IF EXISTS subledger_bench_peer WITH (FORCE)", "-c", "CREATE DATABASE subledger_bench_peer")
     try:
@@ -269,8 +287,9 @@ def appends():
                 r["eps"] = r["rps"]
                 r["pg_eps"] = pgbench(url, CEILING_SQL.replace("ROWS", "1"), c)
                 record(f"append 1 x{c}", r)
-                tps, p50 = pgbench_latency(mdb_url, MESSAGE_DB_SQL, c, options=MESSAGE_DB_OPTIONS)
-                record(f"messagedb 1 x{c}", {"eps": tps, "p50_ms": p50})
+                if mdb_url:
+                    tps, p50 = pgbench_latency(mdb_url, MESSAGE_DB_SQL, c, options=MESSAGE_DB_OPTIONS)
+                    record(f"messagedb 1 x{c}", {"eps": tps, "p50_ms": p50})
             for b in BATCHES:
                 env = {"BENCH_MODE": "append", "BENCH_KEY": writer, "BENCH_BATCH": str(b), "BENCH_TAG": uuid.uuid4().hex[:8]}
                 r = measured(server, lambda: wrk(server, "bench.lua", BATCH_CLIENTS, env))
@@ -284,8 +303,11 @@ def appends():
                 # As many processes as cores (at most one per client): the peer is not held to one GIL.
                 out = subprocess.run([PY, os.path.join(ROOT, "tools", "bench_peer.py"), peer_url, "--clients", str(c),
                                       "--batch", str(b), "--seconds", str(SECS), "--processes", str(min(c, os.cpu_count() or 1))],
-                                     capture_output=True, text=True, check=True)
-                record(f"peer {b} x{c}", json.loads(out.stdout.strip().splitlines()[-1]))
+                                     capture_output=True, text=True)
+                try:
+                    record(f"peer {b} x{c}", json.loads(out.stdout.strip().splitlines()[-1]))
+                except (IndexError, ValueError):
+                    log(f"the eventsourcing peer failed ({out.returncode}), its figure is left out: {out.stderr[-500:]}")
         counts = psql(url, "-At", "-c", "SELECT count(*), count(DISTINCT recorded_at) FROM events", capture=True)
         events, txns = map(int, counts.split("|"))
         results["group commit"] = [{"events": events, "transactions": txns}]
@@ -293,12 +315,12 @@ def appends():
         server.close()
 
 
-def simulated_file():
-    path = os.path.join(SCRATCH, f"sim-{SUBSCRIBERS}.jsonl")
+def simulated_file(subscribers=SUBSCRIBERS):
+    path = os.path.join(SCRATCH, f"sim-{subscribers}.jsonl")
     if not os.path.exists(path):
-        log(f"simulating {SUBSCRIBERS} subscribers over 24 months (tools/simulate)")
+        log(f"simulating {subscribers} subscribers over 24 months (tools/simulate)")
         with open(path + ".tmp", "w") as f:
-            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "simulate"), "--subscribers", str(SUBSCRIBERS),
+            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "simulate"), "--subscribers", str(subscribers),
                             "--months", "24", "--seed", "1"], stdout=f, check=True)
         os.rename(path + ".tmp", path)
     return path
@@ -361,16 +383,36 @@ def bulk():
                 r["health_rps"], r["health_p99_ms"] = h["rps"], h["p99_ms"]
                 record(f"read x{c}", r)
             record("read cache", cache_metrics(server))
-            for name, path in [("export events.csv", "/v1/exports/events.csv"),
-                               ("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-01&interval=month"),
-                               ("report revenue", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month"),
-                               ("report retention", "/v1/reports/retention?from=2025-01-01&to=2027-01-01"),
-                               ("report trials", "/v1/reports/trials?from=2025-01-01&to=2027-01-01&interval=month"),
-                               ("report mrr", "/v1/reports/mrr?at=2026-06-01T00:00:00Z")]:
+            for name, path in [("export events.csv", "/v1/exports/events.csv")] + REPORT_PATHS:
                 r = measured(server, lambda: http_get(server, path, admin))
                 if r.get("status") == 404 and name.startswith("report"):
                     continue  # the report routes do not exist yet on this branch
                 record(name, r)
+    finally:
+        server.close()
+
+
+def reports_at(events):
+    """Issue 21's "reports flat in ledger size": a further ledger of `events` simulated events, imported once
+    (its time recorded as `import @N`), then every report timed RUNS times (`report … @N`)."""
+    subscribers = int(events / EVENTS_PER_SUBSCRIBER)
+    source = simulated_file(subscribers)
+    log(f"reports at {events:,} events: import")
+    url = fresh_db("subledger_bench_ledger")
+    seconds, rss = timed_process([BIN, "import", "--database-url", url, source], stdout=subprocess.DEVNULL)
+    count = int(psql(url, "-At", "-c", "SELECT count(*) FROM events", capture=True))
+    record(f"import @{events}", {"events": count, "seconds": seconds, "eps": count / seconds, "rss_peak_mib": rss})
+    admin = key(url, "admin")
+    server = Server(url)
+    try:
+        for run in range(RUNS):
+            log(f"reports at {events:,} events, run {run + 1}/{RUNS}")
+            for name, path in REPORT_PATHS:
+                r = measured(server, lambda: http_get(server, path, admin))
+                if r.get("status") == 404:
+                    continue
+                r["events"] = count
+                record(f"{name} @{events}", r)
     finally:
         server.close()
 
@@ -459,7 +501,7 @@ def ratio(name, a, b):
 def run_info():
     """What the header of BENCHMARKS.md says about the run; saved with the results."""
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    return {"quick": QUICK, "runs": RUNS, "seconds_per_run": SECS, "events": EVENTS, "subscribers": SUBSCRIBERS,
+    return {"quick": QUICK, "runs": RUNS, "seconds_per_run": SECS, "events": EVENTS, "subscribers": SUBSCRIBERS, "sizes": SIZES,
             "only": ONLY, "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
             "cpu": cpu, "platform": platform.platform(), "peer_python": PY.replace(ROOT + "/", "")}
 
@@ -472,7 +514,9 @@ def report(run):
     w("# Benchmarks\n")
     w(f"Produced by `{'BENCH_QUICK=1 ' if run['quick'] else ''}{only}tools/bench` on {run['at']}: "
       f"RUNS={run['runs']}, SECONDS_PER_RUN={run['seconds_per_run']:g}, {run['events']:,} simulated events "
-      f"({run['subscribers']:,} subscribers × 24 months).")
+      f"({run['subscribers']:,} subscribers × 24 months)"
+      + ("" if len(run.get("sizes") or [run["events"]]) < 2 or "bulk" not in run["only"] else
+         f"; the reports also on {', '.join(f'{n:,}' for n in run['sizes'][1:])} events") + ".")
     w(f"Release build, the project's private PostgreSQL 15 on loopback (default settings of tools/pg: fsync and "
       f"synchronous_commit on), {run['cores']} cores ({run['cpu']}), {run['platform']}. The load generators (wrk, "
       "pgbench, Python) share the same cores. Each figure is the median of the runs; each ratio is taken between "
@@ -488,7 +532,7 @@ def report(run):
         w("\n## Imports, rebuilds, reads, exports and reports\n")
         w(f"Not measured in this run (`{only.strip()}`).")
     else:
-        bulk_tables(w)
+        bulk_tables(w, run)
     w("\n" + targets21(run))
     w("\n" + targets(run))
     return "\n".join(L) + "\n"
@@ -497,7 +541,8 @@ def report(run):
 def appends_tables(w, run):
     w("`POST /v1/events` with wrk (one connection per client), next to pgbench inserting rows of the same shape "
       "(same JSON, 32-byte hashes) into a copy of `events` with the same indexes, with the same number of clients "
-      "and rows per transaction: PostgreSQL's own ceiling. The ledger also keeps the hash chain, the "
+      "and rows per transaction: PostgreSQL's own ceiling for one table (issue 8's reference; issue 21 keeps it for "
+      "scale and judges batches against the inline design's ceiling below). The ledger also keeps the hash chain, the "
       "idempotency check and the projection in the same transaction.\n")
     w("| clients | events per request | ledger events/s | p50 ms | p99 ms | PostgreSQL rows/s | ledger / PostgreSQL | server peak RSS MiB | errors |")
     w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -519,7 +564,8 @@ def appends_tables(w, run):
     if inline:
         w("\nThe inline design's ceiling (issue 21): pgbench writing, per event, the rows a purchase append writes (the event, "
           "its window, the subscriber's state, two runs, the transaction fact) into copies of the same tables with the same "
-          "indexes, inserts only, at the same clients and batch sizes: "
+          "indexes, after deleting the touched subscribers' earlier projection rows as the ledger's projection write does "
+          "(but rewriting none of them), at the same clients and batch sizes: "
           + "; ".join(f"batches of {b:,}: {e:,.0f} events/s (ledger {fmt(r, '.0%')} of it)" for b, e, r in inline) + ".")
     g = results.get("group commit", [{}])[0]
     if g:
@@ -531,8 +577,11 @@ def appends_tables(w, run):
       "(a purchase-shaped message on one of 100,000 streams; its stream lock, version read and insert), no HTTP "
       "in between, as many connections as clients. The ledger's figures are its HTTP appends of the table above, "
       "measured right before in the same run; each ratio is taken within a run, then its median shown.\n")
-    w("| clients | Message DB events/s | p50 ms | ledger events/s | ledger p50 ms | ledger / Message DB |")
-    w("|---:|---:|---:|---:|---:|---:|")
+    if not any(f"messagedb 1 x{c}" in results for c in SINGLE_CLIENTS):
+        w("Not measured in this run (Message DB did not install, or pgbench failed: see the run's log).")
+    else:
+        w("| clients | Message DB events/s | p50 ms | ledger events/s | ledger p50 ms | ledger / Message DB |")
+        w("|---:|---:|---:|---:|---:|---:|")
     for c in SINGLE_CLIENTS:
         n, ledger = f"messagedb 1 x{c}", f"append 1 x{c}"
         if n not in results:
@@ -544,6 +593,9 @@ def appends_tables(w, run):
       "purchase events; one `Application.save` per event, or one save per subscriber batch of 100 events. "
       "The clients are threads split over as many Python processes as there are cores (at most one per client), "
       "so the peer is not held to one interpreter lock.\n")
+    if not any(n.startswith("peer ") for n in results):
+        w("Not measured in this run (the peer failed: see the run's log).")
+        return
     w("| clients | events per save | peer events/s | p50 ms | p99 ms | ledger events/s (same clients, same run) | ledger / peer |")
     w("|---:|---:|---:|---:|---:|---:|---:|")
     for c, b, ledger in [(c, 1, f"append 1 x{c}") for c in SINGLE_CLIENTS] + [(1, 100, f"append 100 x{BATCH_CLIENTS}")]:
@@ -555,7 +607,7 @@ def appends_tables(w, run):
           f"{fmt(paired_ratio(ledger, 'eps', n, 'events_per_s'), '.1f')}× |")
 
 
-def bulk_tables(w):
+def bulk_tables(w, run):
     w("\n## Imports and rebuilds\n")
     w("| what | events | seconds | ledger events/s | PostgreSQL rows/s | ledger / PostgreSQL | peak RSS MiB (CLI) |")
     w("|---|---:|---:|---:|---:|---:|---:|")
@@ -596,16 +648,43 @@ def bulk_tables(w):
         if n in results:
             w(f"| {n} | {results[n][0]['status']} | {med(n, 'bytes') / 2**20:.1f} | {fmt(med(n, 'seconds'), '.2f')} | "
               f"{min(r['rss_start_mib'] for r in results[n]):.0f} → {peak(n):.0f} |")
-    if "report churn" not in results:
-        w("\nThe report routes (`/v1/reports/churn`, `/v1/reports/revenue`) answered 404 on this build: the scenario "
-          "runs as soon as they exist.")
+    if not any(n in results for n in REPORTS):
+        w("\nNo report was timed: the report routes (`/v1/reports/…`) answered 404 on this build, or failed.")
+    sizes = run.get("sizes") or [run["events"]]
+    if len(sizes) > 1:
+        w("\n### Reports by ledger size (issue 21)\n")
+        w(f"The same reports on ledgers of {' and '.join(f'{n:,}' for n in sizes)} simulated events (`BENCH_EVENTS="
+          f"{','.join(str(n) for n in sizes)}`): the first is the ledger of the tables above; each further one is "
+          "imported once, then every report is timed RUNS times by the same server process.\n")
+        w("| report | " + " | ".join(f"seconds at {n:,} events" for n in sizes) + f" | {sizes[-1]:,} / {sizes[0]:,} |")
+        w("|---|" + "---:|" * (len(sizes) + 1))
+        for n in REPORTS:
+            times = [report_seconds(n, size, run) for size in sizes]
+            w(f"| {n.split()[1]} | " + " | ".join(fmt(t, '.3f') for t in times) + " | "
+              + (f"{times[-1] / times[0]:.2f}×" if times[0] and times[-1] is not None else "–") + " |")
+        imports = [f"import @{size}" for size in sizes[1:] if med(f"import @{size}", "seconds") is not None]
+        if imports:
+            w("\nImports of the further ledgers: " + "; ".join(f"{med(n, 'events'):,.0f} events in {med(n, 'seconds'):,.0f} s "
+                                                             f"({med(n, 'eps'):,.0f} events/s, peak RSS {peak(n):.0f} MiB)"
+                                                             for n in imports) + ".")
 
 
-REPORTS = ["report churn", "report revenue", "report retention", "report trials", "report mrr"]
+def report_seconds(name, size, run):
+    """The median seconds of a report on the ledger of `size` events (the run's first size has no suffix)."""
+    return med(name if size == run["events"] else f"{name} @{size}", "seconds")
+
+
+# Every report route of Sources/LedgerServer/Routes/ReportRoutes.swift, over the simulation's two years.
+REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-01&interval=month"),
+                ("report revenue", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month"),
+                ("report retention", "/v1/reports/retention?from=2025-01-01&to=2027-01-01"),
+                ("report trials", "/v1/reports/trials?from=2025-01-01&to=2027-01-01&interval=month"),
+                ("report mrr", "/v1/reports/mrr?at=2026-06-01T00:00:00Z")]
+REPORTS = [name for name, _ in REPORT_PATHS]
 EXPORTS = ["export events.csv"] + REPORTS
 # Issue 21's targets.
 MDB_TIMES, LONE_P50_MS, INLINE_BATCH_SHARE, IMPORT_COPY_SHARE, REBUILD_COPY_SHARE = 1.0, 1.0, 0.5, 0.7, 0.5
-READ_SHARE_21, READ_P99_TIMES, REPORT_SECONDS = 0.75, 2.0, 1.0
+READ_SHARE_21, READ_P99_TIMES, REPORT_SECONDS, REPORT_FLAT_TIMES = 0.75, 2.0, 1.0, 2.0
 READ_P99_MS, READ_SHARE, READ_AT = 5, 0.5, 64  # issue 8's targets
 BATCH_SHARE, PEER_TIMES, REBUILD_EPS, IMPORT_SHARE, MEMORY_RISE_MIB = 0.5, 5, 100_000, 0.7, 64
 
@@ -772,11 +851,20 @@ def targets21(run):
     lone = med("append 1 x1", "p50_ms")
     if per and lone is not None:
         met_at = [c for c, r, _, _ in per if r >= MDB_TIMES]
-        ok = len(met_at) == len(per) and lone <= LONE_P50_MS
-        st = state(ok) if ok or not met_at else f"**partly met** (at {'/'.join(map(str, met_at))} clients)"
-        figures = "; ".join(f"{'met' if r >= MDB_TIMES else 'missed'} at {clients(c)}: {r:.2f}× ({l:,.0f} against {m:,.0f} events/s)"
-                            for c, r, l, m in per)
-        figures += f"; lone append p50 {lone:.2f} ms ({'met' if lone <= LONE_P50_MS else 'missed'}; Message DB's {fmt(med('messagedb 1 x1', 'p50_ms'), '.2f')} ms without HTTP)"
+        ok = len(met_at) == len(per) == len(SINGLE_CLIENTS) and lone <= LONE_P50_MS
+        if ok or (not met_at and lone > LONE_P50_MS):
+            st = state(ok)
+        else:
+            parts = [f"≥ Message DB at {'/'.join(map(str, met_at))} clients"] if met_at else []
+            parts += ["lone p50"] if lone <= LONE_P50_MS else []
+            st = f"**partly met** ({'; '.join(parts)})"
+        figures = "; ".join(f"{'met' if r >= MDB_TIMES else 'missed'} at {clients(c)}: {near(r, MDB_TIMES, '.2f', '.3f')}× "
+                            f"({l:,.0f} against {m:,.0f} events/s)" for c, r, l, m in per)
+        unmeasured = [c for c in SINGLE_CLIENTS if c not in [x[0] for x in per]]
+        if unmeasured:
+            figures += f"; not measured at {'/'.join(map(str, unmeasured))} clients"
+        figures += (f"; lone append p50 {near(lone, LONE_P50_MS, '.2f', '.3f')} ms ({'met' if lone <= LONE_P50_MS else 'missed'}; "
+                    f"Message DB's {fmt(med('messagedb 1 x1', 'p50_ms'), '.2f')} ms without HTTP)")
         rows.append((target, st, figures))
     else:
         rows.append((target, *not_measured("appends")))
@@ -806,24 +894,49 @@ def targets21(run):
     n = f"read x{READ_AT}"
     share, times = ratio(n, "rps", "health_rps"), paired_ratio(n, "p99_ms", n, "health_p99_ms")
     if share is not None and times is not None:
-        ok = share >= READ_SHARE_21 and times <= READ_P99_TIMES
-        rows.append((target, state(ok), f"{near(share, READ_SHARE_21, '.0%', '.1%')} of `/health`'s requests/s; p99 "
+        enough, fast = share >= READ_SHARE_21, times <= READ_P99_TIMES
+        st = state(fast) if fast == enough else f"{state(enough)} (throughput) / {state(fast)} (p99)"
+        rows.append((target, st, f"{near(share, READ_SHARE_21, '.0%', '.1%')} of `/health`'s requests/s; p99 "
                                         f"{fmt(med(n, 'p99_ms'), '.2f')} ms, {times:.2f}× `/health`'s"))
     else:
         rows.append((target, *not_measured("bulk")))
 
-    target = f"every report ≤ {REPORT_SECONDS:g} s (on {EVENTS:,} events; the issue asks it of 10,000,000: `BENCH_EVENTS=10000000`)"
-    timed = [(n, med(n, "seconds")) for n in REPORTS if med(n, "seconds") is not None]
+    sizes = run.get("sizes") or [run["events"]]
+    target = (f"every report ≤ {REPORT_SECONDS:g} s (on {' and '.join(f'{n:,}' for n in sizes)} events; the issue asks it of "
+              "10,000,000: `BENCH_EVENTS=10000000`)")
+    timed = [(size, n, report_seconds(n, size, run)) for size in sizes for n in REPORTS]
+    timed = [x for x in timed if x[2] is not None]
     if timed:
-        slow = [f"{n.split()[1]} {t:.2f} s" for n, t in timed if t > REPORT_SECONDS]
-        rows.append((target, state(not slow), ", ".join(f"{n.split()[1]} {t:.2f} s" for n, t in timed)))
+        slow = [x for x in timed if x[2] > REPORT_SECONDS]
+        figures = "; ".join(f"at {size:,} events: " + ", ".join(f"{n.split()[1]} {t:.2f} s" for s_, n, t in timed if s_ == size)
+                            for size in sizes if any(s_ == size for s_, _, _ in timed))
+        missing = [n.split()[1] for n in REPORTS if report_seconds(n, sizes[-1], run) is None]
+        if missing:
+            figures += f" ({', '.join(missing)} not measured at {sizes[-1]:,})"
+        rows.append((target, state(not slow), figures))
     else:
         rows.append((target, *not_measured("bulk")))
 
+    target = f"reports flat in ledger size: no report slower on the larger ledger by more than {REPORT_FLAT_TIMES:g}×"
+    pairs = [(n, report_seconds(n, sizes[0], run), report_seconds(n, sizes[-1], run)) for n in REPORTS] if len(sizes) > 1 else []
+    pairs = [(n, a, b) for n, a, b in pairs if a and b is not None]
+    if pairs:
+        worst = max(b / a for _, a, b in pairs)
+        rows.append((target, state(worst <= REPORT_FLAT_TIMES),
+                     f"{sizes[-1]:,} against {sizes[0]:,} events: " + ", ".join(f"{n.split()[1]} {b / a:.2f}×" for n, a, b in pairs)))
+    elif "bulk" not in run["only"]:
+        rows.append((target, *not_measured("bulk")))
+    else:
+        rows.append((target, "not measured", "one ledger size in this run: `BENCH_EVENTS=1000000,10000000` measures both and "
+                                             "the ratio (or compare the report times of two runs)"))
+
     L = ["## Targets of issue 21 (this run)\n",
          "Computed from the tables above like issue 8's. Single appends are met only at every client count and with "
-         "the lone append's p50 within the bound. \"Flat in ledger size\" compares two runs (1,000,000 and "
-         "10,000,000 events, `BENCH_EVENTS`); one run shows the report times at its own size.\n",
+         "the lone append's p50 within the bound. The batch target is judged against the inline design's ceiling "
+         "(the events and their projection rows, same tables and indexes), by the batch row with the best ratio. "
+         "Reads are met when both the throughput share and the p99 bound hold. \"Flat in ledger size\" compares the "
+         "report times on the smallest and the largest ledger of `BENCH_EVENTS` (e.g. `1000000,10000000`); a run "
+         "of one size shows the report times at its own size only.\n",
          "| target | state | figures of this run |", "|---|---|---|"]
     L += [f"| {t} | {st} | {f} |" for t, st, f in rows]
     return "\n".join(L)
@@ -854,6 +967,8 @@ def main():
             appends()
         if "bulk" in ONLY:
             bulk()
+            for events in SIZES[1:]:
+                reports_at(events)
         run = run_info()
         with open(os.path.join(SCRATCH, "results.json"), "w") as f:
             json.dump({"run": run, "results": results}, f, indent=1)
