@@ -2,13 +2,19 @@
 chromedriver (Debian's chromium-driver). One page; what the browser reported (console errors, uncaught
 exceptions, failed loads, requests) is collected from chromedriver's browser and performance logs into
 `events`, shaped like the DevTools Protocol events the test inspects."""
-import base64, json, os, re, shutil, tempfile, time
+import base64, json, os, re, shutil, signal, subprocess, tempfile, time
 
 from selenium import webdriver
 from selenium.common.exceptions import JavascriptException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.remote_connection import RemoteConnection
+from urllib3.exceptions import HTTPError as DriverUnreachable  # a command timed out or chromedriver is gone
+
+# Every WebDriver command answers within this (Selenium 4.8 otherwise waits on chromedriver forever); the
+# page load (90 s) and script (60 s) timeouts below fail first, with chromedriver's own message.
+COMMAND_TIMEOUT = 120
 
 
 class Browser:
@@ -26,6 +32,7 @@ class Browser:
             options.add_argument("--no-sandbox")  # Chromium's sandbox refuses to run as root
         options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
         # chromedriver named explicitly: Selenium Manager (which would download one) never runs.
+        RemoteConnection.set_timeout(COMMAND_TIMEOUT)
         self.driver = webdriver.Chrome(service=Service(executable_path=driver), options=options)
         self.driver.set_script_timeout(60)
         self.driver.set_page_load_timeout(90)
@@ -104,8 +111,26 @@ class Browser:
             self.driver.save_screenshot(path)
 
     def close(self):
+        """Closes Chromium and stops chromedriver, bounded in time. Not driver.quit(): Selenium 4.8's
+        Service.stop() asks a hung chromedriver to shut down without a timeout and so would wait forever."""
         try:
-            self.driver.quit()
-        except WebDriverException:
+            webdriver.Remote.quit(self.driver)  # the WebDriver quit command (COMMAND_TIMEOUT): Chromium exits
+        except Exception:
             pass
+        process, self.driver.service.process = self.driver.service.process, None
+        if process and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        # Whatever Chromium outlived a hung chromedriver: the processes on this run's own profile directory.
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f"--user-data-dir={self.profile}".encode() in f.read():  # the zygote rewrites its title
+                        os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
         shutil.rmtree(self.profile, ignore_errors=True)

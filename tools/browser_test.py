@@ -7,7 +7,7 @@ webhook endpoint and replays it, checks the 401/403 messages, and writes a PNG s
 import argparse, http.client, http.server, json, os, socket, subprocess, sys, threading, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from browser import Browser, WebDriverException  # noqa: E402
+from browser import Browser, DriverUnreachable, WebDriverException  # noqa: E402
 
 A = argparse.ArgumentParser()
 A.add_argument("--bin", required=True); A.add_argument("--url", required=True)
@@ -437,18 +437,22 @@ def main():
         check_audit(b)
         hooks = check_webhooks(b)
         console.assert_clean("admin pages")
+        api_calls = [r for r in requests_made(b) if "/v1/" in r["url"]]
+        check(api_calls, "chromedriver's performance log shows no API request: the URL and header checks would see nothing")
         leaked = [r["url"] for r in requests_made(b) if args.admin in r["url"]]
         check(not leaked, f"the key appeared in a URL: {leaked}")
-        unauth = [r["url"] for r in requests_made(b) if "/v1/" in r["url"] and "Authorization" not in r.get("headers", {})]
+        unauth = [r["url"] for r in api_calls if "Authorization" not in r.get("headers", {})]
         check(not unauth, f"API calls without the key: {unauth[:3]}")
         check_roles(b, console)
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
             f"as of {asof}), stores ({'; '.join(stores)}), audit, webhooks ({hooks} endpoint, failures, replay), 401/403 messages; screenshots in {args.out}")
-    except (Failed, TimeoutError, RuntimeError, ConnectionError, WebDriverException) as e:
+    except (Failed, TimeoutError, RuntimeError, ConnectionError, WebDriverException, DriverUnreachable) as e:
         say("FAILED:", e)
         if b:
             try: b.screenshot(os.path.join(args.out, "failure.png")); say(f"screenshot of the failure: {args.out}/failure.png")
+            except Exception: pass
+            try: b.pump(0)  # what the browser reported up to the failure
             except Exception: pass
             for p in Console(b).problems(): say("  browser:", p)
         sys.exit(1)
