@@ -63,8 +63,36 @@ CREATE TABLE report_retention_cells (
     PRIMARY KEY (entitlement, cohort_us, month_us)
 );
 
+-- Per day and currency: numerators of the monthly amounts (per reduced denominator, summed exactly) whose
+-- service starts that day, and of those whose service ends; MRR just before midnight b is started − ended
+-- over the days before b.
+CREATE TABLE report_mrr_days (
+    entitlement text    NOT NULL,
+    day_us      int8    NOT NULL,
+    currency    text    NOT NULL,
+    denominator numeric NOT NULL,
+    started     numeric NOT NULL,
+    ended       numeric NOT NULL,
+    PRIMARY KEY (entitlement, day_us, currency, denominator)
+);
+
+-- Per day and currency: a subscriber's paid coverage (the union of its transactions' service) starting and
+-- ending: MRR's count of paying subscribers.
+CREATE TABLE report_paid_days (
+    entitlement text NOT NULL,
+    day_us      int8 NOT NULL,
+    currency    text NOT NULL,
+    starts      int8 NOT NULL,
+    ends        int8 NOT NULL,
+    PRIMARY KEY (entitlement, day_us, currency)
+);
+
+-- MRR reads the transactions whose service ends within the instant's own day.
+CREATE INDEX report_transactions_service_end ON report_transactions (service_end_us);
+
 GRANT SELECT, INSERT, UPDATE, DELETE
-    ON report_revenue_months, report_trial_days, report_run_days, report_churn_periods, report_retention_cells
+    ON report_revenue_months, report_trial_days, report_run_days, report_churn_periods, report_retention_cells,
+       report_mrr_days, report_paid_days
     TO subledger_app;
 
 -- Whether the rollups hold the whole ledger: true on an empty ledger, false after this migration on a
@@ -80,7 +108,7 @@ CREATE OR REPLACE FUNCTION subledger_projection_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $$
     SELECT ARRAY['windows', 'subscriber_state', 'report_runs', 'report_transactions', 'report_trials',
                  'report_revenue_months', 'report_trial_days', 'report_run_days', 'report_churn_periods',
-                 'report_retention_cells']
+                 'report_retention_cells', 'report_mrr_days', 'report_paid_days']
 $$;
 
 -- Adds cells to the rollups: `cells` is an object of arrays named like the tables, each element an object
@@ -114,6 +142,13 @@ BEGIN
     INSERT INTO report_retention_cells AS t
         SELECT * FROM jsonb_populate_recordset(NULL::report_retention_cells, cells -> 'report_retention_cells')
         ON CONFLICT (entitlement, cohort_us, month_us) DO UPDATE SET delta = t.delta + excluded.delta;
+    INSERT INTO report_mrr_days AS t
+        SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_days, cells -> 'report_mrr_days')
+        ON CONFLICT (entitlement, day_us, currency, denominator) DO UPDATE SET
+            started = t.started + excluded.started, ended = t.ended + excluded.ended;
+    INSERT INTO report_paid_days AS t
+        SELECT * FROM jsonb_populate_recordset(NULL::report_paid_days, cells -> 'report_paid_days')
+        ON CONFLICT (entitlement, day_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
 END $$;
 
 -- The projection write and the one-trip append take the rollups' change as one more argument.

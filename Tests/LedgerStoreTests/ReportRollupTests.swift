@@ -53,6 +53,20 @@ struct ReportRollupTests {
                 #expect(a == (try await facts.retention(from: from, to: to, until: until, entitlement: entitlement)), "retention \(who)")
             }
         }
+        for entitlement in [nil, "pro", "basic"] as [String?] {
+            var instants = [t("2026-03-01"), t("2026-06-17"), try! Timestamp(rfc3339: "2026-05-09T13:45:07Z")]
+            // Instants where service starts or ends, and just before and after them.
+            let rows = try await client.query(
+                "SELECT start_us, service_end_us FROM report_transactions ORDER BY source_event_id LIMIT 12", logger: TestDatabase.logger)
+            for try await (start, end) in rows.decode((Int64, Int64?).self) {
+                for us in [start, end].compactMap({ $0 }) { instants += [us - 1, us, us + 1].map(Timestamp.init(microseconds:)) }
+            }
+            for at in instants {
+                let a = try await rollups.mrr(at: at, entitlement: entitlement)
+                #expect(a == (try await facts.mrr(at: at, entitlement: entitlement)), "mrr at \(at.rfc3339), \(note), \(entitlement ?? "all")")
+            }
+        }
+        #expect(try await rollups.mrr(at: t("2026-06-01"), entitlement: nil).contains { $0.activePaid > 1 })
         let b = ReportCalendar.boundaries(from: t("2026-01-01"), to: t("2026-12-01"), interval: .month)
         #expect(try await rollups.churn(boundaries: b, interval: .month, entitlement: nil).contains { $0.churnedTotal > 0 && $0.new > 0 })
         #expect(try await rollups.revenue(boundaries: b, interval: .month, entitlement: nil).contains { $0.figures.refunds > 0 })
@@ -71,7 +85,8 @@ struct ReportRollupTests {
                 "report_churn_periods",
                 "new <> 0 OR reactivated <> 0 OR churned_refund <> 0 OR churned_other <> 0 OR churned_voluntary <> 0 OR churned_involuntary <> 0"
             ),
-            ("report_retention_cells", "delta <> 0"),
+            ("report_retention_cells", "delta <> 0"), ("report_mrr_days", "started <> 0 OR ended <> 0"),
+            ("report_paid_days", "starts <> 0 OR ends <> 0"),
         ] {
             let rows = try await client.query(
                 PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)

@@ -16,6 +16,9 @@ import Foundation
 ///   found where a subscriber's runs start or end.
 /// - retention: per cohort month, key and later month, +1 where a run starts covering the month boundary
 ///   and −1 after it stops; the cell of the cohort's own month holds the cohort's size.
+/// - MRR: per day, key, currency and denominator, the monthly amounts of paid transactions starting and
+///   ending service that day; per day, key and currency, the subscriber's paid coverage (its transactions'
+///   service merged) starting and ending. The instant's own day is read from the transactions.
 ///
 /// A change to a subscriber adds `change(from: old, to: new)`: the new facts' cells minus the old ones'.
 public struct ReportRollup: Sendable, Hashable {
@@ -96,7 +99,35 @@ public struct ReportRollup: Sendable, Hashable {
         public var month: Int64
     }
 
+    public struct MRRKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var currency: String
+        /// The monthly amounts' (reduced) denominator: amounts are summed exactly per denominator.
+        public var denominator: Int128
+    }
+
+    public struct MRRCell: Sendable, Hashable {
+        /// Numerators of the monthly amounts whose service starts that day, and of those whose service ends.
+        public var started: Int128 = 0
+        public var ended: Int128 = 0
+
+        public init(started: Int128 = 0, ended: Int128 = 0) {
+            self.started = started
+            self.ended = ended
+        }
+    }
+
+    public struct CurrencyDayKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var currency: String
+    }
+
     public var revenue: [RevenueKey: RevenueCell] = [:]
+    public var mrr: [MRRKey: MRRCell] = [:]
+    /// Paid coverage started (`first`) and ended (`second`) per day: MRR's count of paying subscribers.
+    public var paid: [CurrencyDayKey: Counts] = [:]
     public var trials: [DayKey: Counts] = [:]
     public var runs: [DayKey: Counts] = [:]
     public var churn: [ChurnKey: ChurnCell] = [:]
@@ -104,7 +135,9 @@ public struct ReportRollup: Sendable, Hashable {
 
     public init() {}
 
-    public var isEmpty: Bool { revenue.isEmpty && trials.isEmpty && runs.isEmpty && churn.isEmpty && retention.isEmpty }
+    public var isEmpty: Bool {
+        revenue.isEmpty && trials.isEmpty && runs.isEmpty && churn.isEmpty && retention.isEmpty && mrr.isEmpty && paid.isEmpty
+    }
 
     /// The cells of one subscriber's facts.
     public static func of(_ facts: SubscriberFacts) -> ReportRollup {
@@ -117,8 +150,18 @@ public struct ReportRollup: Sendable, Hashable {
         var r = ReportRollup()
         let oldTransactions = Set(old?.transactions ?? [])
         let newTransactions = Set(new.transactions)
-        for t in old?.transactions ?? [] where !newTransactions.contains(t) { r.addRevenue(t, sign: -1) }
-        for t in new.transactions where !oldTransactions.contains(t) { r.addRevenue(t, sign: 1) }
+        for t in old?.transactions ?? [] where !newTransactions.contains(t) {
+            r.addRevenue(t, sign: -1)
+            r.addMRR(t, sign: -1)
+        }
+        for t in new.transactions where !oldTransactions.contains(t) {
+            r.addRevenue(t, sign: 1)
+            r.addMRR(t, sign: 1)
+        }
+        if oldTransactions != newTransactions {
+            if let old { r.addCoverage(old.transactions, sign: -1) }
+            r.addCoverage(new.transactions, sign: 1)
+        }
         if old?.trials != new.trials {
             if let old { r.addTrials(old.trials, sign: -1) }
             r.addTrials(new.trials, sign: 1)
@@ -144,6 +187,11 @@ public struct ReportRollup: Sendable, Hashable {
         for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.churn { churn[k, default: .init()].add(v) }
         for (k, v) in other.retention { retention[k, default: 0] &+= v }
+        for (k, v) in other.mrr {
+            mrr[k, default: .init()].started += v.started
+            mrr[k, default: .init()].ended += v.ended
+        }
+        for (k, v) in other.paid { paid[k, default: .init()].add(v, sign: 1) }
     }
 
     /// Drops the cells that sum to zero (a change that undoes itself writes nothing).
@@ -153,6 +201,69 @@ public struct ReportRollup: Sendable, Hashable {
         runs = runs.filter { $0.value != Counts() }
         churn = churn.filter { $0.value != ChurnCell() }
         retention = retention.filter { $0.value != 0 }
+        mrr = mrr.filter { $0.value != MRRCell() }
+        paid = paid.filter { $0.value != Counts() }
+    }
+
+    /// The service interval MRR counts a transaction in, `[start, serviceEnd)`; nil when it has no monthly
+    /// amount or its service is empty (cut before it started).
+    static func service(_ t: RevenueTransaction) -> (start: Timestamp, end: Timestamp?)? {
+        guard t.monthly != nil else { return nil }
+        if let end = t.serviceEnd, end <= t.start { return nil }
+        return (t.start, t.serviceEnd)
+    }
+
+    mutating func addMRR(_ t: RevenueTransaction, sign: Int128) {
+        guard let monthly = t.monthly, let service = Self.service(t) else { return }
+        let start = ReportInterval.day.periodStart(containing: service.start).microseconds
+        let end = service.end.map { ReportInterval.day.periodStart(containing: $0).microseconds }
+        for key in [""] + Set(t.entitlements).sorted() {
+            mrr[MRRKey(day: start, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
+                .started += sign * monthly.numerator
+            if let end {
+                mrr[MRRKey(day: end, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
+                    .ended += sign * monthly.numerator
+            }
+        }
+    }
+
+    /// The subscriber's paid coverage per key and currency: the union of its transactions' service.
+    mutating func addCoverage(_ transactions: [RevenueTransaction], sign: Int64) {
+        var intervals: [CoverageKey: [(start: Timestamp, end: Timestamp?)]] = [:]
+        for t in transactions {
+            guard let service = Self.service(t) else { continue }
+            for key in [""] + Set(t.entitlements).sorted() {
+                intervals[CoverageKey(entitlement: key, currency: t.currency), default: []].append(service)
+            }
+        }
+        for (key, list) in intervals {
+            for (start, end) in Self.union(list) {
+                let day = ReportInterval.day.periodStart(containing: start).microseconds
+                paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].first &+= sign
+                if let end {
+                    let day = ReportInterval.day.periodStart(containing: end).microseconds
+                    paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].second &+= sign
+                }
+            }
+        }
+    }
+
+    private struct CoverageKey: Hashable {
+        var entitlement: String
+        var currency: String
+    }
+
+    /// The union of half-open intervals (`end` nil: never ends) as disjoint intervals, sorted.
+    static func union(_ list: [(start: Timestamp, end: Timestamp?)]) -> [(start: Timestamp, end: Timestamp?)] {
+        var out: [(start: Timestamp, end: Timestamp?)] = []
+        for i in list.sorted(by: { $0.start < $1.start }) {
+            if let last = out.last, last.end.map({ i.start <= $0 }) ?? true {
+                out[out.count - 1].end = last.end.flatMap { e in i.end.map { max(e, $0) } }
+            } else {
+                out.append(i)
+            }
+        }
+        return out
     }
 
     /// The transaction's figures month by month, exactly as `RevenueAccumulator` sees them at month

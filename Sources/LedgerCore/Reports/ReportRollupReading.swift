@@ -108,3 +108,55 @@ extension ReportRollup {
         return acc.periods
     }
 }
+
+/// A monthly transaction as MRR's correction for the instant's own day reads it.
+public struct MRRService: Sendable, Hashable {
+    public var subscriber: String
+    public var currency: String
+    public var start: Timestamp
+    /// When service ends (nil: never).
+    public var end: Timestamp?
+    public var monthly: MonthlyAmount
+
+    public init(subscriber: String, currency: String, start: Timestamp, end: Timestamp?, monthly: MonthlyAmount) {
+        self.subscriber = subscriber
+        self.currency = currency
+        self.start = start
+        self.end = end
+        self.monthly = monthly
+    }
+
+    func covers(_ t: Timestamp) -> Bool { start <= t && (end.map { t < $0 } ?? true) }
+}
+
+extension ReportRollup {
+    /// MRR per currency at `at`: the day cells give the state just before `at`'s midnight (`amounts` summed
+    /// per currency and denominator, `subscribers` per currency); `changed` holds every monthly transaction
+    /// of the subscribers whose service starts or ends between that midnight and `at`, whose difference is
+    /// added. Currencies with paying subscribers, sorted.
+    public static func mrr(
+        at: Timestamp, amounts: [(currency: String, amount: MonthlyAmount)], subscribers: [String: Int64], changed: [MRRService]
+    ) throws(ReportOverflow) -> [(currency: String, mrrMinor: Int128, activePaid: Int)] {
+        let before = Timestamp(microseconds: ReportInterval.day.periodStart(containing: at).microseconds - 1)
+        var sums: [String: [MonthlyAmount]] = [:]
+        for (currency, amount) in amounts { sums[currency, default: []].append(amount) }
+        var counts = subscribers
+        for (_, services) in Dictionary(grouping: changed, by: { [$0.subscriber, $0.currency] }) {
+            let currency = services[0].currency
+            let now = services.contains { $0.covers(at) }
+            let then = services.contains { $0.covers(before) }
+            counts[currency, default: 0] &+= (now ? 1 : 0) &- (then ? 1 : 0)
+            for s in services {
+                if s.covers(at) { sums[currency, default: []].append(s.monthly) }
+                if s.covers(before) {
+                    sums[currency, default: []].append(MonthlyAmount(numerator: 0 - s.monthly.numerator, denominator: s.monthly.denominator))
+                }
+            }
+        }
+        var lines: [(currency: String, mrrMinor: Int128, activePaid: Int)] = []
+        for (currency, n) in counts.sorted(by: { $0.key < $1.key }) where n > 0 {
+            lines.append((currency, try MonthlyAmount.roundedSum(sums[currency] ?? []), Int(truncatingIfNeeded: n)))
+        }
+        return lines
+    }
+}

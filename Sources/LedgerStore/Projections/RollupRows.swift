@@ -7,6 +7,7 @@ enum RollupRows {
     /// The rollup tables, in the order the rebuild writes them.
     static let tables = [
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
+        "report_mrr_days", "report_paid_days",
     ]
 
     static func json(_ rollup: ReportRollup) -> String {
@@ -67,7 +68,28 @@ enum RollupRows {
             retention.integer("delta", v)
             retention.endRow()
         }
-        let parts = zip(tables, [revenue, trials, runs, churn, retention]).map { "\"\($0)\":\($1.text)" }
+        var mrr = JSONRows()
+        for (k, v) in rollup.mrr {
+            mrr.beginRow()
+            mrr.member("entitlement", .string(k.entitlement))
+            mrr.integer("day_us", k.day)
+            mrr.member("currency", .string(k.currency))
+            mrr.member("denominator", .string(String(k.denominator)))
+            mrr.member("started", .string(String(v.started)))
+            mrr.member("ended", .string(String(v.ended)))
+            mrr.endRow()
+        }
+        var paid = JSONRows()
+        for (k, v) in rollup.paid {
+            paid.beginRow()
+            paid.member("entitlement", .string(k.entitlement))
+            paid.integer("day_us", k.day)
+            paid.member("currency", .string(k.currency))
+            paid.integer("starts", v.first)
+            paid.integer("ends", v.second)
+            paid.endRow()
+        }
+        let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid]).map { "\"\($0)\":\($1.text)" }
         return "{" + parts.joined(separator: ",") + "}"
     }
 }

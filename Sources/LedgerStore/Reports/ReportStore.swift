@@ -246,6 +246,58 @@ public struct ReportStore: Sendable {
     /// PostgreSQL per denominator and rounded once here.
     public func mrr(at: Timestamp, entitlement: String?) async throws -> [MRRLine] {
         let logger = database.logger
+        if try await useRollups() {
+            let key = entitlement ?? ""
+            let t = at.microseconds
+            let midnight = ReportInterval.day.periodStart(containing: at).microseconds
+            return try await database.withConnection { c in
+                var amounts: [(currency: String, amount: MonthlyAmount)] = []
+                let sums = try await c.query(
+                    """
+                    SELECT currency, denominator::text, (sum(started) - sum(ended))::text FROM report_mrr_days
+                    WHERE entitlement = \(key) AND day_us < \(midnight) GROUP BY currency, denominator
+                    """, logger: logger)
+                for try await (currency, den, num) in sums.decode((String, String, String).self) {
+                    guard let n = Int128(num), let d = Int128(den), d > 0 else {
+                        throw ReportOverflow(what: "the monthly amounts of \(currency)")
+                    }
+                    amounts.append((currency, MonthlyAmount(numerator: n, denominator: d)))
+                }
+                var subscribers: [String: Int64] = [:]
+                let counts = try await c.query(
+                    """
+                    SELECT currency, (sum(starts) - sum(ends))::int8 FROM report_paid_days
+                    WHERE entitlement = \(key) AND day_us < \(midnight) GROUP BY currency
+                    """, logger: logger)
+                for try await (currency, n) in counts.decode((String, Int64).self) { subscribers[currency] = n }
+                // The instant's own day: every monthly transaction of the subscribers whose service starts or
+                // ends between its midnight and the instant.
+                var changed: [MRRService] = []
+                let rows = try await c.query(
+                    """
+                    SELECT subscriber_id, currency, start_us, service_end_us, monthly_num::text, monthly_den::text
+                    FROM report_transactions
+                    WHERE monthly_num IS NOT NULL AND (\(key) = '' OR \(key) = ANY(entitlements))
+                      AND subscriber_id IN (
+                        SELECT subscriber_id FROM report_transactions
+                        WHERE start_us BETWEEN \(midnight) AND \(t) OR service_end_us BETWEEN \(midnight) AND \(t))
+                    """, logger: logger)
+                for try await (subscriber, currency, start, end, num, den) in rows.decode(
+                    (String, String, Int64, Int64?, String, String).self)
+                {
+                    guard let n = Int128(num), let d = Int128(den), d > 0 else {
+                        throw ReportOverflow(what: "the monthly amounts of \(currency)")
+                    }
+                    changed.append(
+                        MRRService(
+                            subscriber: subscriber, currency: currency, start: .init(microseconds: start),
+                            end: end.map(Timestamp.init(microseconds:)), monthly: MonthlyAmount(numerator: n, denominator: d)))
+                }
+                return try ReportRollup.mrr(at: at, amounts: amounts, subscribers: subscribers, changed: changed).map {
+                    MRRLine(currency: $0.currency, mrrMinor: $0.mrrMinor, activePaid: $0.activePaid)
+                }
+            }
+        }
         let key = entitlement ?? ""
         let t = at.microseconds
         return try await database.withConnection { c in
