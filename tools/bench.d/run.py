@@ -231,7 +231,9 @@ FROM (SELECT nextval('ceiling_seq') AS s FROM generate_series(1, ROWS)) g;
 # with the same indexes, `ROWS` events per transaction: the event, its window, the subscriber's state (upsert),
 # its two runs (the entitlement's and "any entitlement"'s) and its transaction fact (a purchase has no trial
 # row), after deleting the touched subscribers' earlier rows from the windows and the three report-fact tables,
-# as `subledger_projection_write` (schema 0008) does. The ledger then writes a subscriber's whole projection
+# as `subledger_projection_write` (schema 0008) does, and the report rollups' cells the purchases add (schema 0014:
+# revenue months, run days, churn periods, retention, MRR and paid coverage days; summed over the transaction's
+# events first, as the server sums a group's cells). The ledger then writes a subscriber's whole projection
 # again (earlier windows and facts too); here each subscriber keeps one row per table, so this is an upper
 # bound of what the inline design can write. Subscribers "c<n>" of one transaction are distinct, and
 # concurrent transactions draw neighbouring sequence values, so they never touch the same subscriber.
@@ -255,14 +257,42 @@ st AS (INSERT INTO ceiling_state SELECT subscriber_id, position, '{"pro": true}'
   ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
     lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds),
 r AS (INSERT INTO ceiling_runs SELECT x.entitlement, subscriber_id, position, position + 1, position, NULL
-  FROM e, (VALUES ('pro'), ('')) x(entitlement))
-INSERT INTO ceiling_transactions (source_event_id, subscriber_id, entitlements, kind, currency, gross, commission,
+  FROM e, (VALUES ('pro'), ('')) x(entitlement)),
+tx AS (INSERT INTO ceiling_transactions (source_event_id, subscriber_id, entitlements, kind, currency, gross, commission,
   occurred_us, start_us, end_us, stop_us, service_end_us, settled_us, refund_at_us, refund_amount, monthly_num, monthly_den)
 SELECT event_id, subscriber_id, '{pro}', 'paid', 'USD', 999, 300, position, position, position + 1, NULL, position + 1,
-  position + 1, '{}', '{}', 999, 1 FROM e;
+  position + 1, '{}', '{}', 999, 1 FROM e),
+n AS (SELECT count(*) AS n FROM e),
+k AS (SELECT * FROM (VALUES (''), ('pro')) x(k)),
+rm AS (INSERT INTO ceiling_revenue_months AS t SELECT k, m, 'USD', n, 999 * n, 300 * n, 0, 0, 0, 499 * n, 0
+  FROM n, k, (VALUES (1772323200000000::int8), (1775001600000000)) y(m)
+  ON CONFLICT (entitlement, month_us, currency) DO UPDATE SET transactions = t.transactions + excluded.transactions,
+    billings = t.billings + excluded.billings, commission = t.commission + excluded.commission,
+    recognized = t.recognized + excluded.recognized),
+rd AS (INSERT INTO ceiling_run_days AS t SELECT k, d, n * s, n * en FROM n, k,
+  (VALUES (1772323200000000::int8, 1, 0), (1775001600000000, 0, 1)) y(d, s, en)
+  ON CONFLICT (entitlement, day_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends),
+cp AS (INSERT INTO ceiling_churn_periods AS t SELECT k, i, p, n * nw, 0, 0, 0, 0, n * ch FROM n, k,
+  (VALUES ('day', 1772323200000000::int8, 1, 0), ('day', 1775001600000000, 0, 1), ('week', 1771804800000000, 1, 0),
+          ('week', 1774828800000000, 0, 1), ('month', 1772323200000000, 1, 0), ('month', 1775001600000000, 0, 1)) y(i, p, nw, ch)
+  ON CONFLICT (entitlement, period_interval, period_us) DO UPDATE SET new = t.new + excluded.new,
+    churned_other = t.churned_other + excluded.churned_other),
+rc AS (INSERT INTO ceiling_retention_cells AS t SELECT k, 1772323200000000, m, n * dl FROM n, k,
+  (VALUES (1772323200000000::int8, 1), (1775001600000000, 1), (1777593600000000, -1)) y(m, dl)
+  ON CONFLICT (entitlement, cohort_us, month_us) DO UPDATE SET delta = t.delta + excluded.delta),
+md AS (INSERT INTO ceiling_mrr_days AS t SELECT k, d, 'USD', 1, 999 * n * s, 999 * n * en FROM n, k,
+  (VALUES (1772323200000000::int8, 1, 0), (1775001600000000, 0, 1)) y(d, s, en)
+  ON CONFLICT (entitlement, day_us, currency, denominator) DO UPDATE SET started = t.started + excluded.started,
+    ended = t.ended + excluded.ended)
+INSERT INTO ceiling_paid_days AS t SELECT k, d, 'USD', n * s, n * en FROM n, k,
+  (VALUES (1772323200000000::int8, 1, 0), (1775001600000000, 0, 1)) y(d, s, en)
+  ON CONFLICT (entitlement, day_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
 """
 CEILING_TABLES = [("ceiling_windows", "windows"), ("ceiling_state", "subscriber_state"), ("ceiling_runs", "report_runs"),
-                  ("ceiling_transactions", "report_transactions"), ("ceiling_trials", "report_trials")]
+                  ("ceiling_transactions", "report_transactions"), ("ceiling_trials", "report_trials"),
+                  ("ceiling_revenue_months", "report_revenue_months"), ("ceiling_run_days", "report_run_days"),
+                  ("ceiling_churn_periods", "report_churn_periods"), ("ceiling_retention_cells", "report_retention_cells"),
+                  ("ceiling_mrr_days", "report_mrr_days"), ("ceiling_paid_days", "report_paid_days")]
 
 
 def appends():
