@@ -144,6 +144,17 @@ public struct ReportRollup: Sendable, Hashable {
         change(from: nil, to: facts)
     }
 
+    /// Adds one subscriber's cells in place (the rebuild sums every subscriber this way).
+    public mutating func add(_ facts: SubscriberFacts) {
+        for t in facts.transactions {
+            addRevenue(t, sign: 1)
+            addMRR(t, sign: 1)
+        }
+        addCoverage(facts.transactions, sign: 1)
+        addTrials(facts.trials, sign: 1)
+        for (key, runs) in Dictionary(grouping: facts.runs, by: \.entitlement) { addRuns(runs, key: key, sign: 1) }
+    }
+
     /// What replacing `old` facts (nil: none yet) by `new` ones changes; only the parts that differ are
     /// computed, so an append that adds one transaction costs that transaction's cells.
     public static func change(from old: SubscriberFacts?, to new: SubscriberFacts) -> ReportRollup {

@@ -165,7 +165,7 @@ public struct Rebuilder: Sendable {
             guard let last = stream.last else { return }
             let ledger = Fold.fold(stream)
             let facts = SubscriberFacts.derive(events: stream, ledger: ledger)
-            rollup.add(ReportRollup.of(facts))
+            rollup.add(facts)
             out.append(
                 ProjectionWriter.Folded(
                     subscriber: last.subscriberID, version: last.version, ledger: ledger, facts: facts,
