@@ -1,8 +1,8 @@
 import LedgerCore
 
 /// The report rollups' cells as JSON arrays named like their tables (schema 0014), for
-/// `subledger_rollup_add` and the rebuild's shadow tables. Figures that may exceed 64 bits are strings,
-/// which `numeric`'s input reads exactly.
+/// `subledger_rollup_add` and the rebuild's shadow tables. Figures that may exceed 64 bits are written as
+/// JSON numbers when they fit in 64 bits and as strings otherwise; `numeric`'s input reads both exactly.
 enum RollupRows {
     /// The rollup tables, in the order the rebuild writes them.
     static let tables = [
@@ -18,13 +18,13 @@ enum RollupRows {
             revenue.integer("month_us", k.month)
             revenue.member("currency", .string(k.currency))
             revenue.integer("transactions", v.transactions)
-            revenue.member("billings", .string(String(v.figures.billings)))
-            revenue.member("commission", .string(String(v.figures.commission)))
-            revenue.member("refunds", .string(String(v.figures.refunds)))
-            revenue.member("refunded_unrecognized", .string(String(v.figures.refundedUnrecognized)))
-            revenue.member("refunds_recognized", .string(String(v.figures.refundsRecognized)))
-            revenue.member("recognized", .string(String(v.figures.recognized)))
-            revenue.member("settled_deferred", .string(String(v.settledDeferred)))
+            revenue.wide("billings", v.figures.billings)
+            revenue.wide("commission", v.figures.commission)
+            revenue.wide("refunds", v.figures.refunds)
+            revenue.wide("refunded_unrecognized", v.figures.refundedUnrecognized)
+            revenue.wide("refunds_recognized", v.figures.refundsRecognized)
+            revenue.wide("recognized", v.figures.recognized)
+            revenue.wide("settled_deferred", v.settledDeferred)
             revenue.endRow()
         }
         var trials = JSONRows()
@@ -74,9 +74,9 @@ enum RollupRows {
             mrr.member("entitlement", .string(k.entitlement))
             mrr.integer("day_us", k.day)
             mrr.member("currency", .string(k.currency))
-            mrr.member("denominator", .string(String(k.denominator)))
-            mrr.member("started", .string(String(v.started)))
-            mrr.member("ended", .string(String(v.ended)))
+            mrr.wide("denominator", k.denominator)
+            mrr.wide("started", v.started)
+            mrr.wide("ended", v.ended)
             mrr.endRow()
         }
         var paid = JSONRows()
@@ -91,5 +91,16 @@ enum RollupRows {
         }
         let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid]).map { "\"\($0)\":\($1.text)" }
         return "{" + parts.joined(separator: ",") + "}"
+    }
+}
+
+extension JSONRows {
+    /// A 128-bit figure: 64-bit numbers take the fast integer path (printing an `Int128` divides in 128 bits).
+    mutating func wide(_ name: StaticString, _ value: Int128) {
+        if let small = Int64(exactly: value) {
+            integer(name, small)
+        } else {
+            member(name, .string(String(value)))
+        }
     }
 }
