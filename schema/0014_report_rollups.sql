@@ -87,6 +87,11 @@ CREATE TABLE report_paid_days (
     PRIMARY KEY (entitlement, day_us, currency)
 );
 
+-- Transactions whose revenue would take more month cells than `ReportRollup.maxRevenueCells` (a window of
+-- years, dozens of entitlements) are read from the facts beside the rollup.
+ALTER TABLE report_transactions ADD COLUMN revenue_rolled_up boolean NOT NULL DEFAULT true;
+CREATE INDEX report_transactions_not_rolled_up ON report_transactions (settled_us) WHERE NOT revenue_rolled_up;
+
 -- MRR reads the transactions whose service ends within the instant's own day.
 CREATE INDEX report_transactions_service_end ON report_transactions (service_end_us);
 

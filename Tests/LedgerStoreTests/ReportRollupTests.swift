@@ -24,6 +24,22 @@ struct ReportRollupTests {
             ]
             events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 7) % events.count)
         }
+        // Transactions too large for the month cells (`ReportRollup.maxRevenueCells`): six years of service,
+        // and a year over forty entitlements; revenue reads them from the facts beside the rollup.
+        for s in stride(from: 1, to: 60, by: 11) {
+            let subscriber = "gen-\(seed)-\(s)"
+            let many = s % 2 == 0
+            let members: [String: JSONValue] = [
+                "subscriber_id": .string(subscriber), "type": "purchase", "occurred_at": .string("2026-0\(s % 9 + 1)-03T08:00:00Z"),
+                "source": "gen", "environment": "production", "idempotency_key": .string("\(subscriber)-long"),
+                "data": [
+                    "product_id": "pro.long", "transaction_id": .string("\(subscriber)-long"), "kind": "non_renewing",
+                    "entitlements": .array((many ? ["pro"] + (1...40).map { "e\($0)" } : ["pro", "basic"]).map(JSONValue.string)),
+                    "duration": .string(many ? "P1Y" : "P6Y"), "price_minor": 50000, "currency": "GBP",
+                ],
+            ]
+            events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 13) % events.count)
+        }
         return events
     }
 
@@ -70,6 +86,11 @@ struct ReportRollupTests {
         let b = ReportCalendar.boundaries(from: t("2026-01-01"), to: t("2026-12-01"), interval: .month)
         #expect(try await rollups.churn(boundaries: b, interval: .month, entitlement: nil).contains { $0.churnedTotal > 0 && $0.new > 0 })
         #expect(try await rollups.revenue(boundaries: b, interval: .month, entitlement: nil).contains { $0.figures.refunds > 0 })
+        #expect(try await rollups.revenue(boundaries: b, interval: .month, entitlement: nil).contains { $0.currency == "GBP" })
+        let long = try await client.query(
+            "SELECT count(*) FROM report_transactions WHERE NOT revenue_rolled_up", logger: TestDatabase.logger
+        ).collect().first?.decode(Int64.self)
+        #expect(long ?? 0 >= 4, "transactions left to the facts")
     }
 
     /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).

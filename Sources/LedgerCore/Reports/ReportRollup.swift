@@ -279,7 +279,23 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// The transaction's figures month by month, exactly as `RevenueAccumulator` sees them at month
     /// boundaries: nothing up to its first movement, `cumulative(before:)` until it settles, final after.
+    /// Month cells one transaction may take (months it moves in × entitlement keys). A transaction over it
+    /// (a window of years, or dozens of entitlements) is left to the facts, which revenue reads beside the
+    /// rollup (`report_transactions.revenue_rolled_up`), so one event never writes thousands of cells under
+    /// the append lock.
+    public static let maxRevenueCells = 128
+
+    /// Whether the transaction's revenue is in the month cells (else the report reads it from the facts).
+    public static func rollsUp(_ t: RevenueTransaction) -> Bool {
+        var firstMove = min(t.occurredAt, t.start)
+        for r in t.refunds { firstMove = min(firstMove, r.at) }
+        let (a, b) = (firstMove.civil, t.settledAt.civil)
+        let months = (b.year - a.year) * 12 + (b.month - a.month) + 1
+        return months * (Set(t.entitlements).count + 1) <= maxRevenueCells
+    }
+
     mutating func addRevenue(_ t: RevenueTransaction, sign: Int128) {
+        guard Self.rollsUp(t) else { return }
         let schedule = RevenueSchedule(t)
         var firstMove = min(t.occurredAt, t.start)
         for r in t.refunds { firstMove = min(firstMove, r.at) }
@@ -378,7 +394,13 @@ public struct ReportRollup: Sendable, Hashable {
                 guard before != after else { continue }
                 let k = ChurnKey(interval: interval, period: a.microseconds, entitlement: key)
                 if before {
-                    let last = list.filter { r in r.end.map { $0 >= a && $0 < b } ?? false }.max { $0.end! < $1.end! }
+                    // Runs are disjoint and sorted, so their ends are too: the last run ending before b.
+                    var (lo, hi) = (0, list.count)
+                    while lo < hi {
+                        let mid = (lo + hi) / 2
+                        if let end = list[mid].end, end < b { lo = mid + 1 } else { hi = mid }
+                    }
+                    let last = lo > 0 && list[lo - 1].end.map { $0 >= a } == true ? list[lo - 1] : nil
                     churn[k, default: .init()].count(last?.lapse ?? .other, sign: sign)
                 } else if firstStart >= a {
                     churn[k, default: .init()].new &+= sign

@@ -160,3 +160,30 @@ extension ReportRollup {
         return lines
     }
 }
+
+extension ReportRollup {
+    /// Revenue rows of two disjoint sets of transactions over the same boundaries, added per period and
+    /// currency (a currency listed in either is listed).
+    public static func merge(_ a: [RevenuePeriod], _ b: [RevenuePeriod]) -> [RevenuePeriod] {
+        guard !b.isEmpty else { return a }
+        guard !a.isEmpty else { return b }
+        var rows: [RevenueRowKey: RevenuePeriod] = [:]
+        for row in a + b {
+            let k = RevenueRowKey(start: row.start, currency: row.currency)
+            if var sum = rows[k] {
+                sum.figures += row.figures
+                sum.deferredStart += row.deferredStart
+                sum.deferredEnd += row.deferredEnd
+                rows[k] = sum
+            } else {
+                rows[k] = row
+            }
+        }
+        return rows.values.sorted { ($0.start, $0.currency) < ($1.start, $1.currency) }
+    }
+
+    private struct RevenueRowKey: Hashable {
+        var start: Timestamp
+        var currency: String
+    }
+}

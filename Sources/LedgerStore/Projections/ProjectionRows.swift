@@ -98,6 +98,7 @@ enum ProjectionRows {
             e.text("monthly_num", t.monthly.map { String($0.numerator) })
             e.text("monthly_den", t.monthly.map { String($0.denominator) })
             e.boolArray("refund_cut", t.refunds.map(\.cut))
+            e.bool("revenue_rolled_up", ReportRollup.rollsUp(t))
             e.endRow()
         }
         for t in f.facts.trials {

@@ -142,58 +142,66 @@ public struct ReportStore: Sendable {
                 (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
                 cells.append((month, currency, cell))
             }
-            return ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells)
+            let rolled = ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells)
+            let long = try await Self.revenue(boundaries: boundaries, entitlement: entitlement, onlyLong: true, on: c, logger: logger)
+            return ReportRollup.merge(rolled, long)
         }
     }
 
     /// Revenue from the transaction facts, one transaction at a time.
     public func revenue(boundaries: [Timestamp], entitlement: String?) async throws -> [RevenuePeriod] {
-        let initial = RevenueAccumulator(boundaries: boundaries)
+        guard boundaries.count > 1 else { return [] }
+        let logger = database.logger
+        return try await database.withConnection { c in
+            try await Self.revenue(boundaries: boundaries, entitlement: entitlement, onlyLong: false, on: c, logger: logger)
+        }
+    }
+
+    /// Revenue of the transactions in range, all of them or (`onlyLong`) those left out of the month cells.
+    private static func revenue(
+        boundaries: [Timestamp], entitlement: String?, onlyLong: Bool, on c: PostgresConnection, logger: Logger
+    ) async throws -> [RevenuePeriod] {
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return []
         }
-        let logger = database.logger
         let key = entitlement ?? ""
-        let acc = try await database.withConnection { c in
-            var acc = initial
-            let rows = try await c.query(
-                """
-                SELECT source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
-                       array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','),
-                       array_to_string(refund_cut, ',')
-                FROM report_transactions
-                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
-                  AND (\(key) = '' OR \(key) = ANY(entitlements))
-                """, logger: logger)
-            // Concrete decoding of each cell (`BinaryCells`): this streams every paid transaction of the span,
-            // and PostgresNIO's generic tuple and array decoding dominated the report's time.
-            for try await row in rows {
-                guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let id = try c.uuid()
-                let kind = try c.string()
-                let currency = try c.string()
-                let gross = try c.int64()
-                let commission = try c.int64()
-                let occurred = try c.int64()
-                let start = try c.int64()
-                let end = try c.optionalInt64()
-                let stop = try c.optionalInt64()
-                let refundAt = Self.integers(try c.string())
-                let refundAmount = Self.integers(try c.string())
-                let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
-                acc.add(
-                    RevenueTransaction(
-                        eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
-                        gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
-                        start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
-                        stop: stop.map(Timestamp.init(microseconds:)),
-                        refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
-                            // Rows from before refund_cut existed hold only cutting refunds.
-                            .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
-                        },
-                        monthly: nil))
-            }
-            return acc
+        var acc = RevenueAccumulator(boundaries: boundaries)
+        let rows = try await c.query(
+            """
+            SELECT source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
+                   array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','),
+                   array_to_string(refund_cut, ',')
+            FROM report_transactions
+            WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+              AND (\(key) = '' OR \(key) = ANY(entitlements)) \(unescaped: onlyLong ? "AND NOT revenue_rolled_up" : "")
+            """, logger: logger)
+        // Concrete decoding of each cell (`BinaryCells`): this streams every paid transaction of the span,
+        // and PostgresNIO's generic tuple and array decoding dominated the report's time.
+        for try await row in rows {
+            guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+            let id = try c.uuid()
+            let kind = try c.string()
+            let currency = try c.string()
+            let gross = try c.int64()
+            let commission = try c.int64()
+            let occurred = try c.int64()
+            let start = try c.int64()
+            let end = try c.optionalInt64()
+            let stop = try c.optionalInt64()
+            let refundAt = Self.integers(try c.string())
+            let refundAmount = Self.integers(try c.string())
+            let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
+            acc.add(
+                RevenueTransaction(
+                    eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
+                    gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
+                    start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                    stop: stop.map(Timestamp.init(microseconds:)),
+                    refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
+                        // Rows from before refund_cut existed hold only cutting refunds.
+                        .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
+                    },
+                    monthly: nil))
         }
         return acc.periods
     }
