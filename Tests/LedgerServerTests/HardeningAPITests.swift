@@ -55,7 +55,7 @@ struct HardeningAPITests {
         }
     }
 
-    @Test("65 entitlements are refused; a subscriber's 1,536 windows come in pages of at most 1,000")
+    @Test("65 entitlements are refused, and 8,193 in one request; a subscriber's 1,536 windows come in pages of at most 1,000")
     func entitlementLimitAndWindowPages() async throws {
         try await APIHarness.run { http, api in
             let many = (0..<65).map { "e\($0)" }
@@ -81,14 +81,29 @@ struct HardeningAPITests {
                 uri: "/v1/subscribers/wide/entitlements?at=2026-03-15T00:00:00Z", method: .get, headers: api.headers(.reader))
             #expect(try entitlements.json.objectValue?["entitlements"]?.arrayValue?.count == 64)
 
-            // 157 × 64 = 10,048 windows: past the per-subscriber limit, refused whole, nothing stored.
-            let tooMany: [JSONValue] = (0..<157).map { Self.purchase("huge", key: "h\($0)", price: "1", entitlements: Array(many.prefix(64))) }
-            let over = try await http.execute(
-                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(["events": .array(tooMany)])))
-            #expect(over.status == .unprocessableContent)
-            #expect(over.errorField == "subscriber_id")
+            // A request names at most 8,192 entitlements together: 129 × 64 is refused whole, nothing stored.
+            let wide: [JSONValue] = (0..<129).map { Self.purchase("huge", key: "h\($0)", price: "1", entitlements: Array(many.prefix(64))) }
+            let tooWide = try await http.execute(
+                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(["events": .array(wide)])))
+            #expect(tooWide.status == .unprocessableContent)
+            #expect(tooWide.errorField == "events")
             let none = try await http.execute(uri: "/v1/subscribers/huge/events", method: .get, headers: api.headers(.auditor))
             #expect(try none.events.isEmpty)
+
+            // 128 × 64 windows, then 29 × 64 more: 10,048, past the per-subscriber limit; the second request is
+            // refused whole and stores nothing.
+            let first128 = Array(wide.prefix(128))
+            let accepted = try await http.execute(
+                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(["events": .array(first128)])))
+            #expect(accepted.status == .created)
+            let more: [JSONValue] = (0..<29).map { Self.purchase("huge", key: "m\($0)", price: "1", entitlements: Array(many.prefix(64))) }
+            let over = try await http.execute(
+                uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(.object(["events": .array(more)])))
+            #expect(over.status == .unprocessableContent)
+            #expect(over.errorField == "subscriber_id")
+            let stored = try await http.execute(
+                uri: "/v1/subscribers/huge/events?limit=1000", method: .get, headers: api.headers(.auditor))
+            #expect(try stored.events.count == 128)
         }
     }
 

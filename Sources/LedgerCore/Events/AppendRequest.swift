@@ -1,6 +1,10 @@
 /// The body of `POST /v1/events`: one event, or `{"events": [...]}` appended all or nothing.
 public struct AppendRequest: Sendable {
     public static let maxBatchSize = 1000
+    /// Entitlements all the events of one request may name together (docs/limits.md): the append writes
+    /// projection rows and report rollup cells per event and entitlement under the append lock, so this
+    /// bounds how long one request can make other writers wait.
+    public static let maxEntitlementsPerRequest = 8192
 
     public var events: [NewEvent]
     public var isBatch: Bool
@@ -34,9 +38,24 @@ public struct AppendRequest: Sendable {
 
     /// Checks every event's `data` against its type (after any catalog fill-in).
     public func validateData() throws(EventValidationError) {
+        try Self.checkEntitlements(events)
         for (i, e) in events.enumerated() {
             let p = path(i)
             try EventDataValidator.validate(type: e.type, data: e.data, occurredAt: e.occurredAt, path: p.isEmpty ? "data" : "\(p).data")
+        }
+    }
+
+    /// Refuses a request whose events name more than `maxEntitlementsPerRequest` entitlements together
+    /// (counted after the catalog filled them in).
+    public static func checkEntitlements(_ events: [NewEvent]) throws(EventValidationError) {
+        var named = 0
+        for e in events {
+            if case .array(let list)? = e.data["entitlements"] { named += list.count }
+        }
+        guard named <= maxEntitlementsPerRequest else {
+            throw EventValidationError(
+                field: "events",
+                reason: "name \(named) entitlements together; a request may name at most \(maxEntitlementsPerRequest) (split the batch)")
         }
     }
 

@@ -283,7 +283,7 @@ public struct ReportRollup: Sendable, Hashable {
     /// (a window of years, or dozens of entitlements) is left to the facts, which revenue reads beside the
     /// rollup (`report_transactions.revenue_rolled_up`), so one event never writes thousands of cells under
     /// the append lock.
-    public static let maxRevenueCells = 128
+    public static let maxRevenueCells = 64
 
     /// Whether the transaction's revenue is in the month cells (else the report reads it from the facts).
     public static func rollsUp(_ t: RevenueTransaction) -> Bool {

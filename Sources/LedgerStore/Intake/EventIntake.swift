@@ -35,10 +35,12 @@ public struct EventIntake: Sendable {
         }
     }
 
-    /// `prepare`, then append all or nothing (a reused key with another body is a conflict).
+    /// `prepare`, then append all or nothing (a reused key with another body is a conflict). The request's
+    /// entitlements together are bounded (an import's batches are not: they are projected by the rebuild).
     public func append(_ events: [NewEvent], path: (Int) -> String) async throws -> AppendResult {
         var events = events
         try await prepare(&events, path: path)
+        try AppendRequest.checkEntitlements(events)
         return try await store.append(events)
     }
 
