@@ -4,18 +4,20 @@ public enum ReportInterval: String, Sendable, Hashable, CaseIterable {
 
     /// The start of the period containing `t`.
     public func periodStart(containing t: Timestamp) -> Timestamp {
-        var c = t.civil
-        (c.hour, c.minute, c.second, c.microsecond) = (0, 0, 0, 0)
+        // Days and weeks by arithmetic on the day number (the rollups ask this for every run and trial);
+        // months through the calendar.
+        let days = t.microseconds.floorDivided(by: 86_400_000_000).quotient
         switch self {
-        case .day: break
-        case .month: c.day = 1
+        case .day:
+            return Timestamp(microseconds: days * 86_400_000_000)
         case .week:
-            let midnight = Timestamp(civil: c)
-            let days = midnight.microseconds.floorDivided(by: 86_400_000_000).quotient
             let weekday = (days + 3).floorDivided(by: 7).remainder  // 1970-01-01 was a Thursday: Monday = 0
-            return Timestamp(microseconds: midnight.microseconds - weekday * 86_400_000_000)
+            return Timestamp(microseconds: (days - weekday) * 86_400_000_000)
+        case .month:
+            var c = t.civil
+            (c.day, c.hour, c.minute, c.second, c.microsecond) = (1, 0, 0, 0, 0)
+            return Timestamp(civil: c)
         }
-        return Timestamp(civil: c)
     }
 
     /// The start of the period after the one that starts at `start`.

@@ -216,6 +216,12 @@ public struct ReportRollup: Sendable, Hashable {
         paid = paid.filter { $0.value != Counts() }
     }
 
+    /// The entitlement keys a transaction counts under: all entitlements together, then each one once.
+    static func keys(_ t: RevenueTransaction) -> [String] {
+        // Entitlements are distinct and sorted when validated; events stored before that rule are deduplicated.
+        t.entitlements.count < 2 ? [""] + t.entitlements : [""] + Set(t.entitlements).sorted()
+    }
+
     /// The service interval MRR counts a transaction in, `[start, serviceEnd)`; nil when it has no monthly
     /// amount or its service is empty (cut before it started).
     static func service(_ t: RevenueTransaction) -> (start: Timestamp, end: Timestamp?)? {
@@ -228,7 +234,7 @@ public struct ReportRollup: Sendable, Hashable {
         guard let monthly = t.monthly, let service = Self.service(t) else { return }
         let start = ReportInterval.day.periodStart(containing: service.start).microseconds
         let end = service.end.map { ReportInterval.day.periodStart(containing: $0).microseconds }
-        for key in [""] + Set(t.entitlements).sorted() {
+        for key in Self.keys(t) {
             mrr[MRRKey(day: start, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
                 .started += sign * monthly.numerator
             if let end {
@@ -243,7 +249,7 @@ public struct ReportRollup: Sendable, Hashable {
         var intervals: [CoverageKey: [(start: Timestamp, end: Timestamp?)]] = [:]
         for t in transactions {
             guard let service = Self.service(t) else { continue }
-            for key in [""] + Set(t.entitlements).sorted() {
+            for key in Self.keys(t) {
                 intervals[CoverageKey(entitlement: key, currency: t.currency), default: []].append(service)
             }
         }
@@ -291,7 +297,7 @@ public struct ReportRollup: Sendable, Hashable {
         for r in t.refunds { firstMove = min(firstMove, r.at) }
         let (a, b) = (firstMove.civil, t.settledAt.civil)
         let months = (b.year - a.year) * 12 + (b.month - a.month) + 1
-        return months * (Set(t.entitlements).count + 1) <= maxRevenueCells
+        return months * Self.keys(t).count <= maxRevenueCells
     }
 
     mutating func addRevenue(_ t: RevenueTransaction, sign: Int128) {
@@ -307,7 +313,7 @@ public struct ReportRollup: Sendable, Hashable {
         var month = ReportCalendar.monthStart(firstMove)
         let last = ReportCalendar.monthStart(settled)
         var previous = RevenueFigures()
-        let keys = [""] + Set(t.entitlements).sorted()
+        let keys = Self.keys(t)
         while month <= last {
             let next = ReportCalendar.addingMonths(1, to: month)
             let now = seen(next)

@@ -278,17 +278,25 @@ public struct ReportStore: Sendable {
                     WHERE entitlement = \(key) AND day_us < \(midnight) GROUP BY currency
                     """, logger: logger)
                 for try await (currency, n) in counts.decode((String, Int64).self) { subscribers[currency] = n }
-                // The instant's own day: every monthly transaction of the subscribers whose service starts or
-                // ends between its midnight and the instant.
+                // The instant's own day: the subscribers whose service starts or ends between its midnight and
+                // the instant (two index ranges), then their monthly transactions covering either instant. Two
+                // queries, so no plan can turn the second into a scan of the table.
+                var moved: [String] = []
+                let ids = try await c.query(
+                    """
+                    SELECT DISTINCT subscriber_id FROM report_transactions
+                    WHERE (start_us BETWEEN \(midnight) AND \(t) OR service_end_us BETWEEN \(midnight) AND \(t))
+                      AND monthly_num IS NOT NULL
+                    """, logger: logger)
+                for try await id in ids.decode(String.self) { moved.append(id) }
                 var changed: [MRRService] = []
                 let rows = try await c.query(
                     """
                     SELECT subscriber_id, currency, start_us, service_end_us, monthly_num::text, monthly_den::text
                     FROM report_transactions
-                    WHERE monthly_num IS NOT NULL AND (\(key) = '' OR \(key) = ANY(entitlements))
-                      AND subscriber_id IN (
-                        SELECT subscriber_id FROM report_transactions
-                        WHERE start_us BETWEEN \(midnight) AND \(t) OR service_end_us BETWEEN \(midnight) AND \(t))
+                    WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
+                      AND (\(key) = '' OR \(key) = ANY(entitlements))
+                      AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us >= \(midnight))
                     """, logger: logger)
                 for try await (subscriber, currency, start, end, num, den) in rows.decode(
                     (String, String, Int64, Int64?, String, String).self)
