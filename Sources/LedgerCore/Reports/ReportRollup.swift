@@ -135,15 +135,6 @@ public struct ReportRollup: Sendable, Hashable {
 
     public init() {}
 
-    public var isEmpty: Bool {
-        revenue.isEmpty && trials.isEmpty && runs.isEmpty && churn.isEmpty && retention.isEmpty && mrr.isEmpty && paid.isEmpty
-    }
-
-    /// The cells of one subscriber's facts.
-    public static func of(_ facts: SubscriberFacts) -> ReportRollup {
-        change(from: nil, to: facts)
-    }
-
     /// Adds one subscriber's cells in place (the rebuild sums every subscriber this way).
     public mutating func add(_ facts: SubscriberFacts) {
         for t in facts.transactions {
