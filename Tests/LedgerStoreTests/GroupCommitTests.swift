@@ -133,11 +133,50 @@ struct GroupSelectionTests {
         return AppendJob(events: [event], replays: .strict)
     }
 
+    @Test("the next group is sent only once the one in flight says it was sent, and at most two are in flight")
+    func pipeline() async throws {
+        let inFlight = Mutex((now: 0, most: 0, started: 0))
+        let open = Mutex((firstMaySend: false, gate: false))
+        let committer = GroupCommitter(pipelineJobs: 1) { jobs, sent in
+            let n = inFlight.withLock { s -> Int in
+                s.now += 1
+                s.most = max(s.most, s.now)
+                s.started += 1
+                return s.started
+            }
+            while n == 1, !open.withLock({ $0.firstMaySend }) { try? await Task.sleep(for: .milliseconds(2)) }
+            sent()
+            while !open.withLock({ $0.gate }) { try? await Task.sleep(for: .milliseconds(2)) }
+            inFlight.withLock { $0.now -= 1 }
+            return jobs.map { _ in .failure(CancellationError()) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { _ = try? await committer.submit(Self.light("first")) }
+            while inFlight.withLock({ $0.started }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            for i in 0..<20 { group.addTask { _ = try? await committer.submit(Self.light("j\(i)")) } }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(inFlight.withLock { $0.started } == 1, "nothing is computed on top of a group not yet sent")
+            open.withLock { $0.firstMaySend = true }
+            while inFlight.withLock({ $0.started }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(inFlight.withLock { $0.started } == 2, "a third waits for a slot")
+            open.withLock { $0.gate = true }
+            try await group.waitForAll()
+        }
+        #expect(inFlight.withLock { $0.most } == 2)
+        #expect(committer.pipelined.groups >= 1)
+        #expect(committer.counts.jobs == 21)
+    }
+
+    static func light(_ key: String) -> AppendJob {
+        AppendJob(events: [SampleEvents.purchase(subscriber: key, key: key)], replays: .strict)
+    }
+
     @Test("an ordinary append queued behind heavy ones goes into the next group, and no group exceeds the budget")
     func lightFirst() async throws {
         let recorded = Mutex<[[String]]>([])
         let gate = AsyncStream<Void>.makeStream()
-        let committer = GroupCommitter(maxEvents: 2000, maxWeight: 200) { jobs in
+        let committer = GroupCommitter(maxEvents: 2000, maxWeight: 200) { jobs, _ in
             recorded.withLock { $0.append(jobs.map { $0.events[0].idempotencyKey }) }
             if recorded.withLock({ $0.count }) == 1 { for await _ in gate.stream { break } }  // hold the first group
             return jobs.map { _ in .failure(CancellationError()) }

@@ -7,13 +7,17 @@ import Synchronization
 ///
 /// Only a belief: the database checks it under the lock and refuses the write when it is wrong (another
 /// process appended, a stream changed), and the append then takes the general path, which reads the truth
-/// and teaches it back. Bounded by `maxEvents` held, whatever the ledger's size. Forgotten whenever an
+/// and teaches it back. Groups sent but not yet answered are believed to commit (`propose`), so that the
+/// next group can be computed while they execute; if one fails, the groups computed on top of it are
+/// refused in turn. Bounded by `maxEvents` held, whatever the ledger's size. Forgotten whenever an
 /// append's outcome is unknown (an outage), so a belief never outlives a write it cannot account for.
 final class AppendMemory: Sendable {
     private struct State {
         var end: AppendWriter.LogEnd?
         var streams: [String: [RecordedEvent]] = [:]
         var events = 0
+        /// Groups sent and not yet answered, oldest first: where each would leave the log, and its streams.
+        var pending: [(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]])] = []
         /// Groups to send the general way before trying the one-trip path again, and the next such pause:
         /// when other processes append all the time, the belief is wrong more often than not.
         var pause = 0
@@ -38,29 +42,40 @@ final class AppendMemory: Sendable {
         self.maxEvents = maxEvents
     }
 
-    /// The believed log end and the remembered streams among `subscribers`; nil while the end is unknown.
+    /// The believed log end and the remembered streams among `subscribers`, as the groups in flight would
+    /// leave them; nil while the end is unknown.
     func belief(for subscribers: Set<String>) -> (end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]])? {
         state.withLock { s in
-            guard let end = s.end, s.pause == 0 else {
+            guard let end = s.pending.last?.end ?? s.end, s.pause == 0 else {
                 s.pause = max(0, s.pause - 1)
                 return nil
             }
             var streams: [String: [RecordedEvent]] = [:]
             for subscriber in subscribers {
-                if let events = s.streams[subscriber] { streams[subscriber] = events }
+                if let events = s.pending.last(where: { $0.streams[subscriber] != nil })?.streams[subscriber] ?? s.streams[subscriber] {
+                    streams[subscriber] = events
+                }
             }
             return (end, streams)
         }
     }
 
+    /// A group is being sent: believed to commit until its answer comes (`learn`), or the belief is dropped
+    /// (`refused`, `forget`).
+    func propose(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]]) {
+        state.withLock { $0.pending.append((end, streams)) }
+    }
+
     /// Learns what a committed append left: the log's end and the touched streams, whole. `oneTrip`: the
-    /// append went in one trip (the belief held), which ends any pause.
+    /// append went in one trip (the belief held), which ends any pause. Answers may be learnt out of order
+    /// (two groups in flight): nothing older than what is known replaces it.
     func learn(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], oneTrip: Bool) {
         if oneTrip { counts.withLock { $0.oneTrip += 1 } }
         state.withLock { s in
-            s.end = end
+            if end.position >= s.end?.position ?? .min { s.end = end }
+            s.pending.removeAll { $0.end.position <= end.position }
             if oneTrip { s.nextPause = 1 }
-            for (subscriber, events) in streams {
+            for (subscriber, events) in streams where (events.last?.version ?? 0) >= (s.streams[subscriber]?.last?.version ?? 0) {
                 s.events += events.count - (s.streams[subscriber]?.count ?? 0)
                 s.streams[subscriber] = events
             }

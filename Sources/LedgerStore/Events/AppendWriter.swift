@@ -119,8 +119,11 @@ struct AppendWriter {
     /// the log's end and the touched streams are (`belief`: every touched stream whole, empty when believed
     /// new). Returns nil, having written nothing, when the database disagrees with a belief. Keys are not
     /// looked up: a reused key raises the unique violation, a failed version check `NeedsKeyLookup`.
+    /// `sending` is told, right before the statement goes, where the group would leave the log and the
+    /// touched streams if it commits.
     func appendInOneTrip(
-        _ jobs: [AppendJob], end: LogEnd, streams: [String: [RecordedEvent]], now: Timestamp, on connection: PostgresConnection
+        _ jobs: [AppendJob], end: LogEnd, streams: [String: [RecordedEvent]], now: Timestamp, on connection: PostgresConnection,
+        sending: (LogEnd, [String: [RecordedEvent]]) -> Void = { _, _ in }
     ) async throws -> Written? {
         var heads: [String: StreamHead] = [:]
         for (subscriber, events) in streams {
@@ -144,8 +147,8 @@ struct AppendWriter {
         let projection = ProjectionJSONRows(folded)
         let subscribers = folded.map(\.subscriber)
         let believed = subscribers.map { streams[$0]?.last }
-        let written = try await connection.query(
-            """
+        let newEnd = LogEnd(position: group.position, recordedAt: recordedAt)
+        let statement: PostgresQuery = """
             SELECT subledger_append(
                 \(EventStore.appendLockKey), \(end.position),
                 \(TextArray(subscribers))::text[], \(Int64Array(believed.map { $0?.version ?? 0 }))::int8[],
@@ -163,10 +166,11 @@ struct AppendWriter {
                 \(projection.text(.windows))::jsonb, \(projection.text(.subscriberState))::jsonb,
                 \(projection.text(.reportRuns))::jsonb, \(projection.text(.reportTransactions))::jsonb,
                 \(projection.text(.reportTrials))::jsonb, \(projection.rollupText)::jsonb)
-            """, logger: logger
-        ).collect().first?.decode(Bool.self)
+            """
+        sending(newEnd, touched)
+        let written = try await connection.query(statement, logger: logger).collect().first?.decode(Bool.self)
         guard written == true else { return nil }
-        return Written(outcomes: outcomes, end: LogEnd(position: group.position, recordedAt: recordedAt), streams: touched)
+        return Written(outcomes: outcomes, end: newEnd, streams: touched)
     }
 
     /// The streams' heads, positions and keys as the jobs taken so far leave them.

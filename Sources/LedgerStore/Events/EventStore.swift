@@ -37,12 +37,17 @@ public struct EventStore: Sendable {
 
     /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers.
     public init(database: Database, onCommit: @escaping CommitObserver = { _ in }) {
+        self.init(database: database, pipelineJobs: 16, onCommit: onCommit)
+    }
+
+    /// `pipelineJobs`: how many appends must wait before a group is sent behind one in flight (tests set 1).
+    init(database: Database, pipelineJobs: Int, onCommit: @escaping CommitObserver = { _ in }) {
         self.database = database
         self.onCommit = onCommit
         let memory = AppendMemory()
         self.memory = memory
-        self.committer = GroupCommitter { jobs in
-            let outcomes = await Self.commit(jobs, database: database, memory: memory)
+        self.committer = GroupCommitter(pipelineJobs: pipelineJobs) { jobs, sent in
+            let outcomes = await Self.commit(jobs, database: database, memory: memory, sent: sent)
             var changes: [String: Int64] = [:]
             for (job, outcome) in zip(jobs, outcomes) {
                 if case .success(let result) = outcome {
@@ -87,6 +92,9 @@ public struct EventStore: Sendable {
         return (groups, jobs)
     }
 
+    /// Groups sent while another was in flight, and the most in flight at once.
+    var pipelineCounts: (groups: Int, mostInFlight: Int) { committer.pipelined }
+
     /// How many groups went in one round trip, and how often the database refused this process's belief
     /// about the log (another process had appended) so that the group took the general path.
     public var oneTripCounts: (oneTrip: Int, refused: Int) { memory.tally }
@@ -114,13 +122,16 @@ public struct EventStore: Sendable {
     /// tail under the lock. A conflict fails only its own job (`AppendWriter`). Any other statement error
     /// rolls the group back, so the jobs are then committed one by one, and only the job that causes it
     /// fails. An outage fails every job of the group at once: their outcome is unknown to the caller, who
-    /// retries with the same idempotency keys.
-    static func commit(_ jobs: [AppendJob], database: Database, memory: AppendMemory) async -> [Result<AppendResult, any Error>] {
+    /// retries with the same idempotency keys. `sent` is called once the group is sent in one round trip
+    /// and `memory` holds what it believes the group leaves, so that the next group can be computed.
+    static func commit(
+        _ jobs: [AppendJob], database: Database, memory: AppendMemory, sent: @escaping @Sendable () -> Void = {}
+    ) async -> [Result<AppendResult, any Error>] {
         let writer = AppendWriter(logger: database.logger)
         do {
             let outcomes = try await StoreError.mapping {
                 var lookUpKeys = false
-                switch try await oneTrip(jobs, writer: writer, database: database, memory: memory) {
+                switch try await oneTrip(jobs, writer: writer, database: database, memory: memory, sent: sent) {
                 case .written(let outcomes): return outcomes
                 case .refused: break
                 case .needsKeyLookup: lookUpKeys = true
@@ -162,7 +173,9 @@ public struct EventStore: Sendable {
 
     /// The group in one round trip, when this process believes where the log ends. Streams it does not
     /// remember are read first (outside the lock; the database checks their heads under it).
-    private static func oneTrip(_ jobs: [AppendJob], writer: AppendWriter, database: Database, memory: AppendMemory) async throws -> OneTrip {
+    private static func oneTrip(
+        _ jobs: [AppendJob], writer: AppendWriter, database: Database, memory: AppendMemory, sent: @escaping @Sendable () -> Void
+    ) async throws -> OneTrip {
         let subscribers = Set(jobs.flatMap { $0.events.map(\.subscriberID) })
         guard let belief = memory.belief(for: subscribers) else { return .refused }
         let logger = database.logger
@@ -181,7 +194,10 @@ public struct EventStore: Sendable {
                 }
                 // The recorded time: this server's clock, never before the log's last event's (the database checks).
                 let now = Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-                return try await writer.appendInOneTrip(jobs, end: belief.end, streams: streams, now: now, on: connection)
+                return try await writer.appendInOneTrip(jobs, end: belief.end, streams: streams, now: now, on: connection) {
+                    memory.propose(end: $0, streams: $1)
+                    sent()
+                }
             }
             guard let written else {
                 memory.refused()
