@@ -137,7 +137,7 @@ struct GroupSelectionTests {
     func pipeline() async throws {
         let inFlight = Mutex((now: 0, most: 0, started: 0))
         let open = Mutex((firstMaySend: false, gate: false))
-        let committer = GroupCommitter(pipelineJobs: 1) { jobs, sent in
+        let committer = GroupCommitter(pipelineEvents: 1) { jobs, sent in
             let n = inFlight.withLock { s -> Int in
                 s.now += 1
                 s.most = max(s.most, s.now)

@@ -100,7 +100,7 @@ struct OneTripAppendTests {
     func pipelinedGroups() async throws {
         try await TestDatabase.with { client, _ in
             let database = Database(client: client, logger: TestDatabase.logger)
-            let pipelined = EventStore(database: database, pipelineJobs: 1)
+            let pipelined = EventStore(database: database, pipelineEvents: 1)
             let other = EventStore(client: client, logger: TestDatabase.logger)
             _ = try await pipelined.append([SampleEvents.purchase(subscriber: "p0", key: "first")])
             let n = 240

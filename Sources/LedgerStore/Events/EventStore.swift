@@ -37,16 +37,16 @@ public struct EventStore: Sendable {
 
     /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers.
     public init(database: Database, onCommit: @escaping CommitObserver = { _ in }) {
-        self.init(database: database, pipelineJobs: 16, onCommit: onCommit)
+        self.init(database: database, pipelineEvents: 16, onCommit: onCommit)
     }
 
-    /// `pipelineJobs`: how many appends must wait before a group is sent behind one in flight (tests set 1).
-    init(database: Database, pipelineJobs: Int, onCommit: @escaping CommitObserver = { _ in }) {
+    /// `pipelineEvents`: how many events must wait before a group is sent behind one in flight (tests set 1).
+    init(database: Database, pipelineEvents: Int, onCommit: @escaping CommitObserver = { _ in }) {
         self.database = database
         self.onCommit = onCommit
         let memory = AppendMemory()
         self.memory = memory
-        self.committer = GroupCommitter(pipelineJobs: pipelineJobs) { jobs, sent in
+        self.committer = GroupCommitter(pipelineEvents: pipelineEvents) { jobs, sent in
             let outcomes = await Self.commit(jobs, database: database, memory: memory, sent: sent)
             var changes: [String: Int64] = [:]
             for (job, outcome) in zip(jobs, outcomes) {

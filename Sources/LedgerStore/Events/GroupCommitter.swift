@@ -35,11 +35,14 @@ final class GroupCommitter: Sendable {
         var pipelined = 0
         var mostInFlight = 0
 
+        /// Events of the jobs in `queue`.
+        var queuedEvents = 0
+
         /// Takes a slot for the next group when one waits and the pipeline allows it: behind a group in
-        /// flight only when `pipelineJobs` wait, since a group sent early is closed to later arrivals, and
+        /// flight only when `pipelineEvents` wait, since a group sent early is closed to later arrivals, and
         /// many small groups cost more commits than they save.
-        mutating func startsGroup(maxInFlight: Int, pipelineJobs: Int) -> Bool {
-            guard !queue.isEmpty, !preparing, inFlight < maxInFlight, inFlight == 0 || queue.count >= pipelineJobs else {
+        mutating func startsGroup(maxInFlight: Int, pipelineEvents: Int) -> Bool {
+            guard !queue.isEmpty, !preparing, inFlight < maxInFlight, inFlight == 0 || queuedEvents >= pipelineEvents else {
                 return false
             }
             if inFlight > 0 { pipelined += 1 }
@@ -55,16 +58,17 @@ final class GroupCommitter: Sendable {
     let maxWeight: Int
     /// Groups committing at once: one executing under the append lock, the next sent and waiting for it.
     let maxInFlight = 2
-    /// Jobs that must be waiting before a group is sent behind one in flight (measured: 16 keeps groups
-    /// large at 8 clients and overlaps them from about 32, tools/bench.d/notes.md).
-    let pipelineJobs: Int
+    /// Events that must be waiting before a group is sent behind one in flight (measured: 16 keeps groups
+    /// of single appends large at 8 clients and overlaps them from about 32 clients; one waiting batch of
+    /// 16 events or more is sent early; tools/bench.d/notes.md).
+    let pipelineEvents: Int
     private let commit: Commit
     private let state = Mutex(State())
 
-    init(maxEvents: Int = 2000, maxWeight: Int = 1000, pipelineJobs: Int = 16, commit: @escaping Commit) {
+    init(maxEvents: Int = 2000, maxWeight: Int = 1000, pipelineEvents: Int = 16, commit: @escaping Commit) {
         self.maxEvents = maxEvents
         self.maxWeight = maxWeight
-        self.pipelineJobs = pipelineJobs
+        self.pipelineEvents = pipelineEvents
         self.commit = commit
     }
 
@@ -95,7 +99,8 @@ final class GroupCommitter: Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             let start = state.withLock { s -> Bool in
                 s.queue.append(Waiting(job: job, continuation: continuation))
-                return s.startsGroup(maxInFlight: maxInFlight, pipelineJobs: pipelineJobs)
+                s.queuedEvents += job.events.count
+                return s.startsGroup(maxInFlight: maxInFlight, pipelineEvents: pipelineEvents)
             }
             if start { Task { await self.run() } }
         }
@@ -105,7 +110,7 @@ final class GroupCommitter: Sendable {
     private func sent() {
         let start = state.withLock { s -> Bool in
             s.preparing = false
-            return s.startsGroup(maxInFlight: maxInFlight, pipelineJobs: pipelineJobs)
+            return s.startsGroup(maxInFlight: maxInFlight, pipelineEvents: pipelineEvents)
         }
         if start { Task { await self.run() } }
     }
@@ -115,7 +120,7 @@ final class GroupCommitter: Sendable {
         let start = state.withLock { s -> Bool in
             s.inFlight -= 1
             if !sent { s.preparing = false }
-            return s.startsGroup(maxInFlight: maxInFlight, pipelineJobs: pipelineJobs)
+            return s.startsGroup(maxInFlight: maxInFlight, pipelineEvents: pipelineEvents)
         }
         if start { Task { await self.run() } }
     }
@@ -156,6 +161,7 @@ final class GroupCommitter: Sendable {
             taken.sort()
             let group = taken.map { s.queue[$0] }
             for i in taken.reversed() { s.queue.remove(at: i) }
+            s.queuedEvents -= events
             s.groups += 1
             s.jobs += group.count
             return group
