@@ -16,6 +16,17 @@ struct MigrationTests {
         #expect(migrations.allSatisfy { $0.checksum.count == 64 })
     }
 
+    @Test("the projection write finds the rows it replaces through the subscriber indexes, whatever the cached plan thinks")
+    func projectionWriteUsesIndexes() async throws {
+        try await TestDatabase.with { client, _ in
+            let config = try await client.query(
+                "SELECT array_to_string(proconfig, ',') FROM pg_proc WHERE proname = 'subledger_projection_write'",
+                logger: TestDatabase.logger
+            ).collect().map { try $0.decode(String?.self) }
+            #expect(config == ["enable_seqscan=off"])
+        }
+    }
+
     @Test("migrate applies pending files once, records checksums, and refuses an edited applied file")
     func migrateAndRefuseEdits() async throws {
         try await TestDatabase.with { client, url in
