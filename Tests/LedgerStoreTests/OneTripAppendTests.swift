@@ -173,6 +173,48 @@ struct OneTripAppendTests {
             idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
     }
 
+    @Test("an append writes only the projection rows that changed: earlier windows and transactions are not rewritten")
+    func patchedRows() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            func purchase(_ day: Int) -> NewEvent {
+                SampleEvents.purchase(subscriber: "long", key: "long\(day)", occurredAt: "2026-03-0\(day)T10:00:00Z")
+            }
+            func rows() async throws -> (windows: [String], transactions: [String]) {
+                let windows = try await client.query(
+                    "SELECT seq::text || '@' || xmin::text FROM windows WHERE subscriber_id = 'long' ORDER BY seq", logger: TestDatabase.logger
+                ).collect().map { try $0.decode(String.self) }
+                let transactions = try await client.query(
+                    "SELECT start_us::text || '@' || xmin::text FROM report_transactions WHERE subscriber_id = 'long' ORDER BY start_us",
+                    logger: TestDatabase.logger
+                ).collect().map { try $0.decode(String.self) }
+                return (windows, transactions)
+            }
+            for day in 1...6 { _ = try await store.append([purchase(day)]) }
+            let before = try await rows()
+            _ = try await store.append([purchase(7)])
+            let after = try await rows()
+            #expect(store.oneTripCounts.oneTrip == 6)
+            #expect(after.windows.count == 7)
+            #expect(Array(after.windows.prefix(6)) == before.windows, "the six earlier windows are the rows written before")
+            #expect(Array(after.transactions.prefix(6)) == before.transactions)
+            #expect(after.transactions.count == 7)
+            // A late purchase (an earlier start) moves the windows after it: those are replaced, and the
+            // projection still equals a rebuild's.
+            _ = try await store.append([SampleEvents.purchase(subscriber: "long", key: "late", occurredAt: "2026-02-20T10:00:00Z")])
+            #expect(try await rows().windows.count == 8)
+            // A projection that is not the fold of the believed stream (as an import leaves it until its
+            // rebuild) refuses the belief: the general path rewrites the subscriber whole.
+            try await client.query("UPDATE subscriber_state SET version = 1 WHERE subscriber_id = 'long'", logger: TestDatabase.logger)
+            try await client.query("DELETE FROM windows WHERE subscriber_id = 'long' AND seq = 0", logger: TestDatabase.logger)
+            _ = try await store.append([purchase(8)])
+            #expect(store.oneTripCounts.refused == 1)
+            #expect(try await rows().windows.count == 9)
+            let feed = try await store.feed(afterPosition: 0, limit: 100)
+            try await Self.expectSound(feed, client)
+        }
+    }
+
     @Test("the memory stays within its budget of events")
     func memoryBounded() {
         let memory = AppendMemory(maxEvents: 10)

@@ -115,7 +115,7 @@ struct AppendWriter {
         return folded
     }
 
-    /// The group in one round trip (`subledger_append`, schema 0013), computed from what the server believes
+    /// The group in one round trip (`subledger_append`, schemas 0013 and 0016), computed from what the server believes
     /// the log's end and the touched streams are (`belief`: every touched stream whole, empty when believed
     /// new). Returns nil, having written nothing, when the database disagrees with a belief. Keys are not
     /// looked up: a reused key raises the unique violation, a failed version check `NeedsKeyLookup`.
@@ -144,7 +144,7 @@ struct AppendWriter {
         guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         let touched = Self.extend(streams, with: rows)
         let folded = try Self.fold(touched, previous: streams)
-        let projection = ProjectionJSONRows(folded)
+        let projection = ProjectionJSONRows(folded, patched: true)
         let subscribers = folded.map(\.subscriber)
         let believed = subscribers.map { streams[$0]?.last }
         let newEnd = LogEnd(position: group.position, recordedAt: recordedAt)
@@ -165,7 +165,7 @@ struct AppendWriter {
                 \(ByteaArray(rows.map(\.hash)))::bytea[],
                 \(projection.text(.windows))::jsonb, \(projection.text(.subscriberState))::jsonb,
                 \(projection.text(.reportRuns))::jsonb, \(projection.text(.reportTransactions))::jsonb,
-                \(projection.text(.reportTrials))::jsonb, \(projection.rollupText)::jsonb)
+                \(projection.text(.reportTrials))::jsonb, \(projection.rollupText)::jsonb, \(projection.deletionsText)::jsonb)
             """
         sending(newEnd, touched)
         let written = try await connection.query(statement, logger: logger).collect().first?.decode(Bool.self)

@@ -11,13 +11,59 @@ struct ProjectionJSONRows: ProjectionRowEncoder {
     /// The rollups' change of all the folded subscribers, as `subledger_rollup_add` (schema 0014) takes it.
     private(set) var rollupText = "{}"
 
-    init(_ folded: [ProjectionWriter.Folded]) {
+    /// The stored rows to delete before the rows are inserted, when `patched` (`subledger_append`, schema
+    /// 0016): an object of arrays named like the tables, each element the key columns of one row.
+    private(set) var deletionsText = "{}"
+
+    /// `patched`: each subscriber with a previous fold gets only the rows that changed (`ProjectionPatch`),
+    /// and `deletionsText` the keys of its stored rows to replace; otherwise every row is written.
+    init(_ folded: [ProjectionWriter.Folded], patched: Bool = false) {
         var rollup = ReportRollup()
+        var deletions = ProjectionTable.allCases.map { _ in JSONRows() }
         for f in folded {
-            ProjectionRows.write(f, to: &self)
+            let patch = patched ? f.previous.map { ProjectionPatch(from: $0, to: f) } : nil
+            ProjectionRows.write(f, to: &self, patch: patch)
             rollup.add(f.rollup)
+            if let patch { Self.delete(patch, of: f.subscriber, into: &deletions) }
         }
         rollupText = RollupRows.json(rollup)
+        if patched {
+            deletionsText =
+                "{"
+                + [ProjectionTable.windows, .reportRuns, .reportTransactions, .reportTrials]
+                .map { "\"\($0.name)\":\(deletions[$0.rawValue].text)" }.joined(separator: ",") + "}"
+        }
+    }
+
+    /// Appends the keys of the stored rows `patch` replaces, one object per row, to each table's array.
+    private static func delete(_ patch: ProjectionPatch, of subscriber: String, into tables: inout [JSONRows]) {
+        func row(_ table: ProjectionTable, _ members: (inout JSONRows) -> Void) {
+            tables[table.rawValue].beginRow()
+            members(&tables[table.rawValue])
+            tables[table.rawValue].endRow()
+        }
+        for seq in patch.windowSeqs {
+            row(.windows) { r in
+                r.member("subscriber_id", .string(subscriber))
+                r.integer("seq", Int64(seq))
+            }
+        }
+        for key in patch.runKeys {
+            row(.reportRuns) { r in
+                r.member("entitlement", .string(key.entitlement))
+                r.member("subscriber_id", .string(subscriber))
+                r.integer("start_us", key.start)
+            }
+        }
+        for id in patch.transactionIDs {
+            row(.reportTransactions) { $0.member("source_event_id", .string(id.lowercasedString)) }
+        }
+        for key in patch.trialKeys {
+            row(.reportTrials) { r in
+                r.member("source_event_id", .string(key.eventID.lowercasedString))
+                r.member("entitlement", .string(key.entitlement))
+            }
+        }
     }
 
     /// The rows of one table as a JSON array.

@@ -38,8 +38,9 @@ protocol ProjectionRowEncoder {
 /// The projection's rows of a folded subscriber: the one description of the five tables' columns (the
 /// migrations define the tables; adding a column is that migration plus one line here).
 enum ProjectionRows {
-    static func write(_ f: ProjectionWriter.Folded, to e: inout some ProjectionRowEncoder) {
-        for (seq, w) in f.ledger.windows.enumerated() {
+    /// Writes the folded subscriber's rows; with a `patch`, only those its previous fold did not already have.
+    static func write(_ f: ProjectionWriter.Folded, to e: inout some ProjectionRowEncoder, patch: ProjectionPatch? = nil) {
+        for (seq, w) in f.ledger.windows.enumerated() where patch?.keptWindows.contains(seq) != true {
             let cut = w.effectiveCut
             e.beginRow(.windows)
             e.text("subscriber_id", f.subscriber)
@@ -67,7 +68,8 @@ enum ProjectionRows {
         e.json("lapsed", state.lapsed)
         e.json("unmatched_refunds", state.unmatchedRefunds)
         e.endRow()
-        for (run, firstStart) in zip(f.facts.runs, f.facts.runFirstStarts) {
+        for (i, (run, firstStart)) in zip(f.facts.runs, f.facts.runFirstStarts).enumerated()
+        where patch?.keptRuns.contains(i) != true {
             e.beginRow(.reportRuns)
             e.text("entitlement", run.entitlement)
             e.text("subscriber_id", f.subscriber)
@@ -77,7 +79,7 @@ enum ProjectionRows {
             e.text("lapse", run.lapse?.rawValue)
             e.endRow()
         }
-        for t in f.facts.transactions {
+        for (i, t) in f.facts.transactions.enumerated() where patch?.keptTransactions.contains(i) != true {
             e.beginRow(.reportTransactions)
             e.uuid("source_event_id", t.eventID)
             e.text("subscriber_id", f.subscriber)
@@ -101,7 +103,7 @@ enum ProjectionRows {
             e.bool("revenue_rolled_up", ReportRollup.rollsUp(t))
             e.endRow()
         }
-        for t in f.facts.trials {
+        for (i, t) in f.facts.trials.enumerated() where patch?.keptTrials.contains(i) != true {
             e.beginRow(.reportTrials)
             e.uuid("source_event_id", t.eventID)
             e.text("entitlement", t.entitlement)
@@ -111,5 +113,71 @@ enum ProjectionRows {
             e.bool("converted", t.converted)
             e.endRow()
         }
+    }
+}
+
+/// What an append changes in a subscriber's projection rows, from the fold before it to the fold after it:
+/// the rows both folds have alike are kept (not written again), the stored rows that differ or are gone are
+/// deleted by key, and the rest are inserted. A renewal of a long subscription then writes a window, a
+/// transaction and a run instead of rewriting every row of the subscriber under the append lock.
+///
+/// Only valid while the stored rows are exactly the previous fold's: `subledger_append` checks that the
+/// subscriber's projected version is the believed one, else the general path rewrites the subscriber whole.
+struct ProjectionPatch {
+    var keptWindows: Set<Int> = []
+    var keptRuns: Set<Int> = []
+    var keptTransactions: Set<Int> = []
+    var keptTrials: Set<Int> = []
+    /// Keys of stored rows to delete.
+    var windowSeqs: [Int] = []
+    var runKeys: [(entitlement: String, start: Int64)] = []
+    var transactionIDs: [UUID] = []
+    var trialKeys: [(eventID: UUID, entitlement: String)] = []
+
+    init(from old: ProjectionWriter.Previous, to new: ProjectionWriter.Folded) {
+        let (oldWindows, newWindows) = (old.ledger.windows, new.ledger.windows)
+        for seq in 0..<max(oldWindows.count, newWindows.count) {
+            if seq < oldWindows.count, seq < newWindows.count, oldWindows[seq] == newWindows[seq] {
+                keptWindows.insert(seq)
+            } else if seq < oldWindows.count {
+                windowSeqs.append(seq)
+            }
+        }
+        struct RunKey: Hashable {
+            var entitlement: String
+            var start: Int64
+        }
+        var oldRuns: [RunKey: (PaidRun, Timestamp)] = [:]
+        for (run, first) in zip(old.facts.runs, old.facts.runFirstStarts) {
+            oldRuns[RunKey(entitlement: run.entitlement, start: run.start.microseconds)] = (run, first)
+        }
+        for (i, (run, first)) in zip(new.facts.runs, new.facts.runFirstStarts).enumerated() {
+            let key = RunKey(entitlement: run.entitlement, start: run.start.microseconds)
+            if let (oldRun, oldFirst) = oldRuns[key], oldRun == run, oldFirst == first {
+                keptRuns.insert(i)
+                oldRuns[key] = nil
+            }
+        }
+        runKeys = oldRuns.keys.map { ($0.entitlement, $0.start) }
+        var oldTransactions = Dictionary(old.facts.transactions.map { ($0.eventID, $0) }, uniquingKeysWith: { a, _ in a })
+        for (i, t) in new.facts.transactions.enumerated() where oldTransactions[t.eventID] == t {
+            keptTransactions.insert(i)
+            oldTransactions[t.eventID] = nil
+        }
+        transactionIDs = Array(oldTransactions.keys)
+        struct TrialKey: Hashable {
+            var eventID: UUID
+            var entitlement: String
+        }
+        var oldTrials = Dictionary(
+            old.facts.trials.map { (TrialKey(eventID: $0.eventID, entitlement: $0.entitlement), $0) }, uniquingKeysWith: { a, _ in a })
+        for (i, t) in new.facts.trials.enumerated() {
+            let key = TrialKey(eventID: t.eventID, entitlement: t.entitlement)
+            if oldTrials[key] == t {
+                keptTrials.insert(i)
+                oldTrials[key] = nil
+            }
+        }
+        trialKeys = oldTrials.keys.map { ($0.eventID, $0.entitlement) }
     }
 }

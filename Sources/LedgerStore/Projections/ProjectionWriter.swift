@@ -45,14 +45,15 @@ struct ProjectionWriter {
             let typed = events.map(FoldEvent.init)
             let ledger = Fold.fold(typed)
             let facts = SubscriberFacts.derive(events: typed, ledger: ledger)
-            let old = previous[subscriber].flatMap { events -> SubscriberFacts? in
+            let old = previous[subscriber].flatMap { events -> Previous? in
                 guard !events.isEmpty else { return nil }
                 let typed = events.map(FoldEvent.init)
-                return SubscriberFacts.derive(events: typed, ledger: Fold.fold(typed))
+                let ledger = Fold.fold(typed)
+                return Previous(ledger: ledger, facts: SubscriberFacts.derive(events: typed, ledger: ledger))
             }
             return Folded(
                 subscriber: subscriber, version: events.last!.version, ledger: ledger, facts: facts,
-                rollup: ReportRollup.change(from: old, to: facts))
+                rollup: ReportRollup.change(from: old?.facts, to: facts), previous: old)
         }
     }
 
@@ -63,6 +64,14 @@ struct ProjectionWriter {
         var ledger: SubscriberLedger
         var facts: SubscriberFacts
         var rollup: ReportRollup
+        /// The fold of the stream as it was before (nil: it was empty).
+        var previous: Previous?
+    }
+
+    /// A subscriber's fold before an append.
+    struct Previous {
+        var ledger: SubscriberLedger
+        var facts: SubscriberFacts
     }
 
     /// Replaces the projection rows (windows, state and report facts) of the given subscribers, in one round
