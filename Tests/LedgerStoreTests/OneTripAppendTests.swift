@@ -165,6 +165,25 @@ struct OneTripAppendTests {
         #expect(memory.belief(for: ["a"]) == nil, "a refusal forgets the pending belief with the rest")
     }
 
+    @Test("a kept fold stands for the previous stream only when it is that stream's fold (same last version and hash)")
+    func keptFolds() {
+        let (k1, k2) = (Self.recorded("k", version: 1, position: 1), Self.recorded("k", version: 2, position: 2))
+        let other = ProjectionWriter.fold(
+            ["o": [Self.recorded("o", version: 1, position: 3), Self.recorded("o", version: 2, position: 4)]], previous: [:])[0]
+        #expect(other.ledger.windows.count == 2)
+        // Another stream's fold, labelled as k's first event's: taken as is, not folded again.
+        let kept = ProjectionWriter.Previous(ledger: other.ledger, facts: other.facts, version: 1, hash: k1.hash)
+        let used = ProjectionWriter.fold(["k": [k1, k2]], previous: ["k": [k1]], known: ["k": kept])[0]
+        #expect(used.previous?.ledger.windows.count == 2)
+        // A kept fold of another head is ignored.
+        var stale = kept
+        stale.hash = [UInt8](repeating: 7, count: 32)
+        let refolded = ProjectionWriter.fold(["k": [k1, k2]], previous: ["k": [k1]], known: ["k": stale])[0]
+        #expect(refolded.previous?.ledger.windows.count == 1)
+        #expect(refolded.asPrevious.version == 2)
+        #expect(refolded.asPrevious.hash == k2.hash)
+    }
+
     static func recorded(_ subscriber: String, version: Int64, position: Int64) -> RecordedEvent {
         let e = SampleEvents.purchase(subscriber: subscriber, key: "\(subscriber)\(version)")
         return RecordedEvent(

@@ -16,8 +16,10 @@ final class AppendMemory: Sendable {
         var end: AppendWriter.LogEnd?
         var streams: [String: [RecordedEvent]] = [:]
         var events = 0
-        /// Groups sent and not yet answered, oldest first: where each would leave the log, and its streams.
-        var pending: [(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]])] = []
+        /// Folds of remembered streams (each checked against its stream's head before use).
+        var folds: [String: ProjectionWriter.Previous] = [:]
+        /// Groups sent and not yet answered, oldest first: where each would leave the log, its streams and folds.
+        var pending: [(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous])] = []
         /// Groups to send the general way before trying the one-trip path again, and the next such pause:
         /// when other processes append all the time, the belief is wrong more often than not.
         var pause = 0
@@ -44,32 +46,41 @@ final class AppendMemory: Sendable {
 
     /// The believed log end and the remembered streams among `subscribers`, as the groups in flight would
     /// leave them; nil while the end is unknown.
-    func belief(for subscribers: Set<String>) -> (end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]])? {
+    func belief(
+        for subscribers: Set<String>
+    ) -> (end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous])? {
         state.withLock { s in
             guard let end = s.pending.last?.end ?? s.end, s.pause == 0 else {
                 s.pause = max(0, s.pause - 1)
                 return nil
             }
             var streams: [String: [RecordedEvent]] = [:]
+            var folds: [String: ProjectionWriter.Previous] = [:]
             for subscriber in subscribers {
-                if let events = s.pending.last(where: { $0.streams[subscriber] != nil })?.streams[subscriber] ?? s.streams[subscriber] {
+                if let group = s.pending.last(where: { $0.streams[subscriber] != nil }) {
+                    streams[subscriber] = group.streams[subscriber]
+                    folds[subscriber] = group.folds[subscriber]
+                } else if let events = s.streams[subscriber] {
                     streams[subscriber] = events
+                    folds[subscriber] = s.folds[subscriber]
                 }
             }
-            return (end, streams)
+            return (end, streams, folds)
         }
     }
 
     /// A group is being sent: believed to commit until its answer comes (`learn`), or the belief is dropped
     /// (`refused`, `forget`).
-    func propose(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]]) {
-        state.withLock { $0.pending.append((end, streams)) }
+    func propose(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous] = [:]) {
+        state.withLock { $0.pending.append((end, streams, folds)) }
     }
 
     /// Learns what a committed append left: the log's end and the touched streams, whole. `oneTrip`: the
     /// append went in one trip (the belief held), which ends any pause. Answers may be learnt out of order
     /// (two groups in flight): nothing older than what is known replaces it.
-    func learn(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], oneTrip: Bool) {
+    func learn(
+        end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous] = [:], oneTrip: Bool
+    ) {
         if oneTrip { counts.withLock { $0.oneTrip += 1 } }
         state.withLock { s in
             if end.position >= s.end?.position ?? .min { s.end = end }
@@ -78,10 +89,12 @@ final class AppendMemory: Sendable {
             for (subscriber, events) in streams where (events.last?.version ?? 0) >= (s.streams[subscriber]?.last?.version ?? 0) {
                 s.events += events.count - (s.streams[subscriber]?.count ?? 0)
                 s.streams[subscriber] = events
+                s.folds[subscriber] = folds[subscriber]
             }
             // Evicts arbitrary streams until within the budget: they are read again when next needed.
             while s.events > maxEvents, let (subscriber, events) = s.streams.first {
                 s.streams[subscriber] = nil
+                s.folds[subscriber] = nil
                 s.events -= events.count
             }
         }

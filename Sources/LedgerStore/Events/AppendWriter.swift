@@ -45,6 +45,8 @@ struct AppendWriter {
         var outcomes: [Result<AppendResult, StoreError>]
         var end: LogEnd
         var streams: [String: [RecordedEvent]]
+        /// The touched streams' new folds (one-trip appends), kept for the next append's previous fold.
+        var folds: [String: ProjectionWriter.Previous] = [:]
     }
 
     func append(
@@ -104,8 +106,10 @@ struct AppendWriter {
     /// Folds the touched streams for the projection, refusing a stream past the limits: a stream's whole
     /// fold is rewritten under the append lock, so its size bounds how long one append can make every
     /// other writer wait (docs/limits.md).
-    static func fold(_ touched: [String: [RecordedEvent]], previous: [String: [RecordedEvent]]) throws -> [ProjectionWriter.Folded] {
-        let folded = ProjectionWriter.fold(touched, previous: previous)
+    static func fold(
+        _ touched: [String: [RecordedEvent]], previous: [String: [RecordedEvent]], known: [String: ProjectionWriter.Previous] = [:]
+    ) throws -> [ProjectionWriter.Folded] {
+        let folded = ProjectionWriter.fold(touched, previous: previous, known: known)
         for f in folded {
             let events = touched[f.subscriber]?.count ?? 0
             if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
@@ -122,8 +126,9 @@ struct AppendWriter {
     /// `sending` is told, right before the statement goes, where the group would leave the log and the
     /// touched streams if it commits.
     func appendInOneTrip(
-        _ jobs: [AppendJob], end: LogEnd, streams: [String: [RecordedEvent]], now: Timestamp, on connection: PostgresConnection,
-        sending: (LogEnd, [String: [RecordedEvent]]) -> Void = { _, _ in }
+        _ jobs: [AppendJob], end: LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous] = [:],
+        now: Timestamp, on connection: PostgresConnection,
+        sending: (LogEnd, [String: [RecordedEvent]], [String: ProjectionWriter.Previous]) -> Void = { _, _, _ in }
     ) async throws -> Written? {
         var heads: [String: StreamHead] = [:]
         for (subscriber, events) in streams {
@@ -143,7 +148,8 @@ struct AppendWriter {
         let rows = group.rows
         guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         let touched = Self.extend(streams, with: rows)
-        let folded = try Self.fold(touched, previous: streams)
+        let folded = try Self.fold(touched, previous: streams, known: folds)
+        let newFolds = Dictionary(folded.map { ($0.subscriber, $0.asPrevious) }, uniquingKeysWith: { a, _ in a })
         let projection = ProjectionJSONRows(folded, patched: true)
         let subscribers = folded.map(\.subscriber)
         let believed = subscribers.map { streams[$0]?.last }
@@ -167,10 +173,10 @@ struct AppendWriter {
                 \(projection.text(.reportRuns))::jsonb, \(projection.text(.reportTransactions))::jsonb,
                 \(projection.text(.reportTrials))::jsonb, \(projection.rollupText)::jsonb, \(projection.deletionsText)::jsonb)
             """
-        sending(newEnd, touched)
+        sending(newEnd, touched, newFolds)
         let written = try await connection.query(statement, logger: logger).collect().first?.decode(Bool.self)
         guard written == true else { return nil }
-        return Written(outcomes: outcomes, end: newEnd, streams: touched)
+        return Written(outcomes: outcomes, end: newEnd, streams: touched, folds: newFolds)
     }
 
     /// The streams' heads, positions and keys as the jobs taken so far leave them.

@@ -194,8 +194,10 @@ public struct EventStore: Sendable {
                 }
                 // The recorded time: this server's clock, never before the log's last event's (the database checks).
                 let now = Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-                return try await writer.appendInOneTrip(jobs, end: belief.end, streams: streams, now: now, on: connection) {
-                    memory.propose(end: $0, streams: $1)
+                return try await writer.appendInOneTrip(
+                    jobs, end: belief.end, streams: streams, folds: belief.folds, now: now, on: connection
+                ) {
+                    memory.propose(end: $0, streams: $1, folds: $2)
                     sent()
                 }
             }
@@ -203,7 +205,7 @@ public struct EventStore: Sendable {
                 memory.refused()
                 return .refused
             }
-            memory.learn(end: written.end, streams: written.streams, oneTrip: true)
+            memory.learn(end: written.end, streams: written.streams, folds: written.folds, oneTrip: true)
             return .written(written.outcomes)
         } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
             return .needsKeyLookup

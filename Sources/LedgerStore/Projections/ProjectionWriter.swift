@@ -40,20 +40,26 @@ struct ProjectionWriter {
 
     /// Folds whole streams into what `write` stores; `previous` holds the streams as the projection has
     /// them now (absent: not projected yet), whose facts the rollups' change is taken from.
-    static func fold(_ streams: [String: [RecordedEvent]], previous: [String: [RecordedEvent]]) -> [Folded] {
+    /// `known`: folds kept from earlier appends (`AppendMemory`), used for a previous stream they are the fold
+    /// of (same last version and hash) instead of folding it again.
+    static func fold(
+        _ streams: [String: [RecordedEvent]], previous: [String: [RecordedEvent]], known: [String: Previous] = [:]
+    ) -> [Folded] {
         streams.map { subscriber, events in
             let typed = events.map(FoldEvent.init)
             let ledger = Fold.fold(typed)
             let facts = SubscriberFacts.derive(events: typed, ledger: ledger)
             let old = previous[subscriber].flatMap { events -> Previous? in
-                guard !events.isEmpty else { return nil }
+                guard let last = events.last else { return nil }
+                if let kept = known[subscriber], kept.version == last.version, kept.hash == last.hash { return kept }
                 let typed = events.map(FoldEvent.init)
                 let ledger = Fold.fold(typed)
-                return Previous(ledger: ledger, facts: SubscriberFacts.derive(events: typed, ledger: ledger))
+                return Previous(
+                    ledger: ledger, facts: SubscriberFacts.derive(events: typed, ledger: ledger), version: last.version, hash: last.hash)
             }
             return Folded(
                 subscriber: subscriber, version: events.last!.version, ledger: ledger, facts: facts,
-                rollup: ReportRollup.change(from: old?.facts, to: facts), previous: old)
+                rollup: ReportRollup.change(from: old?.facts, to: facts), previous: old, hash: events.last!.hash)
         }
     }
 
@@ -66,12 +72,19 @@ struct ProjectionWriter {
         var rollup: ReportRollup
         /// The fold of the stream as it was before (nil: it was empty).
         var previous: Previous?
+        /// The stream's last event's hash (empty where nobody keeps the fold: the rebuild).
+        var hash: [UInt8] = []
+
+        /// This fold, as the previous one of the next append.
+        var asPrevious: Previous { Previous(ledger: ledger, facts: facts, version: version, hash: hash) }
     }
 
-    /// A subscriber's fold before an append.
-    struct Previous {
+    /// A subscriber's fold before an append, and the stream head it is the fold of.
+    struct Previous: Sendable {
         var ledger: SubscriberLedger
         var facts: SubscriberFacts
+        var version: Int64
+        var hash: [UInt8]
     }
 
     /// Replaces the projection rows (windows, state and report facts) of the given subscribers, in one round
