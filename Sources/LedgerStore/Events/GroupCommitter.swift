@@ -91,10 +91,7 @@ final class GroupCommitter: Sendable {
             return true
         }
         if leads {
-            let signal = SentSignal()
-            let outcome = await commit([job]) { if signal.fire() { self.sent() } }[0]
-            finished(sent: !signal.fire())
-            return try outcome.get()
+            return try await commitInSlot([job])[0].get()
         }
         return try await withCheckedThrowingContinuation { continuation in
             let start = state.withLock { s -> Bool in
@@ -131,10 +128,17 @@ final class GroupCommitter: Sendable {
             finished(sent: false)
             return
         }
-        let signal = SentSignal()
-        let outcomes = await commit(group.map(\.job)) { if signal.fire() { self.sent() } }
-        finished(sent: !signal.fire())
+        let outcomes = await commitInSlot(group.map(\.job))
         for (waiting, outcome) in zip(group, outcomes) { waiting.continuation.resume(with: outcome) }
+    }
+
+    /// Commits jobs in the slot their caller took, passing the preparing turn on at its first `sent`, or at
+    /// the end if it never comes.
+    private func commitInSlot(_ jobs: [AppendJob]) async -> [Result<AppendResult, any Error>] {
+        let signal = SentSignal()
+        let outcomes = await commit(jobs) { if signal.fire() { self.sent() } }
+        finished(sent: !signal.fire())
+        return outcomes
     }
 
     /// The next group, or nil when none waits.
