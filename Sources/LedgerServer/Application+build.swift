@@ -136,6 +136,7 @@ public func buildApplication(
                 interval: configuration.stripeLookupInterval, logger: logger))
     }
     services.append(DatabaseWatch(database: database))
+    services.append(RevenueDayWorker(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
     }

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import LedgerCore
 import LedgerServer
+import LedgerTestSupport
 import NIOCore
 import Testing
 
@@ -106,6 +107,43 @@ struct ReportsAPITests {
             try #require(retained.count > 3)
             #expect(retained.prefix(4).map { $0.objectValue?["subscribers"] } == [2, 1, 1, 0])
             #expect(retained[1].objectValue?["ratio"]?.numberValue?.canonical == "0.5")
+        }
+    }
+
+    @Test("the server's worker turns queued transactions into day cells; week and day grids answer the same before and after")
+    func revenueDayCells() async throws {
+        try await APIHarness.run(live: true) { http, api in
+            let weeks = "/v1/reports/revenue?from=2026-02-23&to=2026-05-11&interval=week"
+            let days = "/v1/reports/revenue?from=2026-03-10&to=2026-03-20&interval=day&entitlement=pro"
+            let created = try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(Self.events))
+            #expect(created.status == .created)
+            // Right after the append, whatever the worker has applied yet.
+            let weekly = try await http.execute(uri: weeks, method: .get, headers: api.headers(.analyst))
+            let daily = try await http.execute(uri: days, method: .get, headers: api.headers(.analyst))
+            #expect(weekly.status == .ok && daily.status == .ok)
+            let url = try #require(api.url)
+            let pending = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { c in
+                for _ in 0..<100 {
+                    let n = try await c.query("SELECT count(*) FROM report_revenue_pending", logger: TestDatabase.logger)
+                        .collect().first?.decode(Int64.self)
+                    if n == 0 { return Int64(0) }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                return Int64(-1)
+            }
+            #expect(pending == 0, "the worker emptied the queue within 10 s")
+            let cells = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { c in
+                try await c.query("SELECT count(*) FROM report_revenue_days", logger: TestDatabase.logger).collect().first?
+                    .decode(Int64.self) ?? 0
+            }
+            #expect(cells > 0)
+            let weeklyAfter = try await http.execute(uri: weeks, method: .get, headers: api.headers(.analyst))
+            let dailyAfter = try await http.execute(uri: days, method: .get, headers: api.headers(.analyst))
+            #expect(try weeklyAfter.json == weekly.json)
+            #expect(try dailyAfter.json == daily.json)
+            // Both purchases of Sunday 2026-03-01 are billed in the ISO week that starts on Monday 2026-02-23.
+            let rows = try #require(try weeklyAfter.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue))
+            #expect(rows.first { $0["period_start"] == "2026-02-23T00:00:00Z" }?["billings"] == 1998)
         }
     }
 

@@ -40,6 +40,20 @@ struct ReportRollupTests {
             ]
             events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 13) % events.count)
         }
+        // Two years of one entitlement: in the month cells, too long for the day cells
+        // (`ReportRollup.maxRevenueDayCells`), so day and week grids read it from the facts.
+        for s in stride(from: 5, to: 60, by: 17) {
+            let subscriber = "gen-\(seed)-\(s)"
+            let members: [String: JSONValue] = [
+                "subscriber_id": .string(subscriber), "type": "purchase", "occurred_at": .string("2026-0\(s % 9 + 1)-04T09:30:00Z"),
+                "source": "gen", "environment": "production", "idempotency_key": .string("\(subscriber)-two-years"),
+                "data": [
+                    "product_id": "pro.two", "transaction_id": .string("\(subscriber)-two-years"), "kind": "non_renewing",
+                    "entitlements": ["pro"], "duration": "P2Y", "price_minor": 17999, "currency": "EUR",
+                ],
+            ]
+            events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 5) % events.count)
+        }
         return events
     }
 
@@ -50,6 +64,7 @@ struct ReportRollupTests {
         let grids: [(ReportInterval, Timestamp, Timestamp)] = [
             (.month, t("2025-11-01"), t("2027-03-01")), (.week, t("2026-01-05"), t("2026-09-07")),
             (.day, t("2026-02-01"), t("2026-05-01")), (.month, t("2026-04-01"), t("2026-07-01")),
+            (.week, t("2025-06-02"), t("2028-01-03")), (.day, t("2026-06-10"), t("2026-06-20")),
         ]
         for entitlement in [nil, "pro", "basic"] as [String?] {
             let who = "\(note), \(entitlement ?? "all")"
@@ -91,6 +106,15 @@ struct ReportRollupTests {
             "SELECT count(*) FROM report_transactions WHERE NOT revenue_rolled_up", logger: TestDatabase.logger
         ).collect().first?.decode(Int64.self)
         #expect(long ?? 0 >= 4, "transactions left to the facts")
+        let longDays = try await client.query(
+            "SELECT count(*) FROM report_transactions WHERE revenue_rolled_up AND NOT revenue_rolled_up_days", logger: TestDatabase.logger
+        ).collect().first?.decode(Int64.self)
+        #expect(longDays ?? 0 >= 3, "transactions in the month cells left out of the day cells")
+    }
+
+    static func pending(_ client: PostgresClient) async throws -> Int64 {
+        try await client.query("SELECT count(*) FROM report_revenue_pending", logger: TestDatabase.logger).collect().first?
+            .decode(Int64.self) ?? -1
     }
 
     /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).
@@ -108,6 +132,10 @@ struct ReportRollupTests {
             ),
             ("report_retention_cells", "delta <> 0"), ("report_mrr_days", "started <> 0 OR ended <> 0"),
             ("report_paid_days", "starts <> 0 OR ends <> 0"),
+            (
+                "report_revenue_days",
+                "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"
+            ),
         ] {
             let rows = try await client.query(
                 PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)
@@ -131,11 +159,21 @@ struct ReportRollupTests {
                 i += batch.count
                 turn += 1
             }
-            try await Self.expectSameReports(client, "after appends")
+            // The appends queued their transactions for the day cells; reports add the queue.
+            #expect(try await Self.pending(client) > 0)
+            try await Self.expectSameReports(client, "after appends, day cells queued")
+            let database = Database(client: client, logger: TestDatabase.logger)
+            // One small batch applied: reports read part from the cells, part from the queue.
+            #expect(try await RevenueDayWorker(database: database, batchSize: 25).applyBatch() == 25)
+            try await Self.expectSameReports(client, "after appends, day cells partly applied")
+            #expect(try await RevenueDayWorker(database: database, batchSize: 40).drain() > 0)
+            #expect(try await Self.pending(client) == 0)
+            try await Self.expectSameReports(client, "after appends, day cells applied")
             let appended = try await Self.tables(client)
-            #expect(!appended.isEmpty)
+            #expect(appended.contains { $0.hasPrefix("report_revenue_days") })
             try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
             #expect(try await Self.tables(client) == appended)
+            #expect(try await Self.pending(client) == 0)
             try await Self.expectSameReports(client, "after a rebuild")
         }
     }

@@ -233,7 +233,8 @@ FROM (SELECT nextval('ceiling_seq') AS s FROM generate_series(1, ROWS)) g;
 # row), after deleting the touched subscribers' earlier rows from the windows and the three report-fact tables,
 # as `subledger_projection_write` (schema 0008) does, and the report rollups' cells the purchases add (schema 0014:
 # revenue months, run days, churn periods, retention, MRR and paid coverage days; summed over the transaction's
-# events first, as the server sums a group's cells). The ledger then writes a subscriber's whole projection
+# events first, as the server sums a group's cells), and each transaction queued for the day cells (schema 0017,
+# which a background worker applies later, outside the append). The ledger then writes a subscriber's whole projection
 # again (earlier windows and facts too); here each subscriber keeps one row per table, so this is an upper
 # bound of what the inline design can write. Subscribers "c<n>" of one transaction are distinct, and
 # concurrent transactions draw neighbouring sequence values, so they never touch the same subscriber.
@@ -262,6 +263,8 @@ tx AS (INSERT INTO ceiling_transactions (source_event_id, subscriber_id, entitle
   occurred_us, start_us, end_us, stop_us, service_end_us, settled_us, refund_at_us, refund_amount, monthly_num, monthly_den)
 SELECT event_id, subscriber_id, '{pro}', 'paid', 'USD', 999, 300, position, position, position + 1, NULL, position + 1,
   position + 1, '{}', '{}', 999, 1 FROM e),
+pq AS (INSERT INTO ceiling_revenue_pending SELECT gen_random_uuid(), 1, event_id, '{pro}', 'paid', 'USD', 999, 300,
+  position, position, position + 1, NULL, '{}', '{}', '{}' FROM e),
 n AS (SELECT count(*) AS n FROM e),
 k AS (SELECT * FROM (VALUES (''), ('pro')) x(k)),
 rm AS (INSERT INTO ceiling_revenue_months AS t SELECT k, m, 'USD', n, 999 * n, 300 * n, 0, 0, 0, 499 * n, 0
@@ -292,7 +295,8 @@ CEILING_TABLES = [("ceiling_windows", "windows"), ("ceiling_state", "subscriber_
                   ("ceiling_transactions", "report_transactions"), ("ceiling_trials", "report_trials"),
                   ("ceiling_revenue_months", "report_revenue_months"), ("ceiling_run_days", "report_run_days"),
                   ("ceiling_churn_periods", "report_churn_periods"), ("ceiling_retention_cells", "report_retention_cells"),
-                  ("ceiling_mrr_days", "report_mrr_days"), ("ceiling_paid_days", "report_paid_days")]
+                  ("ceiling_mrr_days", "report_mrr_days"), ("ceiling_paid_days", "report_paid_days"),
+                  ("ceiling_revenue_pending", "report_revenue_pending")]
 
 
 def appends():

@@ -8,7 +8,8 @@ import Foundation
 /// - revenue: per month, entitlement key and currency, the change of each transaction's cumulative figures
 ///   (`RevenueSchedule.cumulative`) across the month, and how many transactions move in it. The changes
 ///   telescope, so the sum of the months before a month boundary is that boundary's cumulative figures,
-///   rounding included.
+///   rounding included. The same per day (`revenueDays`) answers day and week grids; an append leaves
+///   its day cells to a background worker (`pendingRevenue`).
 /// - trials: per day and key, trials started and converted.
 /// - runs: per day and key, paid runs started and ended; "active just before midnight b" is
 ///   `#(start < b) − #(end < b)`, because one subscriber's runs of one key never overlap.
@@ -23,7 +24,8 @@ import Foundation
 /// A change to a subscriber adds `change(from: old, to: new)`: the new facts' cells minus the old ones'.
 public struct ReportRollup: Sendable, Hashable {
     public struct RevenueKey: Sendable, Hashable {
-        public var month: Int64
+        /// The period's start: a month in `revenue`, a day in `revenueDays`.
+        public var period: Int64
         public var entitlement: String
         public var currency: String
     }
@@ -125,6 +127,12 @@ public struct ReportRollup: Sendable, Hashable {
     }
 
     public var revenue: [RevenueKey: RevenueCell] = [:]
+    /// The same figures per day, for revenue on day and week grids. The rebuild writes them; an append only
+    /// records its transactions' change in `pendingRevenue`, which a background worker turns into day cells
+    /// (about thirty cells per monthly transaction, too many to write under the append lock).
+    public var revenueDays: [RevenueKey: RevenueCell] = [:]
+    /// Transactions whose day cells are still to be added (+1) or taken off (−1), net per transaction.
+    public var pendingRevenue: [RevenueTransaction: Int64] = [:]
     public var mrr: [MRRKey: MRRCell] = [:]
     /// Paid coverage started (`first`) and ended (`second`) per day: MRR's count of paying subscribers.
     public var paid: [CurrencyDayKey: Counts] = [:]
@@ -139,6 +147,7 @@ public struct ReportRollup: Sendable, Hashable {
     public mutating func add(_ facts: SubscriberFacts) {
         for t in facts.transactions {
             addRevenue(t, sign: 1)
+            addRevenueDays(t, sign: 1)
             addMRR(t, sign: 1)
         }
         addCoverage(facts.transactions, sign: 1)
@@ -155,10 +164,12 @@ public struct ReportRollup: Sendable, Hashable {
         for t in old?.transactions ?? [] where !newTransactions.contains(t) {
             r.addRevenue(t, sign: -1)
             r.addMRR(t, sign: -1)
+            if rollsUpDays(t) { r.pendingRevenue[t, default: 0] &-= 1 }
         }
         for t in new.transactions where !oldTransactions.contains(t) {
             r.addRevenue(t, sign: 1)
             r.addMRR(t, sign: 1)
+            if rollsUpDays(t) { r.pendingRevenue[t, default: 0] &+= 1 }
         }
         if oldTransactions != newTransactions {
             if let old { r.addCoverage(old.transactions, sign: -1) }
@@ -180,11 +191,9 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// Adds `other` cell by cell. Counts wrap instead of trapping (they are bounded by the log's size).
     public mutating func add(_ other: ReportRollup) {
-        for (k, v) in other.revenue {
-            revenue[k, default: .init()].transactions &+= v.transactions
-            revenue[k, default: .init()].figures += v.figures
-            revenue[k, default: .init()].settledDeferred += v.settledDeferred
-        }
+        Self.add(other.revenue, to: &revenue)
+        Self.add(other.revenueDays, to: &revenueDays)
+        for (t, n) in other.pendingRevenue { pendingRevenue[t, default: 0] &+= n }
         for (k, v) in other.trials { trials[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.churn { churn[k, default: .init()].add(v) }
@@ -196,9 +205,19 @@ public struct ReportRollup: Sendable, Hashable {
         for (k, v) in other.paid { paid[k, default: .init()].add(v, sign: 1) }
     }
 
+    static func add(_ cells: [RevenueKey: RevenueCell], to sums: inout [RevenueKey: RevenueCell]) {
+        for (k, v) in cells {
+            sums[k, default: .init()].transactions &+= v.transactions
+            sums[k, default: .init()].figures += v.figures
+            sums[k, default: .init()].settledDeferred += v.settledDeferred
+        }
+    }
+
     /// Drops the cells that sum to zero (a change that undoes itself writes nothing).
     mutating func prune() {
         revenue = revenue.filter { $0.value != RevenueCell() }
+        revenueDays = revenueDays.filter { $0.value != RevenueCell() }
+        pendingRevenue = pendingRevenue.filter { $0.value != 0 }
         trials = trials.filter { $0.value != Counts() }
         runs = runs.filter { $0.value != Counts() }
         churn = churn.filter { $0.value != ChurnCell() }
@@ -274,8 +293,6 @@ public struct ReportRollup: Sendable, Hashable {
         return out
     }
 
-    /// The transaction's figures month by month, exactly as `RevenueAccumulator` sees them at month
-    /// boundaries: nothing up to its first movement, `cumulative(before:)` until it settles, final after.
     /// Month cells one transaction may take (months it moves in × entitlement keys). A transaction over it
     /// (a window of years, or dozens of entitlements) is left to the facts, which revenue reads beside the
     /// rollup (`report_transactions.revenue_rolled_up`), so one event never writes thousands of cells under
@@ -293,6 +310,53 @@ public struct ReportRollup: Sendable, Hashable {
 
     mutating func addRevenue(_ t: RevenueTransaction, sign: Int128) {
         guard Self.rollsUp(t) else { return }
+        Self.addRevenue(t, sign: sign, interval: .month, to: &revenue)
+    }
+
+    /// Day cells one transaction may take (days it moves in × entitlement keys): a yearly subscription with
+    /// one entitlement takes about 730. A transaction over it is left to the facts
+    /// (`report_transactions.revenue_rolled_up_days`), so that no transaction costs thousands of cells.
+    public static let maxRevenueDayCells = 1024
+
+    /// Whether the transaction's revenue is in the day cells (else day and week grids read it from the facts).
+    public static func rollsUpDays(_ t: RevenueTransaction) -> Bool {
+        var firstMove = min(t.occurredAt, t.start)
+        for r in t.refunds { firstMove = min(firstMove, r.at) }
+        let a = ReportInterval.day.periodStart(containing: firstMove).microseconds
+        let b = ReportInterval.day.periodStart(containing: t.settledAt).microseconds
+        let (span, overflow) = b.subtractingReportingOverflow(a)
+        guard !overflow, span >= 0 else { return false }
+        let days = span / 86_400_000_000 + 1
+        return days <= Int64(maxRevenueDayCells / Self.keys(t).count)
+    }
+
+    /// Adds the transaction's day cells (the rebuild).
+    mutating func addRevenueDays(_ t: RevenueTransaction, sign: Int128) {
+        guard Self.rollsUpDays(t) else { return }
+        Self.addRevenue(t, sign: sign, interval: .day, to: &revenueDays)
+    }
+
+    /// Adds a queued transaction's day cells `change` times (negative: takes them off). The queue holds only
+    /// transactions that `rollsUpDays`, so its size is not checked again (a report that filtered the queue by
+    /// entitlement passes the transaction without its entitlements, as one key).
+    public mutating func addQueuedRevenueDays(_ t: RevenueTransaction, change: Int64) {
+        let sign: Int128 = change < 0 ? -1 : 1
+        for _ in 0..<change.magnitude { Self.addRevenue(t, sign: sign, interval: .day, to: &revenueDays) }
+    }
+
+    /// The rollup without the cells that sum to zero.
+    public func pruned() -> ReportRollup {
+        var r = self
+        r.prune()
+        return r
+    }
+
+    /// The transaction's figures period by period, exactly as `RevenueAccumulator` sees them at the
+    /// interval's boundaries: nothing up to its first movement, `cumulative(before:)` until it settles,
+    /// final after.
+    static func addRevenue(
+        _ t: RevenueTransaction, sign: Int128, interval: ReportInterval, to cells: inout [RevenueKey: RevenueCell]
+    ) {
         let schedule = RevenueSchedule(t)
         var firstMove = min(t.occurredAt, t.start)
         for r in t.refunds { firstMove = min(firstMove, r.at) }
@@ -301,26 +365,26 @@ public struct ReportRollup: Sendable, Hashable {
         func seen(_ b: Timestamp) -> RevenueFigures {
             b <= firstMove ? RevenueFigures() : b <= settled ? schedule.cumulative(before: b) : final
         }
-        var month = ReportCalendar.monthStart(firstMove)
-        let last = ReportCalendar.monthStart(settled)
+        var period = interval.periodStart(containing: firstMove)
+        let last = interval.periodStart(containing: settled)
         var previous = RevenueFigures()
         let keys = Self.keys(t)
-        while month <= last {
-            let next = ReportCalendar.addingMonths(1, to: month)
+        while period <= last {
+            let next = interval.next(after: period)
             let now = seen(next)
             var change = now - previous
             if sign < 0 { change = RevenueFigures() - change }
             for key in keys {
-                let k = RevenueKey(month: month.microseconds, entitlement: key, currency: t.currency)
-                revenue[k, default: .init()].transactions &+= Int64(sign)
-                revenue[k, default: .init()].figures += change
+                let k = RevenueKey(period: period.microseconds, entitlement: key, currency: t.currency)
+                cells[k, default: .init()].transactions &+= Int64(sign)
+                cells[k, default: .init()].figures += change
             }
             previous = now
-            month = next
+            period = next
         }
         for key in keys {
-            let k = RevenueKey(month: last.microseconds, entitlement: key, currency: t.currency)
-            revenue[k, default: .init()].settledDeferred += sign * final.deferred
+            let k = RevenueKey(period: last.microseconds, entitlement: key, currency: t.currency)
+            cells[k, default: .init()].settledDeferred += sign * final.deferred
         }
     }
 

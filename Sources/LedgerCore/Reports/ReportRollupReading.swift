@@ -1,22 +1,35 @@
 /// Reports from the rollups' cells (`ReportRollup`): the same rows the fact-by-fact accumulators give, from
 /// a few cells per period.
 extension ReportRollup {
-    /// Revenue over month boundaries from the month cells of one key with `month < boundaries.last`. The
-    /// cumulative figures at a boundary are the sum of the months before it; a currency is listed when a
-    /// transaction of it moves within the range, as the accumulator lists it.
+    /// Revenue over a grid's boundaries from the cells of one key with `period < boundaries.last`: month
+    /// cells for a month grid, day cells for a day or week grid. The cumulative figures at a boundary are the
+    /// sum of the periods before it; a currency is listed when a transaction of it moves within the range, as
+    /// the accumulator lists it.
     public static func revenuePeriods(
-        boundaries: [Timestamp], cells: [(month: Int64, currency: String, cell: RevenueCell)]
+        boundaries: [Timestamp], cells: [(period: Int64, currency: String, cell: RevenueCell)]
     ) -> [RevenuePeriod] {
         guard let first = boundaries.first, let last = boundaries.last, boundaries.count > 1 else { return [] }
+        var byCurrency: [String: [(period: Int64, cell: RevenueCell)]] = [:]
+        for (period, currency, cell) in cells { byCurrency[currency, default: []].append((period, cell)) }
         var sums: [String: [RevenueFigures]] = [:]
         var moving = Set<String>()
         var settledBefore: [String: Int128] = [:]
-        for (month, currency, cell) in cells {
-            if month < first.microseconds { settledBefore[currency, default: 0] += cell.settledDeferred }
-            if month >= first.microseconds && month < last.microseconds && cell.transactions != 0 { moving.insert(currency) }
-            var row = sums[currency] ?? Array(repeating: RevenueFigures(), count: boundaries.count)
-            // The month counts at every boundary after it.
-            for i in boundaries.indices where month < boundaries[i].microseconds { row[i] += cell.figures }
+        for (currency, list) in byCurrency {
+            // One sweep: the cells in period order, each counted at every boundary after it.
+            let sorted = list.sorted { $0.period < $1.period }
+            var row = Array(repeating: RevenueFigures(), count: boundaries.count)
+            var (next, running) = (0, RevenueFigures())
+            for (i, b) in boundaries.enumerated() {
+                while next < sorted.count && sorted[next].period < b.microseconds {
+                    running += sorted[next].cell.figures
+                    next += 1
+                }
+                row[i] = running
+            }
+            for (period, cell) in sorted {
+                if period < first.microseconds { settledBefore[currency, default: 0] += cell.settledDeferred }
+                if period >= first.microseconds && period < last.microseconds && cell.transactions != 0 { moving.insert(currency) }
+            }
             sums[currency] = row
         }
         var rows: [RevenuePeriod] = []

@@ -101,6 +101,7 @@ enum ProjectionRows {
             e.text("monthly_den", t.monthly.map { String($0.denominator) })
             e.boolArray("refund_cut", t.refunds.map(\.cut))
             e.bool("revenue_rolled_up", ReportRollup.rollsUp(t))
+            e.bool("revenue_rolled_up_days", ReportRollup.rollsUpDays(t))
             e.endRow()
         }
         for (i, t) in f.facts.trials.enumerated() where patch?.keptTrials.contains(i) != true {

@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 
 /// The report rollups' cells as JSON arrays named like their tables (schema 0014), for
@@ -7,25 +8,50 @@ enum RollupRows {
     /// The rollup tables, in the order the rebuild writes them.
     static let tables = [
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
-        "report_mrr_days", "report_paid_days",
+        "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending",
     ]
 
     static func json(_ rollup: ReportRollup) -> String {
-        var revenue = JSONRows()
-        for (k, v) in rollup.revenue {
-            revenue.beginRow()
-            revenue.member("entitlement", .string(k.entitlement))
-            revenue.integer("month_us", k.month)
-            revenue.member("currency", .string(k.currency))
-            revenue.integer("transactions", v.transactions)
-            revenue.wide("billings", v.figures.billings)
-            revenue.wide("commission", v.figures.commission)
-            revenue.wide("refunds", v.figures.refunds)
-            revenue.wide("refunded_unrecognized", v.figures.refundedUnrecognized)
-            revenue.wide("refunds_recognized", v.figures.refundsRecognized)
-            revenue.wide("recognized", v.figures.recognized)
-            revenue.wide("settled_deferred", v.settledDeferred)
-            revenue.endRow()
+        func revenueRows(_ cells: [ReportRollup.RevenueKey: ReportRollup.RevenueCell], period: StaticString) -> JSONRows {
+            var rows = JSONRows()
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.member("entitlement", .string(k.entitlement))
+                rows.integer(period, k.period)
+                rows.member("currency", .string(k.currency))
+                rows.integer("transactions", v.transactions)
+                rows.wide("billings", v.figures.billings)
+                rows.wide("commission", v.figures.commission)
+                rows.wide("refunds", v.figures.refunds)
+                rows.wide("refunded_unrecognized", v.figures.refundedUnrecognized)
+                rows.wide("refunds_recognized", v.figures.refundsRecognized)
+                rows.wide("recognized", v.figures.recognized)
+                rows.wide("settled_deferred", v.settledDeferred)
+                rows.endRow()
+            }
+            return rows
+        }
+        let revenue = revenueRows(rollup.revenue, period: "month_us")
+        let revenueDays = revenueRows(rollup.revenueDays, period: "day_us")
+        var pending = JSONRows()
+        for (t, change) in rollup.pendingRevenue {
+            pending.beginRow()
+            pending.member("pending_id", .string(UUID().lowercasedString))
+            pending.integer("change", change)
+            pending.member("source_event_id", .string(t.eventID.lowercasedString))
+            pending.member("entitlements", .array(t.entitlements.map(JSONValue.string)))
+            pending.member("kind", .string(t.kind.rawValue))
+            pending.member("currency", .string(t.currency))
+            pending.integer("gross", t.gross)
+            pending.integer("commission", t.commission)
+            pending.integer("occurred_us", t.occurredAt.microseconds)
+            pending.integer("start_us", t.start.microseconds)
+            pending.integer("end_us", t.end?.microseconds)
+            pending.integer("stop_us", t.stop?.microseconds)
+            pending.member("refund_at_us", .array(t.refunds.map { .number(JSONNumber($0.at.microseconds)) }))
+            pending.member("refund_amount", .array(t.refunds.map { .number(JSONNumber($0.amount)) }))
+            pending.member("refund_cut", .array(t.refunds.map { .bool($0.cut) }))
+            pending.endRow()
         }
         var trials = JSONRows()
         for (k, v) in rollup.trials {
@@ -89,7 +115,7 @@ enum RollupRows {
             paid.integer("ends", v.second)
             paid.endRow()
         }
-        let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid]).map { "\"\($0)\":\($1.text)" }
+        let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending]).map { "\"\($0)\":\($1.text)" }
         return "{" + parts.joined(separator: ",") + "}"
     }
 }

@@ -116,36 +116,70 @@ public struct ReportStore: Sendable {
     }
 
     /// Revenue per period and currency over the calendar grid of `interval`; `entitlement` keeps transactions
-    /// that grant it. The rollups hold months: day and week grids read the transactions.
+    /// that grant it. Month grids read the month cells, day and week grids the day cells and the transactions
+    /// still queued for them; transactions too long for the cells are read from the facts beside them.
     public func revenue(boundaries: [Timestamp], interval: ReportInterval, entitlement: String?) async throws -> [RevenuePeriod] {
-        guard interval == .month, let to = boundaries.last?.microseconds, boundaries.count > 1, try await useRollups() else {
+        guard let to = boundaries.last?.microseconds, boundaries.count > 1, try await useRollups() else {
             return try await revenue(boundaries: boundaries, entitlement: entitlement)
         }
         let logger = database.logger
         let key = entitlement ?? ""
-        return try await database.withConnection { c in
-            var cells: [(month: Int64, currency: String, cell: ReportRollup.RevenueCell)] = []
+        if interval == .month {
+            return try await database.withConnection { c in
+                let cells = try await Self.revenueCells(
+                    "SELECT month_us, \(unescaped: Self.revenueCellColumns) FROM report_revenue_months WHERE entitlement = \(key) AND month_us < \(to)",
+                    on: c, logger: logger)
+                let rolled = ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells)
+                let long = try await Self.revenue(boundaries: boundaries, entitlement: entitlement, beside: .month, on: c, logger: logger)
+                return ReportRollup.merge(rolled, long)
+            }
+        }
+        // One snapshot: the worker moves rows from the queue into the day cells in one transaction.
+        return try await database.transaction { c in
+            try await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            var cells = try await Self.revenueCells(
+                "SELECT day_us, \(unescaped: Self.revenueCellColumns) FROM report_revenue_days WHERE entitlement = \(key) AND day_us < \(to)",
+                on: c, logger: logger)
+            var queued = ReportRollup()
             let rows = try await c.query(
                 """
-                SELECT month_us, currency, transactions, billings::text, commission::text, refunds::text,
-                       refunded_unrecognized::text, refunds_recognized::text, recognized::text, settled_deferred::text
-                FROM report_revenue_months WHERE entitlement = \(key) AND month_us < \(to)
+                SELECT change, \(unescaped: Self.transactionColumns) FROM report_revenue_pending
+                WHERE \(key) = '' OR \(key) = ANY(entitlements)
                 """, logger: logger)
             for try await row in rows {
-                let (month, currency, transactions, b, c, r, ru, rr, rec, sd) = try row.decode(
-                    (Int64, String, Int64, String, String, String, String, String, String, String).self)
-                guard let b = Int128(b), let c = Int128(c), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
-                    let rec = Int128(rec), let sd = Int128(sd)
-                else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
-                var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
-                (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (b, c, r)
-                (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
-                cells.append((month, currency, cell))
+                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let change = try cell.int64()
+                queued.addQueuedRevenueDays(try Self.transaction(&cell), change: change)
             }
+            for (k, cell) in queued.revenueDays where k.period < to { cells.append((k.period, k.currency, cell)) }
             let rolled = ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells)
-            let long = try await Self.revenue(boundaries: boundaries, entitlement: entitlement, onlyLong: true, on: c, logger: logger)
+            let long = try await Self.revenue(boundaries: boundaries, entitlement: entitlement, beside: .day, on: c, logger: logger)
             return ReportRollup.merge(rolled, long)
         }
+    }
+
+    private static let revenueCellColumns = """
+        currency, transactions, billings::text, commission::text, refunds::text, refunded_unrecognized::text,
+        refunds_recognized::text, recognized::text, settled_deferred::text
+        """
+
+    /// Revenue cells (`period` first, then `revenueCellColumns`).
+    private static func revenueCells(
+        _ query: PostgresQuery, on c: PostgresConnection, logger: Logger
+    ) async throws -> [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)] {
+        var cells: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)] = []
+        for try await row in try await c.query(query, logger: logger) {
+            let (period, currency, transactions, b, c, r, ru, rr, rec, sd) = try row.decode(
+                (Int64, String, Int64, String, String, String, String, String, String, String).self)
+            guard let b = Int128(b), let c = Int128(c), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
+                let rec = Int128(rec), let sd = Int128(sd)
+            else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
+            var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
+            (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (b, c, r)
+            (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
+            cells.append((period, currency, cell))
+        }
+        return cells
     }
 
     /// Revenue from the transaction facts, one transaction at a time.
@@ -153,57 +187,71 @@ public struct ReportStore: Sendable {
         guard boundaries.count > 1 else { return [] }
         let logger = database.logger
         return try await database.withConnection { c in
-            try await Self.revenue(boundaries: boundaries, entitlement: entitlement, onlyLong: false, on: c, logger: logger)
+            try await Self.revenue(boundaries: boundaries, entitlement: entitlement, beside: nil, on: c, logger: logger)
         }
     }
 
-    /// Revenue of the transactions in range, all of them or (`onlyLong`) those left out of the month cells.
+    /// Revenue of the transactions in range: all of them, or those left out of the month cells (`beside:
+    /// .month`) or of the day cells (`beside: .day`).
     private static func revenue(
-        boundaries: [Timestamp], entitlement: String?, onlyLong: Bool, on c: PostgresConnection, logger: Logger
+        boundaries: [Timestamp], entitlement: String?, beside cells: ReportInterval?, on c: PostgresConnection, logger: Logger
     ) async throws -> [RevenuePeriod] {
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return []
         }
         let key = entitlement ?? ""
+        let beside =
+            switch cells {
+            case nil: ""
+            case .month: "AND NOT revenue_rolled_up"
+            case .day, .week: "AND NOT revenue_rolled_up_days"
+            }
         var acc = RevenueAccumulator(boundaries: boundaries)
         let rows = try await c.query(
             """
-            SELECT source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
-                   array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','),
-                   array_to_string(refund_cut, ',')
-            FROM report_transactions
+            SELECT \(unescaped: transactionColumns) FROM report_transactions
             WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
-              AND (\(key) = '' OR \(key) = ANY(entitlements)) \(unescaped: onlyLong ? "AND NOT revenue_rolled_up" : "")
+              AND (\(key) = '' OR \(key) = ANY(entitlements)) \(unescaped: beside)
             """, logger: logger)
         // Concrete decoding of each cell (`BinaryCells`): this streams every paid transaction of the span,
         // and PostgresNIO's generic tuple and array decoding dominated the report's time.
         for try await row in rows {
-            guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-            let id = try c.uuid()
-            let kind = try c.string()
-            let currency = try c.string()
-            let gross = try c.int64()
-            let commission = try c.int64()
-            let occurred = try c.int64()
-            let start = try c.int64()
-            let end = try c.optionalInt64()
-            let stop = try c.optionalInt64()
-            let refundAt = Self.integers(try c.string())
-            let refundAmount = Self.integers(try c.string())
-            let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
-            acc.add(
-                RevenueTransaction(
-                    eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
-                    gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
-                    start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
-                    stop: stop.map(Timestamp.init(microseconds:)),
-                    refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
-                        // Rows from before refund_cut existed hold only cutting refunds.
-                        .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
-                    },
-                    monthly: nil))
+            guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+            acc.add(try transaction(&cells))
         }
         return acc.periods
+    }
+
+    /// The revenue columns of a transaction fact (`report_transactions`, `report_revenue_pending`).
+    static let transactionColumns = """
+        source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
+        array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','), array_to_string(refund_cut, ',')
+        """
+
+    /// A transaction from `transactionColumns`, without its entitlements (the query filtered by them).
+    static func transaction(_ c: inout BinaryCells) throws -> RevenueTransaction {
+        let id = try c.uuid()
+        let kind = try c.string()
+        let currency = try c.string()
+        let gross = try c.int64()
+        let commission = try c.int64()
+        let occurred = try c.int64()
+        let start = try c.int64()
+        let end = try c.optionalInt64()
+        let stop = try c.optionalInt64()
+        let refundAt = Self.integers(try c.string())
+        let refundAmount = Self.integers(try c.string())
+        let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
+        return RevenueTransaction(
+            eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
+            gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
+            start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+            stop: stop.map(Timestamp.init(microseconds:)),
+            refunds: zip(refundAt, refundAmount).enumerated().map { i, r in
+                // Rows from before refund_cut existed hold only cutting refunds.
+                .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
+            },
+            monthly: nil)
     }
 
     /// Trials started per period; a trial transaction counts once, converted if any entitlement converted.
