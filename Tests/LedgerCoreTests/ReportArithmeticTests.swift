@@ -16,6 +16,26 @@ import Testing
         #expect(Money.commission(999, rate: "1") == 999)
     }
 
+    @Test("round half up: the 64-bit division and the 128-bit one agree, at the edges too")
+    func roundHalfUpWidths() {
+        // Reference: the nearest integer to n/d, halves up, from n·2 + d over d·2 with a floor division.
+        func reference(_ n: Int128, _ d: Int128) -> Int128 {
+            let (a, b) = (2 * n + d, 2 * d)
+            let q = a / b
+            return a % b < 0 ? q - 1 : q
+        }
+        var rng = SystemRandomNumberGenerator()
+        var cases: [(Int128, Int128)] = [
+            (Int128(Int64.max), 1), (Int128(Int64.min), 1), (Int128(Int64.min), 2), (Int128(Int64.max), 2), (-1, 2), (1, 2),
+            (Int128(Int64.max) + 1, 2), (Int128(Int64.min) - 1, 3), (Int128(Int64.max) * 7, Int128(Int64.max)),
+        ]
+        for _ in 0..<2_000 {
+            cases.append((Int128(Int64.random(in: .min ... .max, using: &rng)), Int128(Int64.random(in: 1 ... .max, using: &rng))))
+            cases.append((Int128(Int64.random(in: -100_000...100_000, using: &rng)), Int128(Int64.random(in: 1...1_000, using: &rng))))
+        }
+        for (n, d) in cases { #expect(Money.roundHalfUp(n, d) == reference(n, d), "\(n) / \(d)") }
+    }
+
     @Test("decimal text: the byte-by-byte reading and the general one agree")
     func decimals() {
         #expect(Money.decimal("0.30")! == (30, 100))

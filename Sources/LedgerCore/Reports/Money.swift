@@ -14,6 +14,16 @@ public enum Money {
     /// division, then one more when the remainder is at least half the denominator.
     public static func roundHalfUp(_ numerator: Int128, _ denominator: Int128) -> Int128 {
         guard denominator > 0 else { return 0 }
+        // Most figures fit in 64 bits, where one hardware division gives both parts (128-bit division is a
+        // library call per part, and the rebuild divides once per transaction and day).
+        if let n = Int64(exactly: numerator), let d = Int64(exactly: denominator) {
+            var (q, r) = n.quotientAndRemainder(dividingBy: d)
+            if r < 0 {
+                q -= 1
+                r += d
+            }
+            return Int128(r >= d - r ? q + 1 : q)
+        }
         var q = numerator / denominator
         var r = numerator % denominator
         if r < 0 {

@@ -130,7 +130,7 @@ public struct ReportRollup: Sendable, Hashable {
     /// The same figures per day, for revenue on day and week grids. The rebuild writes them; an append only
     /// records its transactions' change in `pendingRevenue`, which a background worker turns into day cells
     /// (about thirty cells per monthly transaction, too many to write under the append lock).
-    public var revenueDays: [RevenueKey: RevenueCell] = [:]
+    public var revenueDays = RevenueDayCells()
     /// Transactions whose day cells are still to be added (+1) or taken off (−1), net per transaction.
     public var pendingRevenue: [RevenueTransaction: Int64] = [:]
     public var mrr: [MRRKey: MRRCell] = [:]
@@ -146,8 +146,14 @@ public struct ReportRollup: Sendable, Hashable {
     /// Adds one subscriber's cells in place (the rebuild sums every subscriber this way).
     public mutating func add(_ facts: SubscriberFacts) {
         for t in facts.transactions {
-            addRevenue(t, sign: 1)
-            addRevenueDays(t, sign: 1)
+            if Self.rollsUpDays(t) {
+                // The day changes once; a month's change is the sum of its days' (months start at midnight).
+                let (first, changes, deferred) = Self.revenueChanges(t, interval: .day, sign: 1)
+                addDays(t, first: first, changes: changes, deferred: deferred)
+                if Self.rollsUp(t) { addMonths(t, firstDay: first, dayChanges: changes, deferred: deferred, sign: 1) }
+            } else {
+                addRevenue(t, sign: 1)
+            }
             addMRR(t, sign: 1)
         }
         addCoverage(facts.transactions, sign: 1)
@@ -192,7 +198,7 @@ public struct ReportRollup: Sendable, Hashable {
     /// Adds `other` cell by cell. Counts wrap instead of trapping (they are bounded by the log's size).
     public mutating func add(_ other: ReportRollup) {
         Self.add(other.revenue, to: &revenue)
-        Self.add(other.revenueDays, to: &revenueDays)
+        revenueDays.add(other.revenueDays)
         for (t, n) in other.pendingRevenue { pendingRevenue[t, default: 0] &+= n }
         for (k, v) in other.trials { trials[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
@@ -216,7 +222,7 @@ public struct ReportRollup: Sendable, Hashable {
     /// Drops the cells that sum to zero (a change that undoes itself writes nothing).
     mutating func prune() {
         revenue = revenue.filter { $0.value != RevenueCell() }
-        revenueDays = revenueDays.filter { $0.value != RevenueCell() }
+        revenueDays.prune()
         pendingRevenue = pendingRevenue.filter { $0.value != 0 }
         trials = trials.filter { $0.value != Counts() }
         runs = runs.filter { $0.value != Counts() }
@@ -310,7 +316,17 @@ public struct ReportRollup: Sendable, Hashable {
 
     mutating func addRevenue(_ t: RevenueTransaction, sign: Int128) {
         guard Self.rollsUp(t) else { return }
-        Self.addRevenue(t, sign: sign, interval: .month, to: &revenue)
+        let (first, changes, deferred) = Self.revenueChanges(t, interval: .month, sign: sign)
+        var period = first
+        for (i, change) in changes.enumerated() {
+            for key in Self.keys(t) {
+                let k = RevenueKey(period: period.microseconds, entitlement: key, currency: t.currency)
+                revenue[k, default: .init()].transactions &+= Int64(sign)
+                revenue[k, default: .init()].figures += change
+                if i == changes.count - 1 { revenue[k, default: .init()].settledDeferred += deferred }
+            }
+            period = ReportInterval.month.next(after: period)
+        }
     }
 
     /// Day cells one transaction may take (days it moves in × entitlement keys): a yearly subscription with
@@ -330,33 +346,69 @@ public struct ReportRollup: Sendable, Hashable {
         return days <= Int64(maxRevenueDayCells / Self.keys(t).count)
     }
 
-    /// Adds the transaction's day cells (the rebuild).
-    mutating func addRevenueDays(_ t: RevenueTransaction, sign: Int128) {
-        guard Self.rollsUpDays(t) else { return }
-        Self.addRevenue(t, sign: sign, interval: .day, to: &revenueDays)
-    }
-
     /// Adds a queued transaction's day cells `change` times (negative: takes them off). The queue holds only
     /// transactions that `rollsUpDays`, so its size is not checked again (a report that filtered the queue by
     /// entitlement passes the transaction without its entitlements, as one key).
     public mutating func addQueuedRevenueDays(_ t: RevenueTransaction, change: Int64) {
         let sign: Int128 = change < 0 ? -1 : 1
-        for _ in 0..<change.magnitude { Self.addRevenue(t, sign: sign, interval: .day, to: &revenueDays) }
+        for _ in 0..<change.magnitude { addDays(t, sign: sign) }
     }
 
-    /// The rollup without the cells that sum to zero.
-    public func pruned() -> ReportRollup {
-        var r = self
-        r.prune()
-        return r
+    private mutating func addDays(_ t: RevenueTransaction, sign: Int128) {
+        let (first, changes, deferred) = Self.revenueChanges(t, interval: .day, sign: sign)
+        addDays(t, first: first, changes: changes, deferred: deferred, transactions: Int64(sign))
+    }
+
+    private mutating func addDays(
+        _ t: RevenueTransaction, first: Timestamp, changes: [RevenueFigures], deferred: Int128, transactions: Int64 = 1
+    ) {
+        let day = RevenueDayCells.day(first.microseconds)
+        for key in Self.keys(t) {
+            revenueDays.add(
+                entitlement: key, currency: t.currency, first: day, changes: changes, transactions: transactions,
+                settledDeferred: deferred)
+        }
+    }
+
+    /// Month cells from a transaction's day changes (`revenueChanges(t, interval: .day, …)`), equal to
+    /// `addRevenue`'s: each month's change is the sum of its days' changes, and the months are those of its
+    /// first and last day and every one between.
+    private mutating func addMonths(
+        _ t: RevenueTransaction, firstDay: Timestamp, dayChanges: [RevenueFigures], deferred: Int128, sign: Int128
+    ) {
+        let keys = Self.keys(t)
+        var month = ReportInterval.month.periodStart(containing: firstDay)
+        var next = ReportInterval.month.next(after: month).microseconds
+        var sum = RevenueFigures()
+        func flush(last: Bool) {
+            for key in keys {
+                let k = RevenueKey(period: month.microseconds, entitlement: key, currency: t.currency)
+                revenue[k, default: .init()].transactions &+= Int64(sign)
+                revenue[k, default: .init()].figures += sum
+                if last { revenue[k, default: .init()].settledDeferred += deferred }
+            }
+        }
+        var day = firstDay.microseconds
+        for change in dayChanges {
+            if day >= next {
+                flush(last: false)
+                month = Timestamp(microseconds: next)
+                next = ReportInterval.month.next(after: month).microseconds
+                sum = RevenueFigures()
+            }
+            sum += change
+            day &+= 86_400_000_000
+        }
+        flush(last: true)
     }
 
     /// The transaction's figures period by period, exactly as `RevenueAccumulator` sees them at the
-    /// interval's boundaries: nothing up to its first movement, `cumulative(before:)` until it settles,
-    /// final after.
-    static func addRevenue(
-        _ t: RevenueTransaction, sign: Int128, interval: ReportInterval, to cells: inout [RevenueKey: RevenueCell]
-    ) {
+    /// interval's boundaries (nothing up to its first movement, `cumulative(before:)` until it settles, final
+    /// after): the start of the period of its first movement, the change of each period from there to the
+    /// period it settles in, and the deferred balance it leaves, all times `sign`.
+    static func revenueChanges(
+        _ t: RevenueTransaction, interval: ReportInterval, sign: Int128
+    ) -> (first: Timestamp, changes: [RevenueFigures], settledDeferred: Int128) {
         let schedule = RevenueSchedule(t)
         var firstMove = min(t.occurredAt, t.start)
         for r in t.refunds { firstMove = min(firstMove, r.at) }
@@ -365,27 +417,26 @@ public struct ReportRollup: Sendable, Hashable {
         func seen(_ b: Timestamp) -> RevenueFigures {
             b <= firstMove ? RevenueFigures() : b <= settled ? schedule.cumulative(before: b) : final
         }
-        var period = interval.periodStart(containing: firstMove)
+        let first = interval.periodStart(containing: firstMove)
         let last = interval.periodStart(containing: settled)
+        var changes: [RevenueFigures] = []
+        var period = first
         var previous = RevenueFigures()
-        let keys = Self.keys(t)
         while period <= last {
             let next = interval.next(after: period)
             let now = seen(next)
-            var change = now - previous
-            if sign < 0 { change = RevenueFigures() - change }
-            for key in keys {
-                let k = RevenueKey(period: period.microseconds, entitlement: key, currency: t.currency)
-                cells[k, default: .init()].transactions &+= Int64(sign)
-                cells[k, default: .init()].figures += change
-            }
+            changes.append(sign < 0 ? previous - now : now - previous)
             previous = now
             period = next
         }
-        for key in keys {
-            let k = RevenueKey(period: last.microseconds, entitlement: key, currency: t.currency)
-            cells[k, default: .init()].settledDeferred += sign * final.deferred
-        }
+        return (first, changes, sign * final.deferred)
+    }
+
+    /// The rollup without the cells that sum to zero.
+    public func pruned() -> ReportRollup {
+        var r = self
+        r.prune()
+        return r
     }
 
     /// Trials as the report counts them: over all entitlements a trial transaction once (its earliest

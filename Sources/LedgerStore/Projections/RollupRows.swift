@@ -12,7 +12,7 @@ enum RollupRows {
     ]
 
     static func json(_ rollup: ReportRollup) -> String {
-        func revenueRows(_ cells: [ReportRollup.RevenueKey: ReportRollup.RevenueCell], period: StaticString) -> JSONRows {
+        func revenueRows(_ cells: some Sequence<(key: ReportRollup.RevenueKey, value: ReportRollup.RevenueCell)>, period: StaticString) -> JSONRows {
             var rows = JSONRows()
             for (k, v) in cells {
                 rows.beginRow()
@@ -32,7 +32,7 @@ enum RollupRows {
             return rows
         }
         let revenue = revenueRows(rollup.revenue, period: "month_us")
-        let revenueDays = revenueRows(rollup.revenueDays, period: "day_us")
+        let revenueDays = revenueRows(rollup.revenueDays.cells.lazy.map { (key: $0.key, value: $0.cell) }, period: "day_us")
         var pending = JSONRows()
         for (t, change) in rollup.pendingRevenue {
             pending.beginRow()

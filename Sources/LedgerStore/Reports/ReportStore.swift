@@ -151,7 +151,7 @@ public struct ReportStore: Sendable {
                 let change = try cell.int64()
                 queued.addQueuedRevenueDays(try Self.transaction(&cell), change: change)
             }
-            for (k, cell) in queued.revenueDays where k.period < to { cells.append((k.period, k.currency, cell)) }
+            for (k, cell) in queued.revenueDays.cells where k.period < to { cells.append((k.period, k.currency, cell)) }
             let rolled = ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells)
             let long = try await Self.revenue(boundaries: boundaries, entitlement: entitlement, beside: .day, on: c, logger: logger)
             return ReportRollup.merge(rolled, long)
