@@ -85,7 +85,11 @@ struct ReportRollupTests {
             }
         }
         for entitlement in [nil, "pro", "basic"] as [String?] {
-            var instants = [t("2026-03-01"), t("2026-06-17"), try! Timestamp(rfc3339: "2026-05-09T13:45:07Z")]
+            var instants = [
+                t("2026-03-01"), t("2026-06-17"), try! Timestamp(rfc3339: "2026-05-09T13:45:07Z"),
+                try! Timestamp(rfc3339: "2026-05-09T13:00:00Z"), try! Timestamp(rfc3339: "2026-05-09T12:59:59.999999Z"),
+                try! Timestamp(rfc3339: "2026-07-01T23:59:59.999999Z"),
+            ]
             // Instants where service starts or ends, and just before and after them.
             let rows = try await client.query(
                 "SELECT start_us, service_end_us FROM report_transactions ORDER BY source_event_id LIMIT 12", logger: TestDatabase.logger)
@@ -132,6 +136,7 @@ struct ReportRollupTests {
             ),
             ("report_retention_cells", "delta <> 0"), ("report_mrr_days", "started <> 0 OR ended <> 0"),
             ("report_paid_days", "starts <> 0 OR ends <> 0"),
+            ("report_mrr_hours", "started <> 0 OR ended <> 0"), ("report_paid_hours", "starts <> 0 OR ends <> 0"),
             (
                 "report_revenue_days",
                 "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"

@@ -19,7 +19,8 @@ import Foundation
 ///   and −1 after it stops; the cell of the cohort's own month holds the cohort's size.
 /// - MRR: per day, key, currency and denominator, the monthly amounts of paid transactions starting and
 ///   ending service that day; per day, key and currency, the subscriber's paid coverage (its transactions'
-///   service merged) starting and ending. The instant's own day is read from the transactions.
+///   service merged) starting and ending; the same per hour. The instant's own hour is read from the
+///   transactions.
 ///
 /// A change to a subscriber adds `change(from: old, to: new)`: the new facts' cells minus the old ones'.
 public struct ReportRollup: Sendable, Hashable {
@@ -136,6 +137,10 @@ public struct ReportRollup: Sendable, Hashable {
     public var mrr: [MRRKey: MRRCell] = [:]
     /// Paid coverage started (`first`) and ended (`second`) per day: MRR's count of paying subscribers.
     public var paid: [CurrencyDayKey: Counts] = [:]
+    /// `mrr` and `paid` per hour (keys hold the hour's start): MRR at an instant within a day adds the hours
+    /// of that day before the instant's hour, so only the instant's own hour is read from the transactions.
+    public var mrrHours: [MRRKey: MRRCell] = [:]
+    public var paidHours: [CurrencyDayKey: Counts] = [:]
     public var trials: [DayKey: Counts] = [:]
     public var runs: [DayKey: Counts] = [:]
     public var churn: [ChurnKey: ChurnCell] = [:]
@@ -209,6 +214,11 @@ public struct ReportRollup: Sendable, Hashable {
             mrr[k, default: .init()].ended += v.ended
         }
         for (k, v) in other.paid { paid[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.mrrHours {
+            mrrHours[k, default: .init()].started += v.started
+            mrrHours[k, default: .init()].ended += v.ended
+        }
+        for (k, v) in other.paidHours { paidHours[k, default: .init()].add(v, sign: 1) }
     }
 
     static func add(_ cells: [RevenueKey: RevenueCell], to sums: inout [RevenueKey: RevenueCell]) {
@@ -230,6 +240,8 @@ public struct ReportRollup: Sendable, Hashable {
         retention = retention.filter { $0.value != 0 }
         mrr = mrr.filter { $0.value != MRRCell() }
         paid = paid.filter { $0.value != Counts() }
+        mrrHours = mrrHours.filter { $0.value != MRRCell() }
+        paidHours = paidHours.filter { $0.value != Counts() }
     }
 
     /// The entitlement keys a transaction counts under: all entitlements together, then each one once.
@@ -250,14 +262,27 @@ public struct ReportRollup: Sendable, Hashable {
         guard let monthly = t.monthly, let service = Self.service(t) else { return }
         let start = ReportInterval.day.periodStart(containing: service.start).microseconds
         let end = service.end.map { ReportInterval.day.periodStart(containing: $0).microseconds }
+        let startHour = Self.hourStart(service.start)
+        let endHour = service.end.map(Self.hourStart)
         for key in Self.keys(t) {
             mrr[MRRKey(day: start, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
                 .started += sign * monthly.numerator
-            if let end {
+            mrrHours[MRRKey(day: startHour, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
+                .started += sign * monthly.numerator
+            if let end, let endHour {
                 mrr[MRRKey(day: end, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
+                    .ended += sign * monthly.numerator
+                mrrHours[MRRKey(day: endHour, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
                     .ended += sign * monthly.numerator
             }
         }
+    }
+
+    /// The start of the UTC hour holding `t`, in microseconds.
+    public static func hourStart(_ t: Timestamp) -> Int64 {
+        let hour: Int64 = 3_600_000_000
+        let us = t.microseconds
+        return (us >= 0 ? us / hour : (us &+ 1) / hour &- 1) &* hour
     }
 
     /// The subscriber's paid coverage per key and currency: the union of its transactions' service.
@@ -273,9 +298,13 @@ public struct ReportRollup: Sendable, Hashable {
             for (start, end) in Self.union(list) {
                 let day = ReportInterval.day.periodStart(containing: start).microseconds
                 paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].first &+= sign
+                paidHours[CurrencyDayKey(day: Self.hourStart(start), entitlement: key.entitlement, currency: key.currency), default: .init()]
+                    .first &+= sign
                 if let end {
                     let day = ReportInterval.day.periodStart(containing: end).microseconds
                     paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].second &+= sign
+                    paidHours[CurrencyDayKey(day: Self.hourStart(end), entitlement: key.entitlement, currency: key.currency), default: .init()]
+                        .second &+= sign
                 }
             }
         }

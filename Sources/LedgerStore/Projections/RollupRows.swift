@@ -8,7 +8,8 @@ enum RollupRows {
     /// The rollup tables, in the order the rebuild writes them.
     static let tables = [
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
-        "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending",
+        "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
+        "report_paid_hours",
     ]
 
     static func json(_ rollup: ReportRollup) -> String {
@@ -94,28 +95,40 @@ enum RollupRows {
             retention.integer("delta", v)
             retention.endRow()
         }
-        var mrr = JSONRows()
-        for (k, v) in rollup.mrr {
-            mrr.beginRow()
-            mrr.member("entitlement", .string(k.entitlement))
-            mrr.integer("day_us", k.day)
-            mrr.member("currency", .string(k.currency))
-            mrr.wide("denominator", k.denominator)
-            mrr.wide("started", v.started)
-            mrr.wide("ended", v.ended)
-            mrr.endRow()
+        func mrrRows(_ cells: [ReportRollup.MRRKey: ReportRollup.MRRCell], period: StaticString) -> JSONRows {
+            var rows = JSONRows()
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.member("entitlement", .string(k.entitlement))
+                rows.integer(period, k.day)
+                rows.member("currency", .string(k.currency))
+                rows.wide("denominator", k.denominator)
+                rows.wide("started", v.started)
+                rows.wide("ended", v.ended)
+                rows.endRow()
+            }
+            return rows
         }
-        var paid = JSONRows()
-        for (k, v) in rollup.paid {
-            paid.beginRow()
-            paid.member("entitlement", .string(k.entitlement))
-            paid.integer("day_us", k.day)
-            paid.member("currency", .string(k.currency))
-            paid.integer("starts", v.first)
-            paid.integer("ends", v.second)
-            paid.endRow()
+        func paidRows(_ cells: [ReportRollup.CurrencyDayKey: ReportRollup.Counts], period: StaticString) -> JSONRows {
+            var rows = JSONRows()
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.member("entitlement", .string(k.entitlement))
+                rows.integer(period, k.day)
+                rows.member("currency", .string(k.currency))
+                rows.integer("starts", v.first)
+                rows.integer("ends", v.second)
+                rows.endRow()
+            }
+            return rows
         }
-        let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending]).map { "\"\($0)\":\($1.text)" }
+        let mrr = mrrRows(rollup.mrr, period: "day_us")
+        let paid = paidRows(rollup.paid, period: "day_us")
+        let mrrHours = mrrRows(rollup.mrrHours, period: "hour_us")
+        let paidHours = paidRows(rollup.paidHours, period: "hour_us")
+        let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours]).map {
+            "\"\($0)\":\($1.text)"
+        }
         return "{" + parts.joined(separator: ",") + "}"
     }
 }

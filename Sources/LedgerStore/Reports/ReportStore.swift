@@ -306,12 +306,19 @@ public struct ReportStore: Sendable {
             let key = entitlement ?? ""
             let t = at.microseconds
             let midnight = ReportInterval.day.periodStart(containing: at).microseconds
+            let hour = ReportRollup.hourStart(at)
             return try await database.withConnection { c in
+                // The days before the instant's midnight, then that day's hours before the instant's hour.
                 var amounts: [(currency: String, amount: MonthlyAmount)] = []
                 let sums = try await c.query(
                     """
-                    SELECT currency, denominator::text, (sum(started) - sum(ended))::text FROM report_mrr_days
-                    WHERE entitlement = \(key) AND day_us < \(midnight) GROUP BY currency, denominator
+                    SELECT currency, denominator::text, (sum(started) - sum(ended))::text FROM (
+                        SELECT currency, denominator, started, ended FROM report_mrr_days
+                        WHERE entitlement = \(key) AND day_us < \(midnight)
+                        UNION ALL
+                        SELECT currency, denominator, started, ended FROM report_mrr_hours
+                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(hour)
+                    ) cells GROUP BY currency, denominator
                     """, logger: logger)
                 for try await (currency, den, num) in sums.decode((String, String, String).self) {
                     guard let n = Int128(num), let d = Int128(den), d > 0 else {
@@ -322,18 +329,22 @@ public struct ReportStore: Sendable {
                 var subscribers: [String: Int64] = [:]
                 let counts = try await c.query(
                     """
-                    SELECT currency, (sum(starts) - sum(ends))::int8 FROM report_paid_days
-                    WHERE entitlement = \(key) AND day_us < \(midnight) GROUP BY currency
+                    SELECT currency, (sum(starts) - sum(ends))::int8 FROM (
+                        SELECT currency, starts, ends FROM report_paid_days WHERE entitlement = \(key) AND day_us < \(midnight)
+                        UNION ALL
+                        SELECT currency, starts, ends FROM report_paid_hours
+                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(hour)
+                    ) cells GROUP BY currency
                     """, logger: logger)
                 for try await (currency, n) in counts.decode((String, Int64).self) { subscribers[currency] = n }
-                // The instant's own day: the subscribers whose service starts or ends between its midnight and
+                // The instant's own hour: the subscribers whose service starts or ends between its start and
                 // the instant (two index ranges), then their monthly transactions covering either instant. Two
                 // queries, so no plan can turn the second into a scan of the table.
                 var moved: [String] = []
                 let ids = try await c.query(
                     """
                     SELECT DISTINCT subscriber_id FROM report_transactions
-                    WHERE (start_us BETWEEN \(midnight) AND \(t) OR service_end_us BETWEEN \(midnight) AND \(t))
+                    WHERE (start_us BETWEEN \(hour) AND \(t) OR service_end_us BETWEEN \(hour) AND \(t))
                       AND monthly_num IS NOT NULL
                     """, logger: logger)
                 for try await id in ids.decode(String.self) { moved.append(id) }
@@ -344,7 +355,7 @@ public struct ReportStore: Sendable {
                     FROM report_transactions
                     WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
                       AND (\(key) = '' OR \(key) = ANY(entitlements))
-                      AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us >= \(midnight))
+                      AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us >= \(hour))
                     """, logger: logger)
                 for try await (subscriber, currency, start, end, num, den) in rows.decode(
                     (String, String, Int64, Int64?, String, String).self)
