@@ -24,6 +24,14 @@ CREATE TABLE report_paid_hours (
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON report_mrr_hours, report_paid_hours TO subledger_app;
 
+-- MRR reads the monthly transactions of the subscribers whose service starts or ends within the instant's
+-- hour that cover its start or the instant: per subscriber, those whose service ends at or after the hour's
+-- start (an open-ended one counts as never ending). This index replaces the one on subscriber_id alone,
+-- which the projection write's deletes by subscriber use as well.
+CREATE INDEX report_transactions_subscriber_end
+    ON report_transactions (subscriber_id, coalesce(service_end_us, 9223372036854775807));
+DROP INDEX report_transactions_subscriber;
+
 -- A ledger with events has no hour cells until a rebuild (`subledger migrate` runs one).
 UPDATE report_rollup_state SET complete = false WHERE EXISTS (SELECT 1 FROM events);
 

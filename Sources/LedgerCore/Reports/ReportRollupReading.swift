@@ -143,15 +143,16 @@ public struct MRRService: Sendable, Hashable {
 }
 
 extension ReportRollup {
-    /// MRR per currency at `at`: the day cells before `at`'s midnight and the hour cells from there give the
-    /// state just before `at`'s hour (`amounts` summed per currency and denominator, `subscribers` per
-    /// currency); `changed` holds every monthly transaction of the subscribers whose service starts or ends
-    /// between that hour's start and `at`, whose difference is added. Currencies with paying subscribers,
-    /// sorted.
+    /// MRR per currency at `at`: the cells (days, then hours) give the state just before an hour `boundary`
+    /// near the instant (`amounts` summed per currency and denominator, `subscribers` per currency);
+    /// `changed` holds every monthly transaction of the subscribers whose service starts or ends between the
+    /// boundary and `at`, whose difference between the two instants is added. Currencies with paying
+    /// subscribers, sorted.
     public static func mrr(
-        at: Timestamp, amounts: [(currency: String, amount: MonthlyAmount)], subscribers: [String: Int64], changed: [MRRService]
+        at: Timestamp, boundary: Timestamp, amounts: [(currency: String, amount: MonthlyAmount)], subscribers: [String: Int64],
+        changed: [MRRService]
     ) throws(ReportOverflow) -> [(currency: String, mrrMinor: Int128, activePaid: Int)] {
-        let before = Timestamp(microseconds: hourStart(at) - 1)
+        let before = Timestamp(microseconds: boundary.microseconds &- 1)
         var sums: [String: [MonthlyAmount]] = [:]
         for (currency, amount) in amounts { sums[currency, default: []].append(amount) }
         var counts = subscribers

@@ -305,10 +305,14 @@ public struct ReportStore: Sendable {
         if try await useRollups() {
             let key = entitlement ?? ""
             let t = at.microseconds
-            let midnight = ReportInterval.day.periodStart(containing: at).microseconds
+            // The cells give the state just before an hour boundary: the nearer one, before or after the
+            // instant, so that at most half an hour of transactions is read.
             let hour = ReportRollup.hourStart(at)
+            let boundary = t &- hour <= hour &+ 3_600_000_000 &- t ? hour : hour &+ 3_600_000_000
+            let midnight = ReportInterval.day.periodStart(containing: Timestamp(microseconds: boundary)).microseconds
+            let (lo, hi) = (min(boundary, t), max(boundary, t))
             return try await database.withConnection { c in
-                // The days before the instant's midnight, then that day's hours before the instant's hour.
+                // The days before the boundary's midnight, then that day's hours before the boundary.
                 var amounts: [(currency: String, amount: MonthlyAmount)] = []
                 let sums = try await c.query(
                     """
@@ -317,7 +321,7 @@ public struct ReportStore: Sendable {
                         WHERE entitlement = \(key) AND day_us < \(midnight)
                         UNION ALL
                         SELECT currency, denominator, started, ended FROM report_mrr_hours
-                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(hour)
+                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(boundary)
                     ) cells GROUP BY currency, denominator
                     """, logger: logger)
                 for try await (currency, den, num) in sums.decode((String, String, String).self) {
@@ -333,18 +337,18 @@ public struct ReportStore: Sendable {
                         SELECT currency, starts, ends FROM report_paid_days WHERE entitlement = \(key) AND day_us < \(midnight)
                         UNION ALL
                         SELECT currency, starts, ends FROM report_paid_hours
-                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(hour)
+                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(boundary)
                     ) cells GROUP BY currency
                     """, logger: logger)
                 for try await (currency, n) in counts.decode((String, Int64).self) { subscribers[currency] = n }
-                // The instant's own hour: the subscribers whose service starts or ends between its start and
-                // the instant (two index ranges), then their monthly transactions covering either instant. Two
-                // queries, so no plan can turn the second into a scan of the table.
+                // Between the boundary and the instant: the subscribers whose service starts or ends there (two
+                // index ranges), then their monthly transactions covering either instant. Two queries, so no
+                // plan can turn the second into a scan of the table.
                 var moved: [String] = []
                 let ids = try await c.query(
                     """
                     SELECT DISTINCT subscriber_id FROM report_transactions
-                    WHERE (start_us BETWEEN \(hour) AND \(t) OR service_end_us BETWEEN \(hour) AND \(t))
+                    WHERE (start_us BETWEEN \(lo) AND \(hi) OR service_end_us BETWEEN \(lo) AND \(hi))
                       AND monthly_num IS NOT NULL
                     """, logger: logger)
                 for try await id in ids.decode(String.self) { moved.append(id) }
@@ -355,7 +359,7 @@ public struct ReportStore: Sendable {
                     FROM report_transactions
                     WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
                       AND (\(key) = '' OR \(key) = ANY(entitlements))
-                      AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us >= \(hour))
+                      AND start_us <= \(hi) AND coalesce(service_end_us, 9223372036854775807) >= \(lo)
                     """, logger: logger)
                 for try await (subscriber, currency, start, end, num, den) in rows.decode(
                     (String, String, Int64, Int64?, String, String).self)
@@ -368,7 +372,9 @@ public struct ReportStore: Sendable {
                             subscriber: subscriber, currency: currency, start: .init(microseconds: start),
                             end: end.map(Timestamp.init(microseconds:)), monthly: MonthlyAmount(numerator: n, denominator: d)))
                 }
-                return try ReportRollup.mrr(at: at, amounts: amounts, subscribers: subscribers, changed: changed).map {
+                return try ReportRollup.mrr(
+                    at: at, boundary: Timestamp(microseconds: boundary), amounts: amounts, subscribers: subscribers, changed: changed
+                ).map {
                     MRRLine(currency: $0.currency, mrrMinor: $0.mrrMinor, activePaid: $0.activePaid)
                 }
             }
