@@ -51,12 +51,11 @@ public struct Rebuilder: Sendable {
             let (seen, done, rollup) = try await database.withConnection { reader in
                 try await Self.load(from: reader, into: writer, chunkSize: chunkSize, logger: logger, progress: progress)
             }
-            let cells = RollupRows.json(rollup)
-            for table in RollupRows.tables {
+            for (table, rows) in RollupRows.arrays(rollup) {
                 try await writer.query(
                     """
                     INSERT INTO \(unescaped: "rebuild_" + table)
-                    SELECT * FROM jsonb_populate_recordset(NULL::\(unescaped: table), \(cells)::jsonb -> \(table))
+                    SELECT * FROM jsonb_populate_recordset(NULL::\(unescaped: table), \(rows)::jsonb)
                     """, logger: logger)
             }
             phase("load")

@@ -12,7 +12,14 @@ enum RollupRows {
         "report_paid_hours",
     ]
 
+    /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
     static func json(_ rollup: ReportRollup) -> String {
+        "{" + arrays(rollup).map { "\"\($0.table)\":\($0.rows)" }.joined(separator: ",") + "}"
+    }
+
+    /// Each table's cells as a JSON array, in the order of `tables` (the rebuild sends each to its own table:
+    /// one object of every table, parsed by each table's statement, cost the rebuild several seconds).
+    static func arrays(_ rollup: ReportRollup) -> [(table: String, rows: String)] {
         func revenueRows(_ cells: some Sequence<(key: ReportRollup.RevenueKey, value: ReportRollup.RevenueCell)>, period: StaticString) -> JSONRows {
             var rows = JSONRows()
             for (k, v) in cells {
@@ -126,10 +133,8 @@ enum RollupRows {
         let paid = paidRows(rollup.paid, period: "day_us")
         let mrrHours = mrrRows(rollup.mrrHours, period: "hour_us")
         let paidHours = paidRows(rollup.paidHours, period: "hour_us")
-        let parts = zip(tables, [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours]).map {
-            "\"\($0)\":\($1.text)"
-        }
-        return "{" + parts.joined(separator: ",") + "}"
+        return zip(tables, [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours])
+            .map { ($0, $1.text) }
     }
 }
 
