@@ -105,8 +105,11 @@ BEGIN
                 settled_deferred = t.settled_deferred + excluded.settled_deferred;
     END IF;
     IF jsonb_array_length(coalesce(cells -> 'report_revenue_pending', '[]')) > 0 THEN
-        INSERT INTO report_revenue_pending
-            SELECT * FROM jsonb_populate_recordset(NULL::report_revenue_pending, cells -> 'report_revenue_pending');
+        INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
+                                            occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut)
+            SELECT change, source_event_id, entitlements, kind, currency, gross, commission, occurred_us, start_us, end_us,
+                   stop_us, refund_at_us, refund_amount, refund_cut
+            FROM jsonb_populate_recordset(NULL::report_revenue_pending, cells -> 'report_revenue_pending');
     END IF;
     IF jsonb_array_length(coalesce(cells -> 'report_mrr_hours', '[]')) > 0 THEN
         INSERT INTO report_mrr_hours AS t

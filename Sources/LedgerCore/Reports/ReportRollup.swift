@@ -19,8 +19,8 @@ import Foundation
 ///   and −1 after it stops; the cell of the cohort's own month holds the cohort's size.
 /// - MRR: per day, key, currency and denominator, the monthly amounts of paid transactions starting and
 ///   ending service that day; per day, key and currency, the subscriber's paid coverage (its transactions'
-///   service merged) starting and ending; the same per hour. The instant's own hour is read from the
-///   transactions.
+///   service merged) starting and ending; the same per hour. What lies between the hour boundary nearest
+///   the instant and the instant is read from the transactions.
 ///
 /// A change to a subscriber adds `change(from: old, to: new)`: the new facts' cells minus the old ones'.
 public struct ReportRollup: Sendable, Hashable {
@@ -138,7 +138,8 @@ public struct ReportRollup: Sendable, Hashable {
     /// Paid coverage started (`first`) and ended (`second`) per day: MRR's count of paying subscribers.
     public var paid: [CurrencyDayKey: Counts] = [:]
     /// `mrr` and `paid` per hour (keys hold the hour's start): MRR at an instant within a day adds the hours
-    /// of that day before the instant's hour, so only the instant's own hour is read from the transactions.
+    /// of that day up to the hour boundary nearest the instant, so at most half an hour is read from the
+    /// transactions.
     public var mrrHours: [MRRKey: MRRCell] = [:]
     public var paidHours: [CurrencyDayKey: Counts] = [:]
     public var trials: [DayKey: Counts] = [:]

@@ -44,7 +44,6 @@ enum RollupRows {
         var pending = JSONRows()
         for (t, change) in rollup.pendingRevenue {
             pending.beginRow()
-            pending.member("pending_id", .string(UUID().lowercasedString))
             pending.integer("change", change)
             pending.member("source_event_id", .string(t.eventID.lowercasedString))
             pending.member("entitlements", .array(t.entitlements.map(JSONValue.string)))

@@ -51,24 +51,25 @@ public struct RevenueDayWorker: Service {
                 .collect().first?.decode(Bool.self)
             guard locked == true else { return nil }
             var rollup = ReportRollup()
-            var ids: [String] = []
+            var ids: [Int64] = []
+            // The oldest rows through the primary key: dead rows the last batches left are not read again.
             let rows = try await c.query(
                 """
-                SELECT change, \(unescaped: ReportStore.transactionColumns), pending_id::text, entitlements
-                FROM report_revenue_pending LIMIT \(batchSize)
+                SELECT change, \(unescaped: ReportStore.transactionColumns), id, entitlements
+                FROM report_revenue_pending ORDER BY id LIMIT \(batchSize)
                 """, logger: logger)
             for try await row in rows {
                 guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
                 let change = try cells.int64()
                 var transaction = try ReportStore.transaction(&cells)
-                ids.append(try cells.string())
+                ids.append(try cells.int64())
                 let columns = row.makeRandomAccess()
                 transaction.entitlements = try columns[columns.count - 1].decode([String].self)
                 rollup.addQueuedRevenueDays(transaction, change: change)
             }
             guard !ids.isEmpty else { return 0 }
             try await c.query("SELECT subledger_rollup_add(\(RollupRows.json(rollup.pruned()))::jsonb)", logger: logger)
-            try await c.query("DELETE FROM report_revenue_pending WHERE pending_id = ANY(\(TextArray(ids))::uuid[])", logger: logger)
+            try await c.query("DELETE FROM report_revenue_pending WHERE id = ANY(\(Int64Array(ids))::int8[])", logger: logger)
             logger.debug("revenue day cells added", metadata: ["revenue_days.applied": "\(ids.count)"])
             return ids.count
         }
