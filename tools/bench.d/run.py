@@ -264,8 +264,9 @@ tx AS (INSERT INTO ceiling_transactions (source_event_id, subscriber_id, entitle
   occurred_us, start_us, end_us, stop_us, service_end_us, settled_us, refund_at_us, refund_amount, monthly_num, monthly_den)
 SELECT event_id, subscriber_id, '{pro}', 'paid', 'USD', 999, 300, position, position, position + 1, NULL, position + 1,
   position + 1, '{}', '{}', 999, 1 FROM e),
-pq AS (INSERT INTO ceiling_revenue_pending SELECT gen_random_uuid(), 1, event_id, '{pro}', 'paid', 'USD', 999, 300,
-  position, position, position + 1, NULL, '{}', '{}', '{}' FROM e),
+pq AS (INSERT INTO ceiling_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
+  occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut)
+  SELECT 1, event_id, '{pro}', 'paid', 'USD', 999, 300, position, position, position + 1, NULL, '{}', '{}', '{}' FROM e),
 n AS (SELECT count(*) AS n FROM e),
 k AS (SELECT * FROM (VALUES (''), ('pro')) x(k)),
 rm AS (INSERT INTO ceiling_revenue_months AS t SELECT k, m, 'USD', n, 999 * n, 300 * n, 0, 0, 0, 499 * n, 0
