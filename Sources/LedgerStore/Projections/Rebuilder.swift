@@ -63,6 +63,16 @@ public struct Rebuilder: Sendable {
             try await writer.query("SET LOCAL maintenance_work_mem = '256MB'", logger: logger)
             try await writer.query("SELECT subledger_rebuild_index()", logger: logger)
             phase("index")
+            // Column statistics for the new tables, so that the first reports after a rebuild (an import) are
+            // planned on them: before autovacuum got to it, MRR on ten million events took 0.7 s instead of 10 ms.
+            var tables: [String] = []
+            for try await table in try await writer.query("SELECT unnest(subledger_projection_tables())", logger: logger)
+                .decode(String.self)
+            {
+                tables.append(table)
+            }
+            for table in tables { try await writer.query("ANALYZE \(unescaped: "rebuild_" + table)", logger: logger) }
+            phase("analyze")
             try await writer.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
             try await writer.query("SELECT subledger_rebuild_swap()", logger: logger)
             var moved: [String] = []
