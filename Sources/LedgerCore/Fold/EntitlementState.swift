@@ -24,34 +24,63 @@ extension EntitlementState {
             "product_id": productID.map(JSONValue.string) ?? .null,
         ])
     }
+
+    /// `json`'s members, written straight into a canonical object (entitlement reads are the hot path).
+    public func write(to object: inout CanonicalObject) {
+        object.member("active", bool: active)
+        object.member("entitlement", string: entitlement)
+        object.member("expires_at", string: expiresAt?.rfc3339)
+        object.member("in_grace", bool: inGrace)
+        object.member("in_trial", bool: inTrial)
+        object.member("product_id", string: productID)
+        object.member("will_renew", bool: willRenew)
+    }
 }
 
 extension SubscriberLedger {
     /// The state of every entitlement this subscriber ever had a window for, at `t`.
     public func entitlements(at t: Timestamp) -> [EntitlementState] {
-        let byEntitlement = Dictionary(grouping: windows.filter { !$0.isVoid }, by: \.entitlement)
-        let all = Set(windows.map(\.entitlement))
-        return all.sorted().map { e in
-            let ws = byEntitlement[e] ?? []
-            let covering = ws.filter { $0.covers(t) }
-            let active = !covering.isEmpty
-            let expiresAt: Timestamp?
-            let product: String?
-            if active {
-                expiresAt = Coverage.runEnd(ws.map { ($0.start, $0.end) }, containing: t) ?? nil
-                product = covering.max(by: { Self.rank($0) < Self.rank($1) })?.productID
-            } else {
-                let ended = ws.filter { $0.end.map { $0 <= t } ?? false }
-                expiresAt = ended.compactMap(\.end).max()
-                product = ended.filter { $0.productID != nil }.max(by: { Self.endedRank($0) < Self.endedRank($1) })?.productID
+        guard let first = windows.first?.entitlement else { return [] }
+        // Most subscribers have one entitlement: no grouping (this runs on every entitlement read).
+        if windows.allSatisfy({ $0.entitlement == first }) { return [state(of: first, at: t)] }
+        return Set(windows.map(\.entitlement)).sorted().map { state(of: $0, at: t) }
+    }
+
+    /// One entitlement's state at `t`, from its windows that are not void, in one pass without copies.
+    private func state(of e: String, at t: Timestamp) -> EntitlementState {
+        var covering: Int?  // the covering window that names the product (highest `rank`, first of equals)
+        var (allGrace, anyTrial, anyPaid) = (true, false, false)
+        var ended: Int?  // among ended windows with a product, the highest `endedRank`
+        var lastEnd: Timestamp?
+        for i in windows.indices where windows[i].entitlement == e && !windows[i].isVoid {
+            let w = windows[i]
+            if w.covers(t) {
+                if let c = covering { if Self.rank(windows[c]) < Self.rank(w) { covering = i } } else { covering = i }
+                if w.kind != .grace { allGrace = false }
+                if w.kind == .trial { anyTrial = true }
+                if w.kind == .paid { anyPaid = true }
+            } else if let end = w.end, end <= t {
+                if lastEnd.map({ $0 < end }) ?? true { lastEnd = end }
+                if w.productID != nil {
+                    if let c = ended { if Self.endedRank(windows[c]) < Self.endedRank(w) { ended = i } } else { ended = i }
+                }
             }
-            let inGrace = active && covering.allSatisfy { $0.kind == .grace }
-            let inTrial = covering.contains { $0.kind == .trial } && !covering.contains { $0.kind == .paid }
-            let willRenew = (autoRenew[e] ?? false) && !lapsed.contains(e)
-            return EntitlementState(
-                entitlement: e, active: active, expiresAt: expiresAt, inGrace: inGrace, inTrial: inTrial,
-                willRenew: willRenew, productID: product)
         }
+        let active = covering != nil
+        let expiresAt: Timestamp?
+        let product: String?
+        if let covering {
+            let intervals = windows.lazy.filter { $0.entitlement == e && !$0.isVoid }.map { ($0.start, $0.end) }
+            expiresAt = Coverage.runEnd(intervals, containing: t) ?? nil
+            product = windows[covering].productID
+        } else {
+            expiresAt = lastEnd
+            product = ended.flatMap { windows[$0].productID }
+        }
+        let willRenew = (autoRenew[e] ?? false) && !lapsed.contains(e)
+        return EntitlementState(
+            entitlement: e, active: active, expiresAt: expiresAt, inGrace: active && allGrace, inTrial: anyTrial && !anyPaid,
+            willRenew: willRenew, productID: product)
     }
 
     /// Which covering window names the product: store purchases first, then grace, then credits; latest

@@ -1,12 +1,13 @@
 /// Writes a canonical JSON object whose keys the caller gives already in canonical (UTF-8 byte) order.
 ///
-/// For fixed shapes on hot paths (event envelopes): the same bytes as `JSONValue.object(...).canonicalBytes()`
-/// without building and sorting a dictionary. The caller owns the order; tests compare both paths.
-struct CanonicalObject {
+/// For fixed shapes on hot paths (event envelopes, entitlement reads): the same bytes as
+/// `JSONValue.object(...).canonicalBytes()` without building and sorting a dictionary. The caller owns the
+/// order; tests compare both paths.
+public struct CanonicalObject {
     private var out: [UInt8] = [UInt8(ascii: "{")]
     private var empty = true
 
-    init() { out.reserveCapacity(512) }
+    public init(capacity: Int = 512) { out.reserveCapacity(capacity) }
 
     private mutating func key(_ key: StaticString) {
         if !empty { out.append(UInt8(ascii: ",")) }
@@ -16,22 +17,56 @@ struct CanonicalObject {
         out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
     }
 
-    mutating func member(_ name: StaticString, _ value: JSONValue) {
+    public mutating func member(_ name: StaticString, _ value: JSONValue) {
         key(name)
         value.write(into: &out)
     }
 
-    mutating func member(_ name: StaticString, string value: String) {
+    public mutating func member(_ name: StaticString, string value: String) {
         key(name)
         JSONValue.writeString(value, into: &out)
     }
 
-    mutating func member(_ name: StaticString, integer value: Int64) {
+    /// A string, or `null` when nil.
+    public mutating func member(_ name: StaticString, string value: String?) {
+        key(name)
+        if let value { JSONValue.writeString(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+    }
+
+    public mutating func member(_ name: StaticString, bool value: Bool) {
+        key(name)
+        out.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    public mutating func member(_ name: StaticString, integer value: Int64) {
         key(name)
         out.append(contentsOf: String(value).utf8)
     }
 
-    mutating func finish() -> [UInt8] {
+    /// An array of objects, each written by `body` into a nested writer that shares this one's buffer.
+    public mutating func member<S: Sequence>(
+        _ name: StaticString, objects items: S, _ body: (S.Element, inout CanonicalObject) -> Void
+    ) {
+        key(name)
+        out.append(UInt8(ascii: "["))
+        var first = true
+        for item in items {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            var nested = CanonicalObject(continuing: out)
+            out = []
+            body(item, &nested)
+            out = nested.finish()
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    private init(continuing buffer: [UInt8]) {
+        out = buffer
+        out.append(UInt8(ascii: "{"))
+    }
+
+    public mutating func finish() -> [UInt8] {
         out.append(UInt8(ascii: "}"))
         return out
     }

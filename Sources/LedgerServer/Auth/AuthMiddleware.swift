@@ -23,7 +23,9 @@ struct AuthMiddleware: RouterMiddleware {
         }
         var context = context
         context.apiKey = key
-        context.logger[metadataKey: "auth.key_id"] = "\(key.keyID)"
+        // Only when info logs are on (the routes' own logs are info): setting metadata re-renders the log
+        // handler's metadata on every request. Errors name the key themselves (`ErrorMiddleware`).
+        if context.logger.logLevel <= .info { context.logger[metadataKey: "auth.key_id"] = "\(key.keyID)" }
         return try await next(request, context)
     }
 

@@ -52,4 +52,11 @@ extension Response {
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: value.canonicalBytes())))
     }
+
+    /// A JSON response from bytes already written canonically (`CanonicalObject`).
+    public static func json(canonical bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
 }

@@ -13,12 +13,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             let apiError = Self.map(error)
             if apiError.status.code >= 500 {
-                context.logger.error(
-                    "request failed",
-                    metadata: [
-                        "http.method": "\(request.method)", "http.path": "\(request.uri.path)",
-                        "error.type": "\(type(of: error))", "error.detail": "\(String(reflecting: error))",
-                    ])
+                var metadata: Logger.Metadata = [
+                    "http.method": "\(request.method)", "http.path": "\(request.uri.path)",
+                    "error.type": "\(type(of: error))", "error.detail": "\(String(reflecting: error))",
+                ]
+                if let key = (context as? LedgerRequestContext)?.apiKey { metadata["auth.key_id"] = "\(key.keyID)" }
+                context.logger.error("request failed", metadata: metadata)
             } else {
                 context.logger.debug(
                     "request refused", metadata: ["http.path": "\(request.uri.path)", "error.code": "\(apiError.code)"])

@@ -23,13 +23,13 @@ struct SubscriberRoutes {
         if asOf != nil { try context.require(.audit) }
         let minimum = try LedgerPosition.minimum(request)
         let (ledger, position) = try await reader.read(subscriberID: subscriber, asOf: asOf, atLeast: minimum)
-        var body: [String: JSONValue] = [
-            "subscriber_id": .string(subscriber),
-            "at": .string(at.rfc3339),
-            "entitlements": .array(ledger.entitlements(at: at).map(\.json)),
-        ]
-        if let asOf { body["as_of"] = asOf.json }
-        return Response.json(.object(body)).ledgerPosition(position)
+        // The members in canonical order, written without a dictionary: this is the hottest read.
+        var body = CanonicalObject(capacity: 320)
+        if let asOf { body.member("as_of", asOf.json) }
+        body.member("at", string: at.rfc3339)
+        body.member("entitlements", objects: ledger.entitlements(at: at)) { $0.write(to: &$1) }
+        body.member("subscriber_id", string: subscriber)
+        return Response.json(canonical: body.finish()).ledgerPosition(position)
     }
 
     @Sendable func windows(_ request: Request, context: LedgerRequestContext) async throws -> Response {
