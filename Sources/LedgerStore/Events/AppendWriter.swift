@@ -154,27 +154,13 @@ struct AppendWriter {
         let subscribers = folded.map(\.subscriber)
         let believed = subscribers.map { streams[$0]?.last }
         let newEnd = LogEnd(position: group.position, recordedAt: recordedAt)
-        let statement: PostgresQuery = """
-            SELECT subledger_append(
-                \(EventStore.appendLockKey), \(end.position),
-                \(TextArray(subscribers))::text[], \(Int64Array(believed.map { $0?.version ?? 0 }))::int8[],
-                \(ByteaArray(believed.map { $0?.hash ?? RecordedEvent.genesisHash }))::bytea[],
-                \(recordedAt.rfc3339)::timestamptz,
-                \(TextArray(rows.map(\.subscriberID)))::text[], \(Int64Array(rows.map(\.version)))::int8[],
-                \(Int64Array(rows.map(\.position)))::int8[], \(UUIDArray(rows.map(\.eventID)))::uuid[],
-                \(TextArray(rows.map(\.type.rawValue)))::text[], \(TextArray(rows.map(\.occurredAt.rfc3339)))::text[],
-                \(TextArray(rows.map(\.source)))::text[], \(TextArray(rows.map(\.environment.rawValue)))::text[],
-                \(TextArray(rows.map(\.idempotencyKey)))::text[],
-                \(TextArray(rows.map { JSONValue.object($0.data).canonicalString() }))::text[],
-                \(TextArray(rows.map { JSONValue.object($0.metadata).canonicalString() }))::text[],
-                \(ByteaArray(group.fingerprints))::bytea[], \(ByteaArray(rows.map(\.prevHash)))::bytea[],
-                \(ByteaArray(rows.map(\.hash)))::bytea[],
-                \(projection.text(.windows))::jsonb, \(projection.text(.subscriberState))::jsonb,
-                \(projection.text(.reportRuns))::jsonb, \(projection.text(.reportTransactions))::jsonb,
-                \(projection.text(.reportTrials))::jsonb, \(projection.rollupText)::jsonb, \(projection.deletionsText)::jsonb)
-            """
+        let statement = AppendStatements.OneTrip(
+            lockKey: EventStore.appendLockKey, expectedPosition: end.position, subscribers: subscribers,
+            believedVersions: believed.map { $0?.version ?? 0 }, believedHashes: believed.map { $0?.hash ?? RecordedEvent.genesisHash },
+            recordedAt: recordedAt, rows: rows, fingerprints: group.fingerprints, projection: projection)
         sending(newEnd, touched, newFolds)
-        let written = try await connection.query(statement, logger: logger).collect().first?.decode(Bool.self)
+        var written: Bool?
+        for try await result in try await connection.execute(statement, logger: logger) { written = result }
         guard written == true else { return nil }
         return Written(outcomes: outcomes, end: newEnd, streams: touched, folds: newFolds)
     }

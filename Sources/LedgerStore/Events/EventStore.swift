@@ -185,11 +185,14 @@ public struct EventStore: Sendable {
                 var streams = belief.streams
                 let missing = subscribers.subtracting(streams.keys)
                 if !missing.isEmpty {
-                    let read = try await ProjectionWriter(logger: logger).streams(
-                        """
-                        SELECT \(unescaped: EventRow.columns) FROM events
-                        WHERE subscriber_id = ANY(\(TextArray(Array(missing)))::text[]) ORDER BY subscriber_id, version
-                        """, on: connection)
+                    var read: [String: [RecordedEvent]] = [:]
+                    if missing.count == 1, let subscriber = missing.first {
+                        let rows = try await connection.execute(AppendStatements.Stream(subscriber: subscriber), logger: logger)
+                        for try await event in rows { read[event.subscriberID, default: []].append(event) }
+                    } else {
+                        let rows = try await connection.execute(AppendStatements.Streams(subscribers: Array(missing)), logger: logger)
+                        for try await event in rows { read[event.subscriberID, default: []].append(event) }
+                    }
                     for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
                 }
                 // The recorded time: this server's clock, never before the log's last event's (the database checks).

@@ -110,12 +110,8 @@ public struct ProjectionChanges: Service {
         if !reset {
             var moved: [String: Int64] = [:]
             var last = seen
-            let rows = try await connection.query(
-                """
-                SELECT subscriber_id, position FROM events WHERE position > \(seen)
-                ORDER BY position LIMIT \(Self.resetThreshold + 1)
-                """, logger: logger)
-            for try await (subscriber, position) in rows.decode((String, Int64).self) {
+            let rows = try await connection.execute(Moved(after: seen, limit: Self.resetThreshold + 1), logger: logger)
+            for try await (subscriber, position) in rows {
                 moved[subscriber] = position
                 last = position
             }
@@ -127,6 +123,26 @@ public struct ProjectionChanges: Service {
         let last = try await lastPosition(connection)
         cache.reset(changedUpTo: last)
         return last
+    }
+
+    /// The events after a position: read after every append's notification, so prepared once per
+    /// connection instead of parsed every time.
+    struct Moved: PostgresPreparedStatement {
+        static let name = "subledger_changes_moved"
+        static let sql = "SELECT subscriber_id, position FROM events WHERE position > $1 ORDER BY position LIMIT $2"
+        typealias Row = (String, Int64)
+
+        var after: Int64
+        var limit: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(after)
+            bindings.append(limit)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     private final class ResetFlag: Sendable {
