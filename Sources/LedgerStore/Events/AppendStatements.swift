@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import Logging
 import PostgresNIO
 
 /// The statements every API append runs, prepared once per connection (PostgresNIO keeps them by name).
@@ -8,6 +9,17 @@ import PostgresNIO
 /// the read of the streams a server does not remember and 0.29 ms for the append's call (statement log of
 /// lone appends, issue 21). A prepared statement is parsed once and bound each time.
 enum AppendStatements {
+    /// The events a stream statement returns, grouped by subscriber (each stream in version order).
+    static func streams<S: PostgresPreparedStatement>(
+        _ statement: S, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String: [RecordedEvent]] where S.Row == RecordedEvent {
+        var read: [String: [RecordedEvent]] = [:]
+        for try await event in try await connection.execute(statement, logger: logger) {
+            read[event.subscriberID, default: []].append(event)
+        }
+        return read
+    }
+
     /// One subscriber's whole stream, in version order: the common case (a single append). Its plan does not
     /// depend on the value, so PostgreSQL keeps one generic plan; the array form below is planned per call.
     struct Stream: PostgresPreparedStatement {

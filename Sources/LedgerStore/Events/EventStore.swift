@@ -185,14 +185,12 @@ public struct EventStore: Sendable {
                 var streams = belief.streams
                 let missing = subscribers.subtracting(streams.keys)
                 if !missing.isEmpty {
-                    var read: [String: [RecordedEvent]] = [:]
-                    if missing.count == 1, let subscriber = missing.first {
-                        let rows = try await connection.execute(AppendStatements.Stream(subscriber: subscriber), logger: logger)
-                        for try await event in rows { read[event.subscriberID, default: []].append(event) }
-                    } else {
-                        let rows = try await connection.execute(AppendStatements.Streams(subscribers: Array(missing)), logger: logger)
-                        for try await event in rows { read[event.subscriberID, default: []].append(event) }
-                    }
+                    let read =
+                        if missing.count == 1, let subscriber = missing.first {
+                            try await AppendStatements.streams(AppendStatements.Stream(subscriber: subscriber), on: connection, logger: logger)
+                        } else {
+                            try await AppendStatements.streams(AppendStatements.Streams(subscribers: Array(missing)), on: connection, logger: logger)
+                        }
                     for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
                 }
                 // The recorded time: this server's clock, never before the log's last event's (the database checks).
