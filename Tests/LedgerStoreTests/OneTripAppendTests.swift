@@ -250,4 +250,29 @@ struct OneTripAppendTests {
         #expect(held.values.reduce(0) { $0 + $1.count } <= 10)
         #expect(!held.isEmpty)
     }
+
+    @Test("the memory evicts the streams learnt longest ago, and learning a stream again keeps it")
+    func memoryEvictsOldest() {
+        let memory = AppendMemory(maxEvents: 30)
+        func stream(_ subscriber: String) -> [RecordedEvent] {
+            let e = GeneratedLedger.events(seed: 9, subscribers: 1, eventsPerSubscriber: 1...1)[0]
+            return [
+                RecordedEvent(
+                    eventID: UUID(), subscriberID: subscriber, version: 1, position: 1, type: e.type, occurredAt: e.occurredAt,
+                    recordedAt: e.occurredAt, source: e.source, environment: e.environment, idempotencyKey: e.idempotencyKey,
+                    data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
+            ]
+        }
+        // Thousands of learns through a budget of 30 one-event streams; "kept" is learnt again every round.
+        for round in 0..<5_000 {
+            let end = AppendWriter.LogEnd(position: Int64(round + 1), recordedAt: .minimum)
+            memory.learn(end: end, streams: ["s\(round)": stream("s\(round)"), "kept": stream("kept")], oneTrip: true)
+        }
+        let asked = Set((4_960..<5_000).map { "s\($0)" } + ["kept"])
+        let held = memory.belief(for: asked)!.streams
+        #expect(held.count == 30)
+        #expect(held["kept"] != nil)
+        #expect(Set(held.keys) == Set((4_971..<5_000).map { "s\($0)" } + ["kept"]))
+        #expect(memory.belief(for: ["s0", "s4000"])!.streams.isEmpty)
+    }
 }
