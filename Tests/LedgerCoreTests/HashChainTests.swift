@@ -29,7 +29,7 @@ struct HashChainTests {
         #expect(Hex.encode(next.hash) == "be4c1237bbed55d2668f6e96f7abf2c3684e8ccb93edc03435118f0743b01d81")
     }
 
-    @Test("the field-by-field canonical bytes equal the sorted object's, for envelopes and client content")
+    @Test("the field-by-field canonical bytes equal the sorted object's, for envelopes, their API view and client content")
     func fastCanonicalBytesMatchTheObject() {
         let odd: [String: JSONValue] = [
             "é": "x\u{1}\"\\\t", "a b": .array([.null, .bool(true), .number(JSONNumber(-12))]), "": "",
@@ -44,6 +44,9 @@ struct HashChainTests {
                     source: "apple", environment: .production, idempotencyKey: key, data: data, metadata: metadata,
                     prevHash: RecordedEvent.genesisHash)
                 #expect(e.canonicalBytes() == e.canonicalContent.canonicalBytes())
+                var view = CanonicalObject()
+                e.write(to: &view)
+                #expect(view.finish() == e.json.canonicalBytes())
                 let n = NewEvent(
                     subscriberID: e.subscriberID, type: e.type, occurredAt: e.occurredAt, source: e.source,
                     environment: e.environment, idempotencyKey: key, data: data, metadata: metadata)

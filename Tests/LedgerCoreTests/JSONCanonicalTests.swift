@@ -12,6 +12,30 @@ struct JSONCanonicalTests {
         #expect(v.canonicalString() == #"{"":8,"B":4,"_":10,"a":2,"a b":9,"aa":3,"b":1,"é":5,"｡":6,"😀":7}"#)
     }
 
+    @Test("CanonicalObject writes arrays of objects, nested and empty, as the sorted object would")
+    func canonicalObjectArrays() {
+        let rows: [[Int64]] = [[], [1], [2, 3, 4], [], [5]]
+        var out = CanonicalObject(capacity: 0)
+        out.member("a", string: "x")
+        out.member("empty", objects: [Int]()) { _, _ in }
+        out.member("rows", objects: rows) { row, o in
+            o.member("cells", objects: row) { $1.member("v", integer: $0) }
+            o.member("n", integer: Int64(row.count))
+        }
+        out.member("z", bool: true)
+        let expected: JSONValue = .object([
+            "a": "x", "empty": .array([]), "z": true,
+            "rows": .array(
+                rows.map { row in
+                    .object([
+                        "cells": .array(row.map { .object(["v": .number(JSONNumber($0))]) }),
+                        "n": .number(JSONNumber(Int64(row.count))),
+                    ])
+                }),
+        ])
+        #expect(out.finish() == expected.canonicalBytes())
+    }
+
     @Test("nested objects are sorted too and arrays keep their order")
     func nested() {
         let v: JSONValue = ["z": [3, 1, 2, ["y": true, "x": false]], "m": ["k2": nil, "k1": [:]]]

@@ -65,19 +65,32 @@ public struct RecordedEvent: Sendable, Hashable {
     /// import hashes each event, and building the object to sort its twelve keys cost more than the hash.
     public func canonicalBytes() -> [UInt8] {
         var out = CanonicalObject()
+        writeMembers(to: &out, hashes: false)
+        return out.finish()
+    }
+
+    /// `json`'s members, written in canonical order without building it (the append, feed and stream
+    /// responses: a batch answers a thousand events).
+    public func write(to out: inout CanonicalObject) {
+        writeMembers(to: &out, hashes: true)
+    }
+
+    /// The envelope's members in sorted key order; `hashes`: with `hash` and `prev_hash` (the API's view).
+    private func writeMembers(to out: inout CanonicalObject, hashes: Bool) {
         out.member("data", .object(data))
         out.member("environment", string: environment.rawValue)
         out.member("event_id", string: eventID.lowercasedString)
+        if hashes { out.member("hash", string: Hex.encode(hash)) }
         out.member("idempotency_key", string: idempotencyKey)
         out.member("metadata", .object(metadata))
         out.member("occurred_at", string: occurredAt.rfc3339)
         out.member("position", integer: position)
+        if hashes { out.member("prev_hash", string: Hex.encode(prevHash)) }
         out.member("recorded_at", string: recordedAt.rfc3339)
         out.member("source", string: source)
         out.member("subscriber_id", string: subscriberID)
         out.member("type", string: type.rawValue)
         out.member("version", integer: version)
-        return out.finish()
     }
 
     /// `SHA-256(prev_hash ‖ canonical bytes of the event)` (docs/semantics.md section 4).

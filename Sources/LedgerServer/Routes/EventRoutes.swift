@@ -32,10 +32,11 @@ struct EventRoutes {
         let result = try await intake.append(appendRequest.events, path: appendRequest.path)
         context.logger.debug(
             "appended", metadata: ["ledger.events.created": "\(result.createdCount)", "ledger.events.total": "\(result.events.count)"])
+        var answer = CanonicalObject(capacity: 700 * result.events.count)
+        answer.member("events", objects: result.events) { $0.write(to: &$1) }
         // The highest position reached: a read with it as `min_position` sees every event of this answer.
-        return Response.json(
-            .object(["events": .array(result.events.map(\.json))]), status: result.isReplay ? .ok : .created
-        ).ledgerPosition(result.events.map(\.position).max() ?? 0)
+        return Response.json(canonical: answer.finish(), status: result.isReplay ? .ok : .created)
+            .ledgerPosition(result.events.map(\.position).max() ?? 0)
     }
 
     @Sendable func feed(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -47,12 +48,10 @@ struct EventRoutes {
         let (events, position) = try await router.read(atLeast: minimum) { [store] source in
             try await store.feed(afterPosition: after, limit: Int(limit), on: source)
         }
-        return Response.json(
-            .object([
-                "events": .array(events.map(\.json)),
-                "next_after_position": .number(JSONNumber(events.last?.position ?? after)),
-            ])
-        ).ledgerPosition(max(position, events.last?.position ?? 0))
+        var body = CanonicalObject(capacity: 700 * events.count + 64)
+        body.member("events", objects: events) { $0.write(to: &$1) }
+        body.member("next_after_position", integer: events.last?.position ?? after)
+        return Response.json(canonical: body.finish()).ledgerPosition(max(position, events.last?.position ?? 0))
     }
 
     @Sendable func stream(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -65,13 +64,11 @@ struct EventRoutes {
         let (events, position) = try await router.read(atLeast: minimum) { [store] source in
             try await store.stream(subscriberID: subscriber, afterVersion: after, limit: Int(limit), on: source)
         }
-        return Response.json(
-            .object([
-                "subscriber_id": .string(subscriber),
-                "events": .array(events.map(\.json)),
-                "next_after": .number(JSONNumber(events.last?.version ?? after)),
-            ])
-        ).ledgerPosition(max(position, events.map(\.position).max() ?? 0))
+        var body = CanonicalObject(capacity: 700 * events.count + 64)
+        body.member("events", objects: events) { $0.write(to: &$1) }
+        body.member("next_after", integer: events.last?.version ?? after)
+        body.member("subscriber_id", string: subscriber)
+        return Response.json(canonical: body.finish()).ledgerPosition(max(position, events.map(\.position).max() ?? 0))
     }
 }
 
