@@ -17,7 +17,13 @@ extension Timestamp {
     /// Parses RFC 3339 (`2026-03-01T10:00:00Z`, `…T10:00:00.123456+02:00`); the offset is applied and the
     /// instant kept in UTC. Fractions beyond microseconds must be zeros.
     public init(rfc3339 text: String) throws(ParseError) {
-        let b = Array(text.utf8)
+        // On the string's own UTF-8 bytes, without copying them: every event's timestamps are parsed on
+        // every append and every fold.
+        var text = text
+        self = try text.withUTF8 { bytes in Result { () throws(ParseError) in try Self.parse(rfc3339: bytes) } }.get()
+    }
+
+    private static func parse(rfc3339 b: UnsafeBufferPointer<UInt8>) throws(ParseError) -> Timestamp {
         var i = 0
         func number(_ width: Int) throws(ParseError) -> Int {
             guard i + width <= b.count else { throw .malformed }
@@ -29,20 +35,20 @@ extension Timestamp {
             i += width
             return v
         }
-        func expect(_ chars: Character...) throws(ParseError) {
-            guard i < b.count, chars.contains(where: { $0.asciiValue == b[i] }) else { throw .malformed }
+        func expect(_ char: UInt8, or other: UInt8? = nil, or third: UInt8? = nil) throws(ParseError) {
+            guard i < b.count, b[i] == char || b[i] == other || b[i] == third else { throw .malformed }
             i += 1
         }
         let year = try number(4)
-        try expect("-")
+        try expect(UInt8(ascii: "-"))
         let month = try number(2)
-        try expect("-")
+        try expect(UInt8(ascii: "-"))
         let day = try number(2)
-        try expect("T", "t", " ")
+        try expect(UInt8(ascii: "T"), or: UInt8(ascii: "t"), or: UInt8(ascii: " "))
         let hour = try number(2)
-        try expect(":")
+        try expect(UInt8(ascii: ":"))
         let minute = try number(2)
-        try expect(":")
+        try expect(UInt8(ascii: ":"))
         let second = try number(2)
         var micro = 0
         if i < b.count, b[i] == UInt8(ascii: ".") {
@@ -69,7 +75,7 @@ extension Timestamp {
             let sign = b[i] == UInt8(ascii: "-") ? -1 : 1
             i += 1
             let oh = try number(2)
-            try expect(":")
+            try expect(UInt8(ascii: ":"))
             let om = try number(2)
             guard oh <= 23, om <= 59 else { throw .outOfRange }
             offsetSeconds = sign * (oh * 3600 + om * 60)
@@ -84,6 +90,6 @@ extension Timestamp {
             civil: CivilDateTime(year: year, month: month, day: day, hour: hour, minute: minute, second: second, microsecond: micro))
         let utc = Timestamp(microseconds: local.microseconds - Int64(offsetSeconds) * 1_000_000)
         guard utc >= .minimum, utc <= .maximum else { throw .outOfRange }
-        self = utc
+        return utc
     }
 }
