@@ -47,6 +47,12 @@ struct HashChainTests {
                 var view = CanonicalObject()
                 e.write(to: &view)
                 #expect(view.finish() == e.json.canonicalBytes())
+                let rendered = RecordedEvent(
+                    eventID: e.eventID, subscriberID: e.subscriberID, version: e.version, position: e.position, type: e.type,
+                    occurredAt: e.occurredAt, recordedAt: e.recordedAt, source: e.source, environment: e.environment,
+                    idempotencyKey: e.idempotencyKey, data: data, metadata: metadata, prevHash: e.prevHash,
+                    canonicalData: JSONValue.object(data).canonicalBytes(), canonicalMetadata: JSONValue.object(metadata).canonicalBytes())
+                #expect(rendered.hash == e.hash && rendered.hash == e.computedHash())
                 let n = NewEvent(
                     subscriberID: e.subscriberID, type: e.type, occurredAt: e.occurredAt, source: e.source,
                     environment: e.environment, idempotencyKey: key, data: data, metadata: metadata)

@@ -43,6 +43,26 @@ public struct RecordedEvent: Sendable, Hashable {
         self.hash = hash ?? self.computedHash()
     }
 
+    /// As the other initialiser, with `data` and `metadata` already written as canonical JSON: the hash is
+    /// taken over those bytes, so a writer that also stores them as text writes each once.
+    public init(
+        eventID: UUID, subscriberID: String, version: Int64, position: Int64, type: EventType, occurredAt: Timestamp,
+        recordedAt: Timestamp, source: String, environment: LedgerEnvironment, idempotencyKey: String,
+        data: [String: JSONValue], metadata: [String: JSONValue], prevHash: [UInt8], canonicalData: [UInt8],
+        canonicalMetadata: [UInt8]
+    ) {
+        self.init(
+            eventID: eventID, subscriberID: subscriberID, version: version, position: position, type: type, occurredAt: occurredAt,
+            recordedAt: recordedAt, source: source, environment: environment, idempotencyKey: idempotencyKey, data: data,
+            metadata: metadata, prevHash: prevHash, hash: [])
+        var hasher = SHA256()
+        hasher.update(data: prevHash)
+        var out = CanonicalObject()
+        writeMembers(to: &out, hashes: false, rendered: (canonicalData, canonicalMetadata))
+        hasher.update(data: out.finish())
+        hash = Array(hasher.finalize())
+    }
+
     /// The bytes the chain hashes: every envelope field the ledger keeps, in canonical JSON.
     public var canonicalContent: JSONValue {
         .object([
@@ -75,14 +95,15 @@ public struct RecordedEvent: Sendable, Hashable {
         writeMembers(to: &out, hashes: true)
     }
 
-    /// The envelope's members in sorted key order; `hashes`: with `hash` and `prev_hash` (the API's view).
-    private func writeMembers(to out: inout CanonicalObject, hashes: Bool) {
-        out.member("data", .object(data))
+    /// The envelope's members in sorted key order; `hashes`: with `hash` and `prev_hash` (the API's view);
+    /// `rendered`: `data` and `metadata` already written as canonical JSON.
+    private func writeMembers(to out: inout CanonicalObject, hashes: Bool, rendered: ([UInt8], [UInt8])? = nil) {
+        if let rendered { out.member("data", canonical: rendered.0) } else { out.member("data", .object(data)) }
         out.member("environment", string: environment.rawValue)
         out.member("event_id", string: eventID.lowercasedString)
         if hashes { out.member("hash", string: Hex.encode(hash)) }
         out.member("idempotency_key", string: idempotencyKey)
-        out.member("metadata", .object(metadata))
+        if let rendered { out.member("metadata", canonical: rendered.1) } else { out.member("metadata", .object(metadata)) }
         out.member("occurred_at", string: occurredAt.rfc3339)
         out.member("position", integer: position)
         if hashes { out.member("prev_hash", string: Hex.encode(prevHash)) }

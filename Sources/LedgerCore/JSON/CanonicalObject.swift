@@ -22,6 +22,12 @@ public struct CanonicalObject {
         value.write(into: &out)
     }
 
+    /// A value the caller has already written as canonical JSON.
+    public mutating func member(_ name: StaticString, canonical bytes: [UInt8]) {
+        key(name)
+        out.append(contentsOf: bytes)
+    }
+
     public mutating func member(_ name: StaticString, string value: String) {
         key(name)
         JSONValue.writeString(value, into: &out)

@@ -44,6 +44,18 @@ struct TextArray: BinaryArrayBind {
     }
 }
 
+/// `text[]` from UTF-8 bytes (canonical JSON written once for the hash and kept for the row).
+struct UTF8TextArray: BinaryArrayBind {
+    var values: [[UInt8]]
+    init(_ values: [[UInt8]]) { self.values = values }
+    static var psqlType: PostgresDataType { .textArray }
+    static var elementOID: UInt32 { 25 }
+    static func write(_ element: [UInt8], into buffer: inout ByteBuffer) {
+        buffer.writeInteger(Int32(element.count))
+        buffer.writeBytes(element)
+    }
+}
+
 /// `int8[]`.
 struct Int64Array: BinaryArrayBind {
     var values: [Int64]

@@ -75,6 +75,7 @@ enum AppendStatements {
         var recordedAt: Timestamp
         var rows: [RecordedEvent]
         var fingerprints: [[UInt8]]
+        var texts: AppendWriter.RowTexts
         var projection: ProjectionJSONRows
 
         func makeBindings() throws -> PostgresBindings {
@@ -94,8 +95,8 @@ enum AppendStatements {
             b.append(TextArray(rows.map(\.source)))
             b.append(TextArray(rows.map(\.environment.rawValue)))
             b.append(TextArray(rows.map(\.idempotencyKey)))
-            b.append(TextArray(rows.map { JSONValue.object($0.data).canonicalString() }))
-            b.append(TextArray(rows.map { JSONValue.object($0.metadata).canonicalString() }))
+            b.append(UTF8TextArray(texts.data))
+            b.append(UTF8TextArray(texts.metadata))
             b.append(ByteaArray(fingerprints))
             b.append(ByteaArray(rows.map(\.prevHash)))
             b.append(ByteaArray(rows.map(\.hash)))

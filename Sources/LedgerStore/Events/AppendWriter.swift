@@ -83,10 +83,10 @@ struct AppendWriter {
         let end = LogEnd(position: group.position, recordedAt: recordedAt)
         guard !group.rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         if bulk {
-            try await copy(group.rows, fingerprints: group.fingerprints, on: connection)
+            try await copy(group.rows, fingerprints: group.fingerprints, texts: group.texts, on: connection)
             return Written(outcomes: outcomes, end: end, streams: [:])
         }
-        try await insert(group.rows, fingerprints: group.fingerprints, on: connection)
+        try await insert(group.rows, fingerprints: group.fingerprints, texts: group.texts, on: connection)
         let touched = Self.extend(streams, with: group.rows)
         try await ProjectionWriter(logger: logger).write(try Self.fold(touched, previous: streams), on: connection)
         streams.merge(touched) { _, new in new }
@@ -157,7 +157,7 @@ struct AppendWriter {
         let statement = AppendStatements.OneTrip(
             lockKey: EventStore.appendLockKey, expectedPosition: end.position, subscribers: subscribers,
             believedVersions: believed.map { $0?.version ?? 0 }, believedHashes: believed.map { $0?.hash ?? RecordedEvent.genesisHash },
-            recordedAt: recordedAt, rows: rows, fingerprints: group.fingerprints, projection: projection)
+            recordedAt: recordedAt, rows: rows, fingerprints: group.fingerprints, texts: group.texts, projection: projection)
         sending(newEnd, touched, newFolds)
         var written: Bool?
         for try await result in try await connection.execute(statement, logger: logger) { written = result }
@@ -174,6 +174,8 @@ struct AppendWriter {
         var stored: [IdempotencyKey: (RecordedEvent, [UInt8])]
         var rows: [RecordedEvent] = []
         var fingerprints: [[UInt8]] = []
+        /// Each row's data and metadata as canonical JSON: written once, for its hash and its stored text.
+        var texts: RowTexts = RowTexts()
 
         /// Checks a job against the state and takes its new events, or throws its conflict and takes nothing.
         mutating func take(_ job: AppendJob, lookUpKeys: Bool) throws -> AppendResult {
@@ -181,7 +183,7 @@ struct AppendWriter {
             var results: [RecordedEvent] = []
             results.reserveCapacity(events.count)
             var touched: [String: StreamHead] = [:]
-            var fresh: [(RecordedEvent, [UInt8])] = []
+            var fresh: [(RecordedEvent, [UInt8], data: [UInt8], metadata: [UInt8])] = []
             var next = position
             for (i, event) in events.enumerated() {
                 let index = events.count > 1 ? i : nil
@@ -201,27 +203,31 @@ struct AppendWriter {
                         subscriberID: event.subscriberID, expected: expected, actual: head.version, index: index)
                 }
                 next += 1
+                let data = JSONValue.object(event.data).canonicalBytes()
+                let metadata = JSONValue.object(event.metadata).canonicalBytes()
                 let recorded = RecordedEvent(
                     eventID: UUID(), subscriberID: event.subscriberID, version: head.version + 1, position: next,
                     type: event.type, occurredAt: event.occurredAt, recordedAt: recordedAt, source: event.source,
                     environment: event.environment, idempotencyKey: event.idempotencyKey, data: event.data,
-                    metadata: event.metadata, prevHash: head.hash)
+                    metadata: event.metadata, prevHash: head.hash, canonicalData: data, canonicalMetadata: metadata)
                 touched[event.subscriberID] = StreamHead(version: recorded.version, hash: recorded.hash)
                 results.append(recorded)
-                fresh.append((recorded, event.fingerprint))
+                fresh.append((recorded, event.fingerprint, data, metadata))
             }
             heads.merge(touched) { _, new in new }
             position = next
-            for (row, fingerprint) in fresh {
+            for (row, fingerprint, data, metadata) in fresh {
                 stored[IdempotencyKey(source: row.source, key: row.idempotencyKey)] = (row, fingerprint)
                 rows.append(row)
                 fingerprints.append(fingerprint)
+                texts.data.append(data)
+                texts.metadata.append(metadata)
             }
             return AppendResult(events: results, createdCount: fresh.count)
         }
     }
 
-    private func insert(_ rows: [RecordedEvent], fingerprints: [[UInt8]], on connection: PostgresConnection) async throws {
+    private func insert(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, on connection: PostgresConnection) async throws {
         let recordedAt = rows[0].recordedAt.rfc3339
         try await connection.query(
             """
@@ -233,8 +239,7 @@ struct AppendWriter {
                         \(TextArray(rows.map(\.type.rawValue)))::text[], \(TextArray(rows.map(\.occurredAt.rfc3339)))::text[],
                         \(TextArray(rows.map(\.source)))::text[], \(TextArray(rows.map(\.environment.rawValue)))::text[],
                         \(TextArray(rows.map(\.idempotencyKey)))::text[],
-                        \(TextArray(rows.map { JSONValue.object($0.data).canonicalString() }))::text[],
-                        \(TextArray(rows.map { JSONValue.object($0.metadata).canonicalString() }))::text[],
+                        \(UTF8TextArray(texts.data))::text[], \(UTF8TextArray(texts.metadata))::text[],
                         \(ByteaArray(fingerprints))::bytea[], \(ByteaArray(rows.map(\.prevHash)))::bytea[],
                         \(ByteaArray(rows.map(\.hash)))::bytea[])
                  AS u(s, v, p, id, t, o, src, env, k, d, m, f, ph, h)
@@ -242,7 +247,7 @@ struct AppendWriter {
     }
 
     /// Writes rows with `COPY events FROM STDIN` (text format), in chunks of about 1 MiB.
-    private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], on connection: PostgresConnection) async throws {
+    private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, on connection: PostgresConnection) async throws {
         try await connection.copyFrom(
             table: "events",
             columns: [
@@ -251,11 +256,11 @@ struct AppendWriter {
             ], logger: logger
         ) { writer in
             var buffer = ByteBuffer()
-            for (row, fingerprint) in zip(rows, fingerprints) {
+            for (i, (row, fingerprint)) in zip(rows, fingerprints).enumerated() {
                 let fields = [
                     row.subscriberID, String(row.version), String(row.position), row.eventID.lowercasedString,
                     row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
-                    row.idempotencyKey, JSONValue.object(row.data).canonicalString(), JSONValue.object(row.metadata).canonicalString(),
+                    row.idempotencyKey, String(decoding: texts.data[i], as: UTF8.self), String(decoding: texts.metadata[i], as: UTF8.self),
                 ]
                 buffer.writeString(fields.map(EventStore.copyEscaped).joined(separator: "\t"))
                 // bytea in hex form, its backslash already escaped for COPY.
@@ -283,6 +288,12 @@ struct AppendWriter {
     struct LogEnd: Sendable, Equatable {
         var position: Int64
         var recordedAt: Timestamp
+    }
+
+    /// Rows' data and metadata as canonical JSON, in row order.
+    struct RowTexts {
+        var data: [[UInt8]] = []
+        var metadata: [[UInt8]] = []
     }
 
     struct IdempotencyKey: Hashable {
