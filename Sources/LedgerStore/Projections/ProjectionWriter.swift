@@ -49,13 +49,17 @@ struct ProjectionWriter {
             let typed = events.map(FoldEvent.init)
             let ledger = Fold.fold(typed)
             let facts = SubscriberFacts.derive(events: typed, ledger: ledger)
-            let old = previous[subscriber].flatMap { events -> Previous? in
-                guard let last = events.last else { return nil }
+            let old = previous[subscriber].flatMap { before -> Previous? in
+                guard let last = before.last else { return nil }
                 if let kept = known[subscriber], kept.version == last.version, kept.hash == last.hash { return kept }
-                let typed = events.map(FoldEvent.init)
-                let ledger = Fold.fold(typed)
+                // The stream before is the beginning of the stream after (same last hash, so the same chain):
+                // its decoded events are reused rather than decoded again.
+                let isPrefix = before.count <= events.count && events[before.count - 1].hash == last.hash
+                let typedBefore = isPrefix ? Array(typed[..<before.count]) : before.map(FoldEvent.init)
+                let ledger = Fold.fold(typedBefore)
                 return Previous(
-                    ledger: ledger, facts: SubscriberFacts.derive(events: typed, ledger: ledger), version: last.version, hash: last.hash)
+                    ledger: ledger, facts: SubscriberFacts.derive(events: typedBefore, ledger: ledger), version: last.version,
+                    hash: last.hash)
             }
             return Folded(
                 subscriber: subscriber, version: events.last!.version, ledger: ledger, facts: facts,
