@@ -65,25 +65,52 @@ struct AuthAndOperationsTests {
 
     @Test("a revoked key is refused like an unknown one once the key cache's TTL has passed")
     func revokedKey() async throws {
+        try await Self.withKeyToRevoke(ttl: .milliseconds(300)) { http, headers, revoke in
+            #expect(try await http.execute(uri: "/v1/events", method: .get, headers: headers).status == .ok)
+            try await revoke()
+            try await Task.sleep(for: .milliseconds(400))
+            let after = try await http.execute(uri: "/v1/events", method: .get, headers: headers)
+            #expect(after.status == .unauthorized)
+            #expect(after.errorCode == "unauthorized")
+        }
+    }
+
+    @Test("in the last quarter of its entry's life, a key is checked again by one request, before the entry expires")
+    func keyCheckedAheadOfExpiry() async throws {
+        let ttl = Duration.seconds(4)
+        try await Self.withKeyToRevoke(ttl: ttl) { http, headers, revoke in
+            let cached = ContinuousClock.now
+            #expect(try await http.execute(uri: "/v1/events", method: .get, headers: headers).status == .ok)
+            try await revoke()
+            // Early in the entry's life the cached key answers (the documented bound is the TTL).
+            #expect(try await http.execute(uri: "/v1/events", method: .get, headers: headers).status == .ok)
+            try await Task.sleep(until: cached.advanced(by: ttl * 0.8), clock: .continuous)
+            let early = try await http.execute(uri: "/v1/events", method: .get, headers: headers)
+            #expect(ContinuousClock.now - cached < ttl, "the request came after the entry expired: the check was not early")
+            #expect(early.status == .unauthorized)
+        }
+    }
+
+    /// A server whose key cache keeps entries for `ttl`, the headers of an admin key, and a call that
+    /// revokes that key in the database (as `subledger keys revoke` does from another process).
+    private static func withKeyToRevoke(
+        ttl: Duration, _ body: @escaping @Sendable (any TestClientProtocol, HTTPFields, @Sendable () async throws -> Void) async throws -> Void
+    ) async throws {
         try await TestDatabase.withDatabase { url in
             let (key, secret) = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
                 try await APIKeyStore(client: owner, logger: TestDatabase.logger).create(role: .admin, name: "to revoke")
             }
             let client = PostgresClient(configuration: url.clientConfiguration(role: "subledger_app"), backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
-                configuration: ServerConfiguration(keyCacheTTL: .milliseconds(300)), client: client,
-                migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
+                configuration: ServerConfiguration(keyCacheTTL: ttl), client: client, migrations: try TestDatabase.migrations(),
+                logger: TestDatabase.logger)
             try await app.test(.router) { http in
-                let headers: HTTPFields = [.authorization: "Bearer \(secret)"]
-                #expect(try await http.execute(uri: "/v1/events", method: .get, headers: headers).status == .ok)
-                let revoked = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
-                    try await APIKeyStore(client: owner, logger: TestDatabase.logger).revoke(keyID: key.keyID)
+                try await body(http, [.authorization: "Bearer \(secret)"]) {
+                    let revoked = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
+                        try await APIKeyStore(client: owner, logger: TestDatabase.logger).revoke(keyID: key.keyID)
+                    }
+                    #expect(revoked)
                 }
-                #expect(revoked)
-                try await Task.sleep(for: .milliseconds(400))
-                let after = try await http.execute(uri: "/v1/events", method: .get, headers: headers)
-                #expect(after.status == .unauthorized)
-                #expect(after.errorCode == "unauthorized")
             }
             return true
         }

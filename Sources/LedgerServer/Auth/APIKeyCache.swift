@@ -9,10 +9,17 @@ import Synchronization
 /// for at most `ttl` after the revocation commits (SECURITY.md). Only successes are cached: an unknown
 /// secret is looked up every time (a new key works at once, and random guesses cannot fill the memory).
 /// Entries are keyed by the secret's SHA-256, never the secret, and the cache is bounded.
+///
+/// A key in use never expires under its requests: in the last quarter of an entry's life, one request
+/// checks the key again while the others go on with the entry, which is still within the bound. Without
+/// this, every expiry sent each request arriving until the first answer to the database (a burst of
+/// look-ups every `ttl` for a busy key).
 final class APIKeyCache: Sendable {
     private struct Entry {
         var key: APIKey
         var expires: ContinuousClock.Instant
+        /// A request is checking the key again ahead of `expires`.
+        var refreshing = false
     }
 
     let ttl: Duration
@@ -29,14 +36,30 @@ final class APIKeyCache: Sendable {
         guard ttl > .zero else { return try await keys.authenticate(secret) }
         let digest = APIKeyStore.hash(secret)
         let now = ContinuousClock.now
-        if let hit = entries.withLock({ $0[digest] }), hit.expires > now { return hit.key }
-        guard let key = try await keys.authenticate(secret) else {
+        let (hit, refresh) = entries.withLock { entries -> (APIKey?, Bool) in
+            guard var entry = entries[digest], entry.expires > now else { return (nil, false) }
+            guard !entry.refreshing, entry.expires - now <= ttl / 4 else { return (entry.key, false) }
+            entry.refreshing = true
+            entries[digest] = entry
+            return (entry.key, true)
+        }
+        if let hit, !refresh { return hit }
+        let key: APIKey?
+        do {
+            key = try await keys.authenticate(secret)
+        } catch {
+            // A failed early check keeps the entry, still valid, for the next request to try again.
+            guard let hit else { throw error }
+            entries.withLock { entries in entries[digest]?.refreshing = false }
+            return hit
+        }
+        guard let key else {
             entries.withLock { _ = $0.removeValue(forKey: digest) }
             return nil
         }
         let expires = now.advanced(by: ttl)
         entries.withLock { entries in
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            if entries.count >= capacity && entries[digest] == nil { entries.removeAll(keepingCapacity: true) }
             entries[digest] = Entry(key: key, expires: expires)
         }
         return key
