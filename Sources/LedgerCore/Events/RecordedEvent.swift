@@ -55,12 +55,9 @@ public struct RecordedEvent: Sendable, Hashable {
             eventID: eventID, subscriberID: subscriberID, version: version, position: position, type: type, occurredAt: occurredAt,
             recordedAt: recordedAt, source: source, environment: environment, idempotencyKey: idempotencyKey, data: data,
             metadata: metadata, prevHash: prevHash, hash: [])
-        var hasher = SHA256()
-        hasher.update(data: prevHash)
         var out = CanonicalObject()
         writeMembers(to: &out, hashes: false, rendered: (canonicalData, canonicalMetadata))
-        hasher.update(data: out.finish())
-        hash = Array(hasher.finalize())
+        hash = Self.chainHash(prevHash: prevHash, content: out.finish())
     }
 
     /// The bytes the chain hashes: every envelope field the ledger keeps, in canonical JSON.
@@ -116,9 +113,14 @@ public struct RecordedEvent: Sendable, Hashable {
 
     /// `SHA-256(prev_hash ‖ canonical bytes of the event)` (docs/semantics.md section 4).
     public func computedHash() -> [UInt8] {
+        Self.chainHash(prevHash: prevHash, content: canonicalBytes())
+    }
+
+    /// The chain's link: `SHA-256(prev_hash ‖ content)`, `content` being an event's canonical bytes.
+    private static func chainHash(prevHash: [UInt8], content: [UInt8]) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: prevHash)
-        hasher.update(data: canonicalBytes())
+        hasher.update(data: content)
         return Array(hasher.finalize())
     }
 
