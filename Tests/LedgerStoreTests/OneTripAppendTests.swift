@@ -184,12 +184,13 @@ struct OneTripAppendTests {
         #expect(refolded.asPrevious.hash == k2.hash)
     }
 
-    static func recorded(_ subscriber: String, version: Int64, position: Int64) -> RecordedEvent {
+    static func recorded(_ subscriber: String, version: Int64, position: Int64) -> StreamEvent {
         let e = SampleEvents.purchase(subscriber: subscriber, key: "\(subscriber)\(version)")
-        return RecordedEvent(
-            eventID: UUID(), subscriberID: subscriber, version: version, position: position, type: e.type,
-            occurredAt: e.occurredAt, recordedAt: e.occurredAt, source: e.source, environment: e.environment,
-            idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
+        return StreamEvent(
+            RecordedEvent(
+                eventID: UUID(), subscriberID: subscriber, version: version, position: position, type: e.type,
+                occurredAt: e.occurredAt, recordedAt: e.occurredAt, source: e.source, environment: e.environment,
+                idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash))
     }
 
     @Test("an append writes only the projection rows that changed: earlier windows and transactions are not rewritten")
@@ -240,10 +241,11 @@ struct OneTripAppendTests {
         let events = GeneratedLedger.events(seed: 5, subscribers: 8, eventsPerSubscriber: 3...3)
         let streams = Dictionary(
             grouping: events.enumerated().map { i, e in
-                RecordedEvent(
-                    eventID: UUID(), subscriberID: e.subscriberID, version: 1, position: Int64(i + 1), type: e.type,
-                    occurredAt: e.occurredAt, recordedAt: e.occurredAt, source: e.source, environment: e.environment,
-                    idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
+                StreamEvent(
+                    RecordedEvent(
+                        eventID: UUID(), subscriberID: e.subscriberID, version: 1, position: Int64(i + 1), type: e.type,
+                        occurredAt: e.occurredAt, recordedAt: e.occurredAt, source: e.source, environment: e.environment,
+                        idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash))
             }, by: \.subscriberID)
         memory.learn(end: .init(position: 24, recordedAt: .minimum), streams: streams, oneTrip: false)
         let held = memory.belief(for: Set(streams.keys))!.streams
@@ -254,13 +256,14 @@ struct OneTripAppendTests {
     @Test("the memory evicts the streams learnt longest ago, and learning a stream again keeps it")
     func memoryEvictsOldest() {
         let memory = AppendMemory(maxEvents: 30)
-        func stream(_ subscriber: String) -> [RecordedEvent] {
+        func stream(_ subscriber: String) -> [StreamEvent] {
             let e = GeneratedLedger.events(seed: 9, subscribers: 1, eventsPerSubscriber: 1...1)[0]
             return [
-                RecordedEvent(
-                    eventID: UUID(), subscriberID: subscriber, version: 1, position: 1, type: e.type, occurredAt: e.occurredAt,
-                    recordedAt: e.occurredAt, source: e.source, environment: e.environment, idempotencyKey: e.idempotencyKey,
-                    data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
+                StreamEvent(
+                    RecordedEvent(
+                        eventID: UUID(), subscriberID: subscriber, version: 1, position: 1, type: e.type, occurredAt: e.occurredAt,
+                        recordedAt: e.occurredAt, source: e.source, environment: e.environment, idempotencyKey: e.idempotencyKey,
+                        data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash))
             ]
         }
         // Thousands of learns through a budget of 30 one-event streams; "kept" is learnt again every round.

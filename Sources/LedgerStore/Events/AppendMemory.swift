@@ -14,7 +14,7 @@ import Synchronization
 final class AppendMemory: Sendable {
     /// A remembered stream, its fold, and when it was learnt (its place in `State.order`).
     private struct Remembered {
-        var events: [RecordedEvent]
+        var events: [StreamEvent]
         var fold: ProjectionWriter.Previous?
         var stamp: Int
     }
@@ -31,7 +31,7 @@ final class AppendMemory: Sendable {
         var orderStart = 0
         var nextStamp = 0
         /// Groups sent and not yet answered, oldest first: where each would leave the log, its streams and folds.
-        var pending: [(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous])] = []
+        var pending: [(end: AppendWriter.LogEnd, streams: [String: [StreamEvent]], folds: [String: ProjectionWriter.Previous])] = []
         /// Groups to send the general way before trying the one-trip path again, and the next such pause:
         /// when other processes append all the time, the belief is wrong more often than not.
         var pause = 0
@@ -56,7 +56,7 @@ final class AppendMemory: Sendable {
     /// Groups committed in one round trip, and beliefs the database refused (for tests and metrics).
     var tally: (oneTrip: Int, refused: Int) { counts.withLock { ($0.oneTrip, $0.refused) } }
 
-    /// Most events held in remembered streams (about 2 KiB each, measured).
+    /// Most events held in remembered streams (measured at about 2 KiB each as whole events; `StreamEvent`s are smaller).
     let maxEvents: Int
     private let state = Mutex(State())
 
@@ -68,13 +68,13 @@ final class AppendMemory: Sendable {
     /// leave them; nil while the end is unknown.
     func belief(
         for subscribers: Set<String>
-    ) -> (end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous])? {
+    ) -> (end: AppendWriter.LogEnd, streams: [String: [StreamEvent]], folds: [String: ProjectionWriter.Previous])? {
         state.withLock { s in
             guard let end = s.pending.last?.end ?? s.end, s.pause == 0 else {
                 s.pause = max(0, s.pause - 1)
                 return nil
             }
-            var streams: [String: [RecordedEvent]] = [:]
+            var streams: [String: [StreamEvent]] = [:]
             var folds: [String: ProjectionWriter.Previous] = [:]
             for subscriber in subscribers {
                 if let group = s.pending.last(where: { $0.streams[subscriber] != nil }) {
@@ -91,7 +91,7 @@ final class AppendMemory: Sendable {
 
     /// A group is being sent: believed to commit until its answer comes (`learn`), or the belief is dropped
     /// (`refused`, `forget`).
-    func propose(end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous] = [:]) {
+    func propose(end: AppendWriter.LogEnd, streams: [String: [StreamEvent]], folds: [String: ProjectionWriter.Previous] = [:]) {
         state.withLock { $0.pending.append((end, streams, folds)) }
     }
 
@@ -99,7 +99,7 @@ final class AppendMemory: Sendable {
     /// append went in one trip (the belief held), which ends any pause. Answers may be learnt out of order
     /// (two groups in flight): nothing older than what is known replaces it.
     func learn(
-        end: AppendWriter.LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous] = [:], oneTrip: Bool
+        end: AppendWriter.LogEnd, streams: [String: [StreamEvent]], folds: [String: ProjectionWriter.Previous] = [:], oneTrip: Bool
     ) {
         if oneTrip { counts.withLock { $0.oneTrip += 1 } }
         state.withLock { s in

@@ -12,8 +12,8 @@ enum AppendStatements {
     /// The events a stream statement returns, grouped by subscriber (each stream in version order).
     static func streams<S: PostgresPreparedStatement>(
         _ statement: S, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [String: [RecordedEvent]] where S.Row == RecordedEvent {
-        var read: [String: [RecordedEvent]] = [:]
+    ) async throws -> [String: [StreamEvent]] where S.Row == StreamEvent {
+        var read: [String: [StreamEvent]] = [:]
         for try await event in try await connection.execute(statement, logger: logger) {
             read[event.subscriberID, default: []].append(event)
         }
@@ -24,8 +24,8 @@ enum AppendStatements {
     /// depend on the value, so PostgreSQL keeps one generic plan; the array form below is planned per call.
     struct Stream: PostgresPreparedStatement {
         static let name = "subledger_append_stream"
-        static let sql = "SELECT \(EventRow.columns) FROM events WHERE subscriber_id = $1 ORDER BY version"
-        typealias Row = RecordedEvent
+        static let sql = "SELECT \(EventRow.streamColumns) FROM events WHERE subscriber_id = $1 ORDER BY version"
+        typealias Row = StreamEvent
 
         var subscriber: String
 
@@ -35,14 +35,14 @@ enum AppendStatements {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> RecordedEvent { try EventRow.decode(row) }
+        func decodeRow(_ row: PostgresRow) throws -> StreamEvent { try EventRow.decodeForStream(row) }
     }
 
     /// The whole streams of the given subscribers, in subscriber and version order.
     struct Streams: PostgresPreparedStatement {
         static let name = "subledger_append_streams"
-        static let sql = "SELECT \(EventRow.columns) FROM events WHERE subscriber_id = ANY($1::text[]) ORDER BY subscriber_id, version"
-        typealias Row = RecordedEvent
+        static let sql = "SELECT \(EventRow.streamColumns) FROM events WHERE subscriber_id = ANY($1::text[]) ORDER BY subscriber_id, version"
+        typealias Row = StreamEvent
 
         var subscribers: [String]
 
@@ -52,7 +52,7 @@ enum AppendStatements {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> RecordedEvent { try EventRow.decode(row) }
+        func decodeRow(_ row: PostgresRow) throws -> StreamEvent { try EventRow.decodeForStream(row) }
     }
 
     /// One group in one round trip (`subledger_append`, schemas 0013 and 0016): false when a belief is wrong.

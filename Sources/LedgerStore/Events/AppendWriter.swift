@@ -44,7 +44,7 @@ struct AppendWriter {
     struct Written: Sendable {
         var outcomes: [Result<AppendResult, StoreError>]
         var end: LogEnd
-        var streams: [String: [RecordedEvent]]
+        var streams: [String: [StreamEvent]]
         /// The touched streams' new folds (one-trip appends), kept for the next append's previous fold.
         var folds: [String: ProjectionWriter.Previous] = [:]
     }
@@ -59,7 +59,7 @@ struct AppendWriter {
         // Imports leave the projection to a rebuild: heads suffice. Appends read the touched streams whole,
         // with the tail, so the projection is folded from them plus the new rows without reading again.
         var (heads, lastPosition, recordedAt) = ([String: StreamHead](), Int64(0), Timestamp(microseconds: 0))
-        var streams: [String: [RecordedEvent]] = [:]
+        var streams: [String: [StreamEvent]] = [:]
         if bulk {
             (heads, lastPosition, recordedAt) = try await tail(subscribers, on: connection)
         } else {
@@ -94,12 +94,12 @@ struct AppendWriter {
     }
 
     /// The touched streams with the group's rows appended (only the streams that got rows).
-    static func extend(_ streams: [String: [RecordedEvent]], with rows: [RecordedEvent]) -> [String: [RecordedEvent]] {
-        var touched: [String: [RecordedEvent]] = [:]
+    static func extend(_ streams: [String: [StreamEvent]], with rows: [RecordedEvent]) -> [String: [StreamEvent]] {
+        var touched: [String: [StreamEvent]] = [:]
         for row in rows where touched[row.subscriberID] == nil {
             touched[row.subscriberID] = streams[row.subscriberID] ?? []
         }
-        for row in rows { touched[row.subscriberID, default: []].append(row) }
+        for row in rows { touched[row.subscriberID, default: []].append(StreamEvent(row)) }
         return touched
     }
 
@@ -107,7 +107,7 @@ struct AppendWriter {
     /// fold is rewritten under the append lock, so its size bounds how long one append can make every
     /// other writer wait (docs/limits.md).
     static func fold(
-        _ touched: [String: [RecordedEvent]], previous: [String: [RecordedEvent]], known: [String: ProjectionWriter.Previous] = [:]
+        _ touched: [String: [StreamEvent]], previous: [String: [StreamEvent]], known: [String: ProjectionWriter.Previous] = [:]
     ) throws -> [ProjectionWriter.Folded] {
         let folded = ProjectionWriter.fold(touched, previous: previous, known: known)
         for f in folded {
@@ -126,9 +126,9 @@ struct AppendWriter {
     /// `sending` is told, right before the statement goes, where the group would leave the log and the
     /// touched streams if it commits.
     func appendInOneTrip(
-        _ jobs: [AppendJob], end: LogEnd, streams: [String: [RecordedEvent]], folds: [String: ProjectionWriter.Previous] = [:],
+        _ jobs: [AppendJob], end: LogEnd, streams: [String: [StreamEvent]], folds: [String: ProjectionWriter.Previous] = [:],
         now: Timestamp, on connection: PostgresConnection,
-        sending: (LogEnd, [String: [RecordedEvent]], [String: ProjectionWriter.Previous]) -> Void = { _, _, _ in }
+        sending: (LogEnd, [String: [StreamEvent]], [String: ProjectionWriter.Previous]) -> Void = { _, _, _ in }
     ) async throws -> Written? {
         var heads: [String: StreamHead] = [:]
         for (subscriber, events) in streams {
@@ -343,18 +343,17 @@ struct AppendWriter {
     /// The given streams whole (in version order), the last position and the recorded time for this
     /// append, in one query.
     private func tailWithStreams(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
-        -> ([String: [RecordedEvent]], Int64, Timestamp)
+        -> ([String: [StreamEvent]], Int64, Timestamp)
     {
-        var streams: [String: [RecordedEvent]] = [:]
+        var streams: [String: [StreamEvent]] = [:]
         var lastPosition: Int64 = 0
         var recordedAt = Timestamp(microseconds: 0)
         let rows = try await connection.query(
             """
-            (SELECT NULL::int8, NULL::timestamptz, \(unescaped: EventRow.columns) FROM events
+            (SELECT NULL::int8, NULL::timestamptz, \(unescaped: EventRow.streamColumns) FROM events
              WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version)
             UNION ALL
-            (SELECT \(unescaped: Self.lastPositionAndClock),
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            (SELECT \(unescaped: Self.lastPositionAndClock), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
              FROM \(unescaped: Self.lastEvent))
             """, logger: logger)
         for try await row in rows {
@@ -364,7 +363,7 @@ struct AppendWriter {
                 recordedAt = try cells.timestamp()
             } else {
                 _ = try cells.optionalTimestamp()
-                let event = try EventRow.decode(&cells)
+                let event = try EventRow.decodeForStream(&cells)
                 streams[event.subscriberID, default: []].append(event)
             }
         }

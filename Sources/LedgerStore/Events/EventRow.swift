@@ -22,6 +22,11 @@ enum EventRow {
     /// An event read with `foldColumns`, as the fold and the report facts see it (its data typed).
     static func decodeForFold(_ row: PostgresRow) throws -> FoldEvent {
         guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+        return try decodeForFold(&cells)
+    }
+
+    /// An event from the next cells of a row (the `foldColumns` select list, wherever it starts in the row).
+    static func decodeForFold(_ cells: inout BinaryCells) throws -> FoldEvent {
         let subscriber = try cells.string()
         let id = try cells.uuid()
         let version = try cells.int64()
@@ -36,6 +41,20 @@ enum EventRow {
         return FoldEvent(
             eventID: id, subscriberID: subscriber, version: version, position: position, type: eventType,
             occurredAt: occurred, environment: env, data: try object(data, position: position))
+    }
+
+    /// The select list of a stream an append reads: what the fold reads, and the hash the next event chains from.
+    static let streamColumns = foldColumns + ", hash"
+
+    /// An event read with `streamColumns`, from the next cells of a row.
+    static func decodeForStream(_ cells: inout BinaryCells) throws -> StreamEvent {
+        let fold = try decodeForFold(&cells)
+        return StreamEvent(fold: fold, hash: try cells.byteArray())
+    }
+
+    static func decodeForStream(_ row: PostgresRow) throws -> StreamEvent {
+        guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+        return try decodeForStream(&cells)
     }
 
     static func decode(_ row: PostgresRow) throws -> RecordedEvent {

@@ -20,7 +20,7 @@ struct ProjectionWriter {
         guard !subscribers.isEmpty else { return 0 }
         let streams = try await streams(
             """
-            SELECT \(unescaped: EventRow.columns) FROM events
+            SELECT \(unescaped: EventRow.streamColumns) FROM events
             WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[]) ORDER BY subscriber_id, version
             """, on: connection)
         let previous = streams.mapValues { $0.filter { $0.position <= reflected } }.filter { !$0.value.isEmpty }
@@ -29,10 +29,10 @@ struct ProjectionWriter {
     }
 
     /// The streams an event query returns (rows ordered by subscriber and version).
-    func streams(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [String: [RecordedEvent]] {
-        var streams: [String: [RecordedEvent]] = [:]
+    func streams(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [String: [StreamEvent]] {
+        var streams: [String: [StreamEvent]] = [:]
         for try await row in try await connection.query(query, logger: logger) {
-            let event = try EventRow.decode(row)
+            let event = try EventRow.decodeForStream(row)
             streams[event.subscriberID, default: []].append(event)
         }
         return streams
@@ -43,19 +43,16 @@ struct ProjectionWriter {
     /// `known`: folds kept from earlier appends (`AppendMemory`), used for a previous stream they are the fold
     /// of (same last version and hash) instead of folding it again.
     static func fold(
-        _ streams: [String: [RecordedEvent]], previous: [String: [RecordedEvent]], known: [String: Previous] = [:]
+        _ streams: [String: [StreamEvent]], previous: [String: [StreamEvent]], known: [String: Previous] = [:]
     ) -> [Folded] {
         streams.map { subscriber, events in
-            let typed = events.map(FoldEvent.init)
+            let typed = events.map(\.fold)
             let ledger = Fold.fold(typed)
             let facts = SubscriberFacts.derive(events: typed, ledger: ledger)
             let old = previous[subscriber].flatMap { before -> Previous? in
                 guard let last = before.last else { return nil }
                 if let kept = known[subscriber], kept.version == last.version, kept.hash == last.hash { return kept }
-                // The stream before is the beginning of the stream after (same last hash, so the same chain):
-                // its decoded events are reused rather than decoded again.
-                let isPrefix = before.count <= events.count && events[before.count - 1].hash == last.hash
-                let typedBefore = isPrefix ? Array(typed[..<before.count]) : before.map(FoldEvent.init)
+                let typedBefore = before.map(\.fold)
                 let ledger = Fold.fold(typedBefore)
                 return Previous(
                     ledger: ledger, facts: SubscriberFacts.derive(events: typedBefore, ledger: ledger), version: last.version,
