@@ -184,6 +184,31 @@ struct OneTripAppendTests {
         #expect(refolded.asPrevious.hash == k2.hash)
     }
 
+    @Test("a group of many subscribers is folded in shares across cores, to the same folds as one pass")
+    func parallelFold() async throws {
+        var streams: [String: [StreamEvent]] = [:]
+        var versions: [String: Int64] = [:]
+        for (i, e) in GeneratedLedger.events(seed: 11, subscribers: 200, eventsPerSubscriber: 1...6).enumerated() {
+            let version = versions[e.subscriberID, default: 0] + 1
+            versions[e.subscriberID] = version
+            let recorded = RecordedEvent(
+                eventID: UUID(), subscriberID: e.subscriberID, version: version, position: Int64(i + 1), type: e.type,
+                occurredAt: e.occurredAt, recordedAt: e.occurredAt, source: e.source, environment: e.environment,
+                idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, prevHash: RecordedEvent.genesisHash)
+            streams[e.subscriberID, default: []].append(StreamEvent(recorded))
+        }
+        let previous = streams.compactMapValues { $0.count > 1 ? Array($0.dropLast()) : nil }
+        #expect(streams.count >= 2 * AppendWriter.parallelFoldMinimum)
+        let shared = try await AppendWriter.fold(streams, previous: previous)
+        let single = ProjectionWriter.fold(streams, previous: previous)
+        func key(_ f: [ProjectionWriter.Folded]) -> [String: [AnyHashable]] {
+            Dictionary(
+                uniqueKeysWithValues: f.map { ($0.subscriber, [$0.version, $0.ledger, $0.facts, $0.rollup, $0.previous?.facts] as [AnyHashable]) })
+        }
+        #expect(shared.count == streams.count)
+        #expect(key(shared) == key(single))
+    }
+
     static func recorded(_ subscriber: String, version: Int64, position: Int64) -> StreamEvent {
         let e = SampleEvents.purchase(subscriber: subscriber, key: "\(subscriber)\(version)")
         return StreamEvent(

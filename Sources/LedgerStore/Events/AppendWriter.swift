@@ -88,7 +88,7 @@ struct AppendWriter {
         }
         try await insert(group.rows, fingerprints: group.fingerprints, texts: group.texts, on: connection)
         let touched = Self.extend(streams, with: group.rows)
-        try await ProjectionWriter(logger: logger).write(try Self.fold(touched, previous: streams), on: connection)
+        try await ProjectionWriter(logger: logger).write(try await Self.fold(touched, previous: streams), on: connection)
         streams.merge(touched) { _, new in new }
         return Written(outcomes: outcomes, end: end, streams: streams)
     }
@@ -106,10 +106,30 @@ struct AppendWriter {
     /// Folds the touched streams for the projection, refusing a stream past the limits: a stream's whole
     /// fold is rewritten under the append lock, so its size bounds how long one append can make every
     /// other writer wait (docs/limits.md).
+    ///
+    /// A group of many subscribers is folded in parallel, a share per core: the group's Swift work is on the
+    /// path of every append waiting behind it, while the other cores only parse requests.
     static func fold(
         _ touched: [String: [StreamEvent]], previous: [String: [StreamEvent]], known: [String: ProjectionWriter.Previous] = [:]
-    ) throws -> [ProjectionWriter.Folded] {
-        let folded = ProjectionWriter.fold(touched, previous: previous, known: known)
+    ) async throws -> [ProjectionWriter.Folded] {
+        let parts = touched.count < parallelFoldMinimum ? 1 : min(foldCores, touched.count / parallelFoldMinimum * 2)
+        let folded: [ProjectionWriter.Folded]
+        if parts <= 1 {
+            folded = ProjectionWriter.fold(touched, previous: previous, known: known)
+        } else {
+            let streams = Array(touched)
+            let size = (streams.count + parts - 1) / parts
+            folded = await withTaskGroup(of: [ProjectionWriter.Folded].self) { group in
+                for start in stride(from: 0, to: streams.count, by: size) {
+                    let part = streams[start..<min(start + size, streams.count)]
+                    group.addTask { ProjectionWriter.fold(part, previous: previous, known: known) }
+                }
+                var all: [ProjectionWriter.Folded] = []
+                all.reserveCapacity(streams.count)
+                for await some in group { all.append(contentsOf: some) }
+                return all
+            }
+        }
         for f in folded {
             let events = touched[f.subscriber]?.count ?? 0
             if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
@@ -118,6 +138,11 @@ struct AppendWriter {
         }
         return folded
     }
+
+    /// Subscribers a group must touch before its fold is split across cores (a task per share costs more than
+    /// folding a few subscribers).
+    static let parallelFoldMinimum = 32
+    static let foldCores = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// The group in one round trip (`subledger_append`, schemas 0013 and 0016), computed from what the server believes
     /// the log's end and the touched streams are (`belief`: every touched stream whole, empty when believed
@@ -148,7 +173,7 @@ struct AppendWriter {
         let rows = group.rows
         guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         let touched = Self.extend(streams, with: rows)
-        let folded = try Self.fold(touched, previous: streams, known: folds)
+        let folded = try await Self.fold(touched, previous: streams, known: folds)
         let newFolds = Dictionary(folded.map { ($0.subscriber, $0.asPrevious) }, uniquingKeysWith: { a, _ in a })
         let projection = ProjectionJSONRows(folded, patched: true)
         let subscribers = folded.map(\.subscriber)

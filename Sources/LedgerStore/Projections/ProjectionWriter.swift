@@ -42,8 +42,8 @@ struct ProjectionWriter {
     /// them now (absent: not projected yet), whose facts the rollups' change is taken from.
     /// `known`: folds kept from earlier appends (`AppendMemory`), used for a previous stream they are the fold
     /// of (same last version and hash) instead of folding it again.
-    static func fold(
-        _ streams: [String: [StreamEvent]], previous: [String: [StreamEvent]], known: [String: Previous] = [:]
+    static func fold<Streams: Sequence<(key: String, value: [StreamEvent])>>(
+        _ streams: Streams, previous: [String: [StreamEvent]], known: [String: Previous] = [:]
     ) -> [Folded] {
         streams.map { subscriber, events in
             let typed = events.map(\.fold)
@@ -65,7 +65,7 @@ struct ProjectionWriter {
     }
 
     /// One subscriber's fold, the report facts derived from it, and what it changes in the rollups.
-    struct Folded {
+    struct Folded: Sendable {
         var subscriber: String
         var version: Int64
         var ledger: SubscriberLedger
