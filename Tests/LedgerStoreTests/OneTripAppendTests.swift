@@ -207,6 +207,20 @@ struct OneTripAppendTests {
         }
         #expect(shared.count == streams.count)
         #expect(key(shared) == key(single))
+        // The rows encoded in shares and merged are the rows of one pass (rollup cells summed alike).
+        let (folded, rows) = try await AppendWriter.foldAndEncode(streams, previous: previous, known: [:])
+        let one = ProjectionJSONRows(folded, patched: true)
+        for table in ProjectionTable.allCases {
+            let (a, b) = (try JSONParser.parse(rows.text(table)), try JSONParser.parse(one.text(table)))
+            #expect(Set(a.arrayValue ?? []) == Set(b.arrayValue ?? []), "\(table.name)")
+            #expect(a.arrayValue?.count == b.arrayValue?.count)
+        }
+        func cells(_ text: String) throws -> [String: Set<JSONValue>] {
+            try (JSONParser.parse(text).objectValue ?? [:]).mapValues { Set($0.arrayValue ?? []) }
+        }
+        #expect(try cells(rows.rollupText) == cells(one.rollupText))
+        #expect(try cells(rows.deletionsText) == cells(one.deletionsText))
+        #expect(try !cells(rows.deletionsText).values.allSatisfy(\.isEmpty), "some stored rows are replaced")
     }
 
     static func recorded(_ subscriber: String, version: Int64, position: Int64) -> StreamEvent {

@@ -107,36 +107,59 @@ struct AppendWriter {
     /// fold is rewritten under the append lock, so its size bounds how long one append can make every
     /// other writer wait (docs/limits.md).
     ///
-    /// A group of many subscribers is folded in parallel, a share per core: the group's Swift work is on the
-    /// path of every append waiting behind it, while the other cores only parse requests.
+    /// A group of many subscribers is folded in shares, one task per core (`inShares`).
     static func fold(
         _ touched: [String: [StreamEvent]], previous: [String: [StreamEvent]], known: [String: ProjectionWriter.Previous] = [:]
     ) async throws -> [ProjectionWriter.Folded] {
-        let parts = touched.count < parallelFoldMinimum ? 1 : min(foldCores, touched.count / parallelFoldMinimum * 2)
-        let folded: [ProjectionWriter.Folded]
-        if parts <= 1 {
-            folded = ProjectionWriter.fold(touched, previous: previous, known: known)
-        } else {
-            let streams = Array(touched)
-            let size = (streams.count + parts - 1) / parts
-            folded = await withTaskGroup(of: [ProjectionWriter.Folded].self) { group in
-                for start in stride(from: 0, to: streams.count, by: size) {
-                    let part = streams[start..<min(start + size, streams.count)]
-                    group.addTask { ProjectionWriter.fold(part, previous: previous, known: known) }
-                }
-                var all: [ProjectionWriter.Folded] = []
-                all.reserveCapacity(streams.count)
-                for await some in group { all.append(contentsOf: some) }
-                return all
-            }
+        let folded = await inShares(touched) { ProjectionWriter.fold($0, previous: previous, known: known) }.flatMap { $0 }
+        try checkLimits(folded, touched)
+        return folded
+    }
+
+    /// `fold`, and the folds' projection rows (only the changed ones) encoded in the same shares.
+    static func foldAndEncode(
+        _ touched: [String: [StreamEvent]], previous: [String: [StreamEvent]], known: [String: ProjectionWriter.Previous]
+    ) async throws -> ([ProjectionWriter.Folded], ProjectionJSONRows) {
+        let shares = await inShares(touched) { share in
+            let folded = ProjectionWriter.fold(share, previous: previous, known: known)
+            return (folded, ProjectionJSONRows(folded, patched: true))
         }
+        var rows = shares[0].1
+        for share in shares.dropFirst() { rows.merge(share.1) }
+        let folded = shares.flatMap(\.0)
+        try checkLimits(folded, touched)
+        return (folded, rows)
+    }
+
+    /// Runs `work` on shares of the touched streams, one task per core when the group touches many
+    /// subscribers: a group's computation is on the path of every request waiting behind it, and each
+    /// subscriber's fold reads only its own stream. At least one share, even for no streams.
+    private static func inShares<T: Sendable>(
+        _ touched: [String: [StreamEvent]], _ work: @escaping @Sendable (ArraySlice<(key: String, value: [StreamEvent])>) -> T
+    ) async -> [T] {
+        let streams = Array(touched)
+        let parts = streams.count < parallelFoldMinimum ? 1 : min(foldCores, streams.count / parallelFoldMinimum * 2)
+        guard parts > 1 else { return [work(streams[...])] }
+        let size = (streams.count + parts - 1) / parts
+        return await withTaskGroup(of: (Int, T).self) { group in
+            for (i, start) in stride(from: 0, to: streams.count, by: size).enumerated() {
+                let share = streams[start..<min(start + size, streams.count)]
+                group.addTask { (i, work(share)) }
+            }
+            var results: [(Int, T)] = []
+            for await result in group { results.append(result) }
+            return results.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+    }
+
+    /// Refuses a stream past the limits.
+    private static func checkLimits(_ folded: [ProjectionWriter.Folded], _ touched: [String: [StreamEvent]]) throws {
         for f in folded {
             let events = touched[f.subscriber]?.count ?? 0
             if events > Limits.maxEventsPerSubscriber || f.ledger.windows.count > Limits.maxWindowsPerSubscriber {
                 throw StreamTooLarge(subscriberID: f.subscriber, events: events, windows: f.ledger.windows.count)
             }
         }
-        return folded
     }
 
     /// Subscribers a group must touch before its fold is split across cores (a task per share costs more than
@@ -173,9 +196,8 @@ struct AppendWriter {
         let rows = group.rows
         guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         let touched = Self.extend(streams, with: rows)
-        let folded = try await Self.fold(touched, previous: streams, known: folds)
+        let (folded, projection) = try await Self.foldAndEncode(touched, previous: streams, known: folds)
         let newFolds = Dictionary(folded.map { ($0.subscriber, $0.asPrevious) }, uniquingKeysWith: { a, _ in a })
-        let projection = ProjectionJSONRows(folded, patched: true)
         let subscribers = folded.map(\.subscriber)
         let believed = subscribers.map { streams[$0]?.last }
         let newEnd = LogEnd(position: group.position, recordedAt: recordedAt)

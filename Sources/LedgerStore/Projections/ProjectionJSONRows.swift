@@ -4,35 +4,43 @@ import LedgerCore
 /// The projection rows of folded subscribers as JSON arrays of objects named like the tables' columns, for
 /// `subledger_projection_write` (schema 0008), which inserts them with `jsonb_populate_recordset`: one
 /// statement for five tables. The rows themselves are described in `ProjectionRows`.
-struct ProjectionJSONRows: ProjectionRowEncoder {
+struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
     private var tables = ProjectionTable.allCases.map { _ in JSONRows() }
     private var current = ProjectionTable.windows
+    /// The rollups' change of all the folded subscribers.
+    private var rollup = ReportRollup()
+    private var deletions = ProjectionTable.allCases.map { _ in JSONRows() }
+    private let patched: Bool
 
-    /// The rollups' change of all the folded subscribers, as `subledger_rollup_add` (schema 0014) takes it.
-    private(set) var rollupText = "{}"
+    /// The rollups' change, as `subledger_rollup_add` (schema 0014) takes it.
+    var rollupText: String { RollupRows.json(rollup) }
 
     /// The stored rows to delete before the rows are inserted, when `patched` (`subledger_append`, schema
     /// 0016): an object of arrays named like the tables, each element the key columns of one row.
-    private(set) var deletionsText = "{}"
+    var deletionsText: String {
+        guard patched else { return "{}" }
+        return "{"
+            + [ProjectionTable.windows, .reportRuns, .reportTransactions, .reportTrials]
+            .map { "\"\($0.name)\":\(deletions[$0.rawValue].text)" }.joined(separator: ",") + "}"
+    }
 
     /// `patched`: each subscriber with a previous fold gets only the rows that changed (`ProjectionPatch`),
     /// and `deletionsText` the keys of its stored rows to replace; otherwise every row is written.
     init(_ folded: [ProjectionWriter.Folded], patched: Bool = false) {
-        var rollup = ReportRollup()
-        var deletions = ProjectionTable.allCases.map { _ in JSONRows() }
+        self.patched = patched
         for f in folded {
             let patch = patched ? f.previous.map { ProjectionPatch(from: $0, to: f) } : nil
             ProjectionRows.write(f, to: &self, patch: patch)
             rollup.add(f.rollup)
             if let patch { Self.delete(patch, of: f.subscriber, into: &deletions) }
         }
-        rollupText = RollupRows.json(rollup)
-        if patched {
-            deletionsText =
-                "{"
-                + [ProjectionTable.windows, .reportRuns, .reportTransactions, .reportTrials]
-                .map { "\"\($0.name)\":\(deletions[$0.rawValue].text)" }.joined(separator: ",") + "}"
-        }
+    }
+
+    /// Adds the rows of other subscribers (encoded apart, e.g. on another core).
+    mutating func merge(_ other: ProjectionJSONRows) {
+        for i in tables.indices { tables[i].append(other.tables[i]) }
+        for i in deletions.indices { deletions[i].append(other.deletions[i]) }
+        rollup.add(other.rollup)
     }
 
     /// Appends the keys of the stored rows `patch` replaces, one object per row, to each table's array.
@@ -96,7 +104,7 @@ struct ProjectionJSONRows: ProjectionRowEncoder {
 }
 
 /// A JSON array of flat objects, written straight into bytes (no dictionary per row).
-struct JSONRows {
+struct JSONRows: Sendable {
     private var out: [UInt8] = [UInt8(ascii: "[")]
     private var rows = 0
     private var members = 0
@@ -112,6 +120,14 @@ struct JSONRows {
     }
 
     mutating func endRow() { out.append(UInt8(ascii: "}")) }
+
+    /// Appends the rows of another array.
+    mutating func append(_ other: JSONRows) {
+        guard other.rows > 0 else { return }
+        if rows > 0 { out.append(UInt8(ascii: ",")) }
+        out.append(contentsOf: other.out.dropFirst())
+        rows += other.rows
+    }
 
     private mutating func key(_ name: StaticString) {
         if members > 0 { out.append(UInt8(ascii: ",")) }
