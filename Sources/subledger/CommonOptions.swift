@@ -64,10 +64,45 @@ enum LoggingBootstrap {
         guard !done else { return }
         done = true
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = DeferredMetadataLogHandler(StreamLogHandler.standardError(label: label))
             handler.logLevel = level
             return handler
         }
+    }
+}
+
+/// `StreamLogHandler` with its metadata held aside until a message is logged.
+///
+/// `StreamLogHandler` renders its metadata into text whenever the metadata changes. Hummingbird gives each
+/// request's logger a request id, so every request paid for that rendering whether anything was logged or
+/// not: about 1% of the server's CPU under load (profiled during single appends at 32 clients).
+struct DeferredMetadataLogHandler: LogHandler {
+    private var stream: StreamLogHandler
+    var metadata: Logger.Metadata = [:]
+
+    init(_ stream: StreamLogHandler) {
+        self.stream = stream
+    }
+
+    var logLevel: Logger.Level {
+        get { stream.logLevel }
+        set { stream.logLevel = newValue }
+    }
+
+    var metadataProvider: Logger.MetadataProvider? {
+        get { stream.metadataProvider }
+        set { stream.metadataProvider = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var stream = stream
+        stream.metadata = metadata
+        stream.log(event: event)
     }
 }
 
