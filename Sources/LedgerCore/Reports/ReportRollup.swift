@@ -171,34 +171,61 @@ public struct ReportRollup: Sendable, Hashable {
     /// computed, so an append that adds one transaction costs that transaction's cells.
     public static func change(from old: SubscriberFacts?, to new: SubscriberFacts) -> ReportRollup {
         var r = ReportRollup()
-        let oldTransactions = Set(old?.transactions ?? [])
-        let newTransactions = Set(new.transactions)
-        for t in old?.transactions ?? [] where !newTransactions.contains(t) {
+        let oldTransactions = old?.transactions ?? []
+        let (removed, added) = difference(oldTransactions, new.transactions)
+        for t in removed {
             r.addRevenue(t, sign: -1)
             r.addMRR(t, sign: -1)
             if rollsUpDays(t) { r.pendingRevenue[t, default: 0] &-= 1 }
         }
-        for t in new.transactions where !oldTransactions.contains(t) {
+        for t in added {
             r.addRevenue(t, sign: 1)
             r.addMRR(t, sign: 1)
             if rollsUpDays(t) { r.pendingRevenue[t, default: 0] &+= 1 }
         }
-        if oldTransactions != newTransactions {
-            if let old { r.addCoverage(old.transactions, sign: -1) }
-            r.addCoverage(new.transactions, sign: 1)
+        if !removed.isEmpty || !added.isEmpty {
+            // Only the keys whose paid coverage changed: a purchase within the coverage already held changes none.
+            let before = coverage(oldTransactions)
+            let after = coverage(new.transactions)
+            for (key, spans) in before where !sameSpans(spans, after[key]) { r.addCoverage(key, spans, sign: -1) }
+            for (key, spans) in after where !sameSpans(spans, before[key]) { r.addCoverage(key, spans, sign: 1) }
         }
         if old?.trials != new.trials {
             if let old { r.addTrials(old.trials, sign: -1) }
             r.addTrials(new.trials, sign: 1)
         }
-        let oldRuns = Dictionary(grouping: old?.runs ?? [], by: \.entitlement)
-        let newRuns = Dictionary(grouping: new.runs, by: \.entitlement)
-        for key in Set(oldRuns.keys).union(newRuns.keys) where oldRuns[key] != newRuns[key] {
-            if let runs = oldRuns[key] { r.addRuns(runs, key: key, sign: -1) }
-            if let runs = newRuns[key] { r.addRuns(runs, key: key, sign: 1) }
+        if old?.runs != new.runs {
+            let oldRuns = Dictionary(grouping: old?.runs ?? [], by: \.entitlement)
+            let newRuns = Dictionary(grouping: new.runs, by: \.entitlement)
+            for key in Set(oldRuns.keys).union(newRuns.keys) where oldRuns[key] != newRuns[key] {
+                if let runs = oldRuns[key] { r.addRuns(runs, key: key, sign: -1) }
+                if let runs = newRuns[key] { r.addRuns(runs, key: key, sign: 1) }
+            }
         }
         r.prune()
         return r
+    }
+
+    /// The transactions of `old` not in `new`, and those of `new` not in `old` (as sets). Facts list their
+    /// transactions in a stable order, so the common beginning is skipped by comparing in step; the rest
+    /// is looked up in a set only when it is long.
+    static func difference(
+        _ old: [RevenueTransaction], _ new: [RevenueTransaction]
+    ) -> (removed: [RevenueTransaction], added: [RevenueTransaction]) {
+        var common = 0
+        while common < old.count, common < new.count, old[common] == new[common] { common += 1 }
+        func missing(_ list: ArraySlice<RevenueTransaction>, from other: [RevenueTransaction]) -> [RevenueTransaction] {
+            guard !list.isEmpty else { return [] }
+            if list.count * other.count <= 256 { return list.filter { !other.contains($0) } }
+            let set = Set(other)
+            return list.filter { !set.contains($0) }
+        }
+        return (missing(old[common...], from: new), missing(new[common...], from: old))
+    }
+
+    private static func sameSpans(_ a: [(start: Timestamp, end: Timestamp?)], _ b: [(start: Timestamp, end: Timestamp?)]?) -> Bool {
+        guard let b, a.count == b.count else { return false }
+        return zip(a, b).allSatisfy { $0.start == $1.start && $0.end == $1.end }
     }
 
     /// Adds `other` cell by cell. Counts wrap instead of trapping (they are bounded by the log's size).
@@ -288,6 +315,11 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// The subscriber's paid coverage per key and currency: the union of its transactions' service.
     mutating func addCoverage(_ transactions: [RevenueTransaction], sign: Int64) {
+        for (key, spans) in Self.coverage(transactions) { addCoverage(key, spans, sign: sign) }
+    }
+
+    /// Per key and currency, the union of the transactions' service as disjoint intervals, sorted.
+    static func coverage(_ transactions: [RevenueTransaction]) -> [CoverageKey: [(start: Timestamp, end: Timestamp?)]] {
         var intervals: [CoverageKey: [(start: Timestamp, end: Timestamp?)]] = [:]
         for t in transactions {
             guard let service = Self.service(t) else { continue }
@@ -295,23 +327,26 @@ public struct ReportRollup: Sendable, Hashable {
                 intervals[CoverageKey(entitlement: key, currency: t.currency), default: []].append(service)
             }
         }
-        for (key, list) in intervals {
-            for (start, end) in Self.union(list) {
-                let day = ReportInterval.day.periodStart(containing: start).microseconds
-                paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].first &+= sign
-                paidHours[CurrencyDayKey(day: Self.hourStart(start), entitlement: key.entitlement, currency: key.currency), default: .init()]
-                    .first &+= sign
-                if let end {
-                    let day = ReportInterval.day.periodStart(containing: end).microseconds
-                    paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].second &+= sign
-                    paidHours[CurrencyDayKey(day: Self.hourStart(end), entitlement: key.entitlement, currency: key.currency), default: .init()]
-                        .second &+= sign
-                }
+        return intervals.mapValues(Self.union)
+    }
+
+    /// One key's coverage spans: paid subscribers starting and ending, per day and per hour.
+    mutating func addCoverage(_ key: CoverageKey, _ spans: [(start: Timestamp, end: Timestamp?)], sign: Int64) {
+        for (start, end) in spans {
+            let day = ReportInterval.day.periodStart(containing: start).microseconds
+            paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].first &+= sign
+            paidHours[CurrencyDayKey(day: Self.hourStart(start), entitlement: key.entitlement, currency: key.currency), default: .init()]
+                .first &+= sign
+            if let end {
+                let day = ReportInterval.day.periodStart(containing: end).microseconds
+                paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].second &+= sign
+                paidHours[CurrencyDayKey(day: Self.hourStart(end), entitlement: key.entitlement, currency: key.currency), default: .init()]
+                    .second &+= sign
             }
         }
     }
 
-    private struct CoverageKey: Hashable {
+    struct CoverageKey: Hashable {
         var entitlement: String
         var currency: String
     }
