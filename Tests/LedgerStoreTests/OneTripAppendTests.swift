@@ -203,7 +203,7 @@ struct OneTripAppendTests {
         let single = ProjectionWriter.fold(streams, previous: previous)
         func key(_ f: [ProjectionWriter.Folded]) -> [String: [AnyHashable]] {
             Dictionary(
-                uniqueKeysWithValues: f.map { ($0.subscriber, [$0.version, $0.ledger, $0.facts, $0.rollup, $0.previous?.facts] as [AnyHashable]) })
+                uniqueKeysWithValues: f.map { ($0.subscriber, [$0.version, $0.ledger, $0.facts, $0.previous?.facts] as [AnyHashable]) })
         }
         #expect(shared.count == streams.count)
         #expect(key(shared) == key(single))

@@ -171,39 +171,45 @@ public struct ReportRollup: Sendable, Hashable {
     /// computed, so an append that adds one transaction costs that transaction's cells.
     public static func change(from old: SubscriberFacts?, to new: SubscriberFacts) -> ReportRollup {
         var r = ReportRollup()
+        r.addChange(from: old, to: new)
+        r.prune()
+        return r
+    }
+
+    /// Adds `change(from: old, to: new)` in place, without dropping the cells that sum to zero (`pruned`):
+    /// a group of appends sums its subscribers' changes into one rollup this way.
+    public mutating func addChange(from old: SubscriberFacts?, to new: SubscriberFacts) {
         let oldTransactions = old?.transactions ?? []
-        let (removed, added) = difference(oldTransactions, new.transactions)
+        let (removed, added) = Self.difference(oldTransactions, new.transactions)
         for t in removed {
-            r.addRevenue(t, sign: -1)
-            r.addMRR(t, sign: -1)
-            if rollsUpDays(t) { r.pendingRevenue[t, default: 0] &-= 1 }
+            addRevenue(t, sign: -1)
+            addMRR(t, sign: -1)
+            if Self.rollsUpDays(t) { pendingRevenue[t, default: 0] &-= 1 }
         }
         for t in added {
-            r.addRevenue(t, sign: 1)
-            r.addMRR(t, sign: 1)
-            if rollsUpDays(t) { r.pendingRevenue[t, default: 0] &+= 1 }
+            addRevenue(t, sign: 1)
+            addMRR(t, sign: 1)
+            if Self.rollsUpDays(t) { pendingRevenue[t, default: 0] &+= 1 }
         }
         if !removed.isEmpty || !added.isEmpty {
             // Only the keys whose paid coverage changed: a purchase within the coverage already held changes none.
-            let before = coverage(oldTransactions)
-            let after = coverage(new.transactions)
-            for (key, spans) in before where !sameSpans(spans, after[key]) { r.addCoverage(key, spans, sign: -1) }
-            for (key, spans) in after where !sameSpans(spans, before[key]) { r.addCoverage(key, spans, sign: 1) }
+            let before = Self.coverage(oldTransactions)
+            let after = Self.coverage(new.transactions)
+            for (key, spans) in before where !Self.sameSpans(spans, after[key]) { addCoverage(key, spans, sign: -1) }
+            for (key, spans) in after where !Self.sameSpans(spans, before[key]) { addCoverage(key, spans, sign: 1) }
         }
         if old?.trials != new.trials {
-            if let old { r.addTrials(old.trials, sign: -1) }
-            r.addTrials(new.trials, sign: 1)
+            if let old { addTrials(old.trials, sign: -1) }
+            addTrials(new.trials, sign: 1)
         }
         if old?.runs != new.runs {
             let oldRuns = Dictionary(grouping: old?.runs ?? [], by: \.entitlement)
             let newRuns = Dictionary(grouping: new.runs, by: \.entitlement)
             for key in Set(oldRuns.keys).union(newRuns.keys) where oldRuns[key] != newRuns[key] {
-                if let runs = oldRuns[key] { r.addRuns(runs, key: key, sign: -1) }
-                if let runs = newRuns[key] { r.addRuns(runs, key: key, sign: 1) }
+                if let runs = oldRuns[key] { addRuns(runs, key: key, sign: -1) }
+                if let runs = newRuns[key] { addRuns(runs, key: key, sign: 1) }
             }
         }
-        r.prune()
-        return r
     }
 
     /// The transactions of `old` not in `new`, and those of `new` not in `old` (as sets). Facts list their

@@ -7,13 +7,13 @@ import LedgerCore
 struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
     private var tables = ProjectionTable.allCases.map { _ in JSONRows() }
     private var current = ProjectionTable.windows
-    /// The rollups' change of all the folded subscribers.
+    /// The rollups' change of all the folded subscribers (cells that sum to zero included).
     private var rollup = ReportRollup()
     private var deletions = ProjectionTable.allCases.map { _ in JSONRows() }
     private let patched: Bool
 
     /// The rollups' change, as `subledger_rollup_add` (schema 0014) takes it.
-    var rollupText: String { RollupRows.json(rollup) }
+    var rollupText: String { RollupRows.json(rollup.pruned()) }
 
     /// The stored rows to delete before the rows are inserted, when `patched` (`subledger_append`, schema
     /// 0016): an object of arrays named like the tables, each element the key columns of one row.
@@ -31,7 +31,7 @@ struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
         for f in folded {
             let patch = patched ? f.previous.map { ProjectionPatch(from: $0, to: f) } : nil
             ProjectionRows.write(f, to: &self, patch: patch)
-            rollup.add(f.rollup)
+            rollup.addChange(from: f.previous?.facts, to: f.facts)
             if let patch { Self.delete(patch, of: f.subscriber, into: &deletions) }
         }
     }

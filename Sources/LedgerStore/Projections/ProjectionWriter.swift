@@ -59,18 +59,18 @@ struct ProjectionWriter {
                     hash: last.hash)
             }
             return Folded(
-                subscriber: subscriber, version: events.last!.version, ledger: ledger, facts: facts,
-                rollup: ReportRollup.change(from: old?.facts, to: facts), previous: old, hash: events.last!.hash)
+                subscriber: subscriber, version: events.last!.version, ledger: ledger, facts: facts, previous: old,
+                hash: events.last!.hash)
         }
     }
 
-    /// One subscriber's fold, the report facts derived from it, and what it changes in the rollups.
+    /// One subscriber's fold, the report facts derived from it, and the fold it replaces (the rollups
+    /// change by the difference of the two facts).
     struct Folded: Sendable {
         var subscriber: String
         var version: Int64
         var ledger: SubscriberLedger
         var facts: SubscriberFacts
-        var rollup: ReportRollup
         /// The fold of the stream as it was before (nil: it was empty).
         var previous: Previous?
         /// The stream's last event's hash (empty where nobody keeps the fold: the rebuild).

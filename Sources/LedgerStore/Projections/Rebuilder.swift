@@ -177,8 +177,7 @@ public struct Rebuilder: Sendable {
             rollup.add(facts)
             out.append(
                 ProjectionWriter.Folded(
-                    subscriber: last.subscriberID, version: last.version, ledger: ledger, facts: facts,
-                    rollup: ReportRollup()))
+                    subscriber: last.subscriberID, version: last.version, ledger: ledger, facts: facts))
             stream.removeAll(keepingCapacity: true)
         }
         for row in rows {
