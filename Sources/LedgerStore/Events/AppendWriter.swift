@@ -232,6 +232,7 @@ struct AppendWriter {
             var touched: [String: StreamHead] = [:]
             var fresh: [(RecordedEvent, [UInt8], data: [UInt8], metadata: [UInt8])] = []
             var next = position
+            let ids = RandomEventIDs.make(events.count)
             for (i, event) in events.enumerated() {
                 let index = events.count > 1 ? i : nil
                 if let (known, fingerprint) = stored[IdempotencyKey(event)] {
@@ -253,7 +254,7 @@ struct AppendWriter {
                 let data = JSONValue.object(event.data).canonicalBytes()
                 let metadata = JSONValue.object(event.metadata).canonicalBytes()
                 let recorded = RecordedEvent(
-                    eventID: UUID(), subscriberID: event.subscriberID, version: head.version + 1, position: next,
+                    eventID: ids[i], subscriberID: event.subscriberID, version: head.version + 1, position: next,
                     type: event.type, occurredAt: event.occurredAt, recordedAt: recordedAt, source: event.source,
                     environment: event.environment, idempotencyKey: event.idempotencyKey, data: event.data,
                     metadata: event.metadata, prevHash: head.hash, canonicalData: data, canonicalMetadata: metadata)
