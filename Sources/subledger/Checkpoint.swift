@@ -12,7 +12,8 @@ struct SealCheckpoint: AsyncParsableCommand {
     func run() async throws {
         let logger = database.makeLogger("subledger.checkpoint")
         let sealed = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
-            try await CheckpointStore(client: client, logger: logger).seal()
+            try await database.requireCurrentSchema(client, logger: logger)
+            return try await CheckpointStore(client: client, logger: logger).seal()
         }
         print("checkpoint \(sealed.checkpointID) at position \(sealed.position): \(sealed.streams) streams, \(sealed.events) events")
         print("merkle root \(Hex.encode(sealed.merkleRoot))")

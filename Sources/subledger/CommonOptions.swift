@@ -46,6 +46,18 @@ struct DatabaseOptions: ParsableArguments {
         throw CommandFailure("none of the database hosts \(url.endpoints.map(\.description)) is writable")
     }
 
+    /// Fails naming what to do when the database's schema is not the one this binary ships (a migration
+    /// pending, or an applied one edited), instead of with the first statement's PostgreSQL error. Skipped
+    /// when the binary cannot find its schema files.
+    func requireCurrentSchema(_ client: PostgresClient, logger: Logger) async throws {
+        guard let migrations = try? Migration.bundled() else { return }
+        let status = try await MigrationRunner(client: client, migrations: migrations, logger: logger).status()
+        if let problem = status.problems.first { throw CommandFailure("\(problem)") }
+        if !status.pending.isEmpty {
+            throw CommandFailure("\(status.pending.count) migration(s) pending; run 'subledger migrate' first")
+        }
+    }
+
     func makeLogger(_ label: String) -> Logger {
         let levelText = logLevel ?? ProcessInfo.processInfo.environment["LOG_LEVEL"] ?? "info"
         let level = Logger.Level(rawValue: levelText.lowercased()) ?? .info

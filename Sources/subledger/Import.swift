@@ -38,6 +38,7 @@ struct Import: AsyncParsableCommand {
         let interactive = isatty(STDERR_FILENO) == 1
         let started = Date()
         let summary = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { client in
+            try await database.requireCurrentSchema(client, logger: logger)
             let store = EventStore(client: client, logger: logger)
             let intake = EventIntake(
                 store: store, catalog: CatalogStore(client: client, logger: logger), database: Database(client: client, logger: logger))

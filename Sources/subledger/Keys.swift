@@ -30,7 +30,8 @@ struct Keys: AsyncParsableCommand {
             let logger = database.makeLogger("subledger.keys")
             let name = self.name ?? "\(role.rawValue) key"
             let (key, secret) = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
-                try await APIKeyStore(client: client, logger: logger).create(role: role, name: name)
+                try await database.requireCurrentSchema(client, logger: logger)
+                return try await APIKeyStore(client: client, logger: logger).create(role: role, name: name)
             }
             print("created key \(key.keyID) (role \(key.role.rawValue), name \"\(key.name)\"); the secret is shown only now:")
             print(secret)

@@ -17,7 +17,8 @@ struct Rebuild: AsyncParsableCommand {
         let chunk = self.chunk
         let started = Date()
         let done = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
-            try await Rebuilder(client: client, logger: logger, chunkSize: chunk).rebuild { p in
+            try await database.requireCurrentSchema(client, logger: logger)
+            return try await Rebuilder(client: client, logger: logger, chunkSize: chunk).rebuild { p in
                 if interactive {
                     let pct = p.totalEvents == 0 ? 100 : p.events * 100 / p.totalEvents
                     FileHandle.standardError.write(

@@ -13,6 +13,7 @@ struct Verify: AsyncParsableCommand {
         let logger = database.makeLogger("subledger.verify")
         let interactive = isatty(STDERR_FILENO) == 1
         let (result, sealed) = try await withPostgresClient(try await database.url().clientConfiguration(), logger: logger) { client in
+            try await database.requireCurrentSchema(client, logger: logger)
             let chains = try await ChainVerifier(client: client, logger: logger).verify { checked in
                 if interactive { FileHandle.standardError.write(Data("\rchecked \(checked) events".utf8)) }
             }
