@@ -134,4 +134,21 @@ struct FingerprintTests {
         #expect(computed.fingerprint != stored)
         #expect(computed.metadata.isEmpty && computed.expectedVersion == nil)
     }
+
+    @Test("the canonical data and metadata written for the fingerprint follow later changes, and are not part of equality")
+    func canonicalContentFollowsChanges() throws {
+        var e = try event(Self.reference)
+        #expect(e.canonicalData == JSONValue.object(e.data).canonicalBytes())
+        #expect(String(decoding: e.canonicalMetadata, as: UTF8.self) == #"{"request_id":"req-1","tags":["a","b"]}"#)
+        let fingerprint = e.fingerprint
+        let rebuilt = NewEvent(
+            subscriberID: e.subscriberID, type: e.type, occurredAt: e.occurredAt, source: e.source, environment: e.environment,
+            idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata, fingerprint: fingerprint)
+        #expect(rebuilt == e, "an event built without writing its content equals the one that wrote it")
+        e.data["product_id"] = .string("pro.yearly")
+        #expect(String(decoding: e.canonicalData, as: UTF8.self).contains(#""product_id":"pro.yearly""#))
+        e.metadata = ["note": "x"]
+        #expect(String(decoding: e.canonicalMetadata, as: UTF8.self) == #"{"note":"x"}"#)
+        #expect(e.fingerprint == fingerprint, "the fingerprint stays the client's")
+    }
 }

@@ -115,6 +115,17 @@ struct FoldPropertyTests {
         }
     }
 
+    @Test("the fold order of events already in it is kept as given; any other order is sorted")
+    func foldOrder() async {
+        await propertyCheck(count: 100, input: Gen.int(in: 0...Int.max)) { seed in
+            let events = RandomHistory.make(seed: UInt64(seed)).map(FoldEvent.init)
+            let sorted = events.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+            #expect(Fold.inFoldOrder(events).map(\.eventID) == sorted.map(\.eventID))
+            #expect(Fold.inFoldOrder(sorted).map(\.eventID) == sorted.map(\.eventID))
+            #expect(Fold.inFoldOrder(sorted.reversed()).map(\.eventID) == sorted.map(\.eventID))
+        }
+    }
+
     @Test("for given effective times the result does not depend on the recorded order")
     func recordedOrderIndependent() async {
         await propertyCheck(count: 300, input: Gen.int(in: 0...Int.max)) { seed in

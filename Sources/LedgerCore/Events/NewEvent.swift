@@ -8,13 +8,16 @@ public struct NewEvent: Sendable, Hashable {
     public var source: String
     public var environment: LedgerEnvironment
     public var idempotencyKey: String
-    public var data: [String: JSONValue]
-    public var metadata: [String: JSONValue]
+    public var data: [String: JSONValue] { didSet { written = WrittenContent() } }
+    public var metadata: [String: JSONValue] { didSet { written = WrittenContent() } }
     /// The stream's version the client saw; the append fails with a version conflict otherwise.
     public var expectedVersion: Int64?
     /// SHA-256 of the event's canonical content as the client sent it (without `expected_version`):
     /// a retry with the same idempotency key must carry the same fingerprint.
     public var fingerprint: [UInt8]
+    /// `data` and `metadata` as canonical JSON, written once for the fingerprint and kept for the stored
+    /// text and the hash; dropped when either changes (the catalog fills a purchase in after intake).
+    private var written = WrittenContent()
 
     public init(
         subscriberID: String, type: EventType, occurredAt: Timestamp, source: String,
@@ -30,18 +33,27 @@ public struct NewEvent: Sendable, Hashable {
         self.data = data
         self.metadata = metadata
         self.expectedVersion = expectedVersion
-        self.fingerprint = []
-        self.fingerprint = fingerprint ?? Array(SHA256.hash(data: self.clientContentBytes()))
+        self.fingerprint = fingerprint ?? []
+        if fingerprint == nil {
+            written = WrittenContent(data: JSONValue.object(data).canonicalBytes(), metadata: JSONValue.object(metadata).canonicalBytes())
+            self.fingerprint = Array(SHA256.hash(data: clientContentBytes()))
+        }
     }
+
+    /// `data` as canonical JSON (the stored text and the hash's input).
+    public var canonicalData: [UInt8] { written.data ?? JSONValue.object(data).canonicalBytes() }
+
+    /// `metadata` as canonical JSON.
+    public var canonicalMetadata: [UInt8] { written.metadata ?? JSONValue.object(metadata).canonicalBytes() }
 
     /// `clientContent`'s canonical bytes, written field by field in their sorted order (see
     /// `RecordedEvent.canonicalBytes`).
     public func clientContentBytes() -> [UInt8] {
         var out = CanonicalObject()
-        out.member("data", .object(data))
+        out.member("data", canonical: canonicalData)
         out.member("environment", string: environment.rawValue)
         out.member("idempotency_key", string: idempotencyKey)
-        out.member("metadata", .object(metadata))
+        out.member("metadata", canonical: canonicalMetadata)
         out.member("occurred_at", string: occurredAt.rfc3339)
         out.member("source", string: source)
         out.member("subscriber_id", string: subscriberID)
@@ -62,4 +74,15 @@ public struct NewEvent: Sendable, Hashable {
             "metadata": .object(metadata),
         ])
     }
+}
+
+/// Bytes written from an event's content (nil: not written): derived from it, so not part of the event's
+/// identity (any two compare equal) nor of its description.
+private struct WrittenContent: Sendable, Hashable, CustomDebugStringConvertible {
+    var data: [UInt8]?
+    var metadata: [UInt8]?
+
+    static func == (_: Self, _: Self) -> Bool { true }
+    func hash(into hasher: inout Hasher) {}
+    var debugDescription: String { data == nil ? "not written" : "written" }
 }

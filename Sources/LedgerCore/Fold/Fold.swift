@@ -30,10 +30,20 @@ public enum Fold {
     /// Folds events in `(occurred_at, position)` order, whatever order they are given in.
     public static func fold(_ events: [FoldEvent]) -> SubscriberLedger {
         var state = FoldState()
-        for event in events.sorted(by: { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }) {
-            state.apply(event)
-        }
+        for event in inFoldOrder(events) { state.apply(event) }
         return state.result
+    }
+
+    /// The events in `(occurred_at, position)` order: the same array when it is in that order already (a
+    /// stream read by version usually is), so that no copy is made.
+    public static func inFoldOrder(_ events: [FoldEvent]) -> [FoldEvent] {
+        let precedes = { (a: FoldEvent, b: FoldEvent) in (a.occurredAt, a.position) < (b.occurredAt, b.position) }
+        var ordered = true
+        for i in events.indices.dropFirst() where !precedes(events[i - 1], events[i]) {
+            ordered = false
+            break
+        }
+        return ordered ? events : events.sorted(by: precedes)
     }
 }
 

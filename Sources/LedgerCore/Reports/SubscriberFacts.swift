@@ -136,9 +136,9 @@ public struct SubscriberFacts: Sendable, Hashable {
 
     /// Derives the facts; sandbox events are left out (they never count in revenue or churn).
     public static func derive(events: [FoldEvent], ledger: SubscriberLedger) -> SubscriberFacts {
-        let production = events.filter { $0.environment == .production }
+        let production = events.allSatisfy { $0.environment == .production } ? events : events.filter { $0.environment == .production }
         let ledger = production.count == events.count ? ledger : Fold.fold(production)
-        let ordered = production.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+        let ordered = Fold.inFoldOrder(production)
         let windows = ledger.windows.filter { !$0.isVoid }
         return SubscriberFacts(
             runs: paidRuns(windows: windows, events: ordered),

@@ -251,8 +251,8 @@ struct AppendWriter {
                         subscriberID: event.subscriberID, expected: expected, actual: head.version, index: index)
                 }
                 next += 1
-                let data = JSONValue.object(event.data).canonicalBytes()
-                let metadata = JSONValue.object(event.metadata).canonicalBytes()
+                let data = event.canonicalData
+                let metadata = event.canonicalMetadata
                 let recorded = RecordedEvent(
                     eventID: ids[i], subscriberID: event.subscriberID, version: head.version + 1, position: next,
                     type: event.type, occurredAt: event.occurredAt, recordedAt: recordedAt, source: event.source,
