@@ -52,10 +52,7 @@ struct DatabaseOptions: ParsableArguments {
     func requireCurrentSchema(_ client: PostgresClient, logger: Logger) async throws {
         guard let migrations = try? Migration.bundled() else { return }
         let status = try await MigrationRunner(client: client, migrations: migrations, logger: logger).status()
-        if let problem = status.problems.first { throw CommandFailure("\(problem)") }
-        if !status.pending.isEmpty {
-            throw CommandFailure("\(status.pending.count) migration(s) pending; run 'subledger migrate' first")
-        }
+        if let refusal = status.refusal { throw CommandFailure(refusal) }
     }
 
     func makeLogger(_ label: String) -> Logger {
@@ -115,6 +112,14 @@ struct DeferredMetadataLogHandler: LogHandler {
         var stream = stream
         stream.metadata = metadata
         stream.log(event: event)
+    }
+}
+
+extension MigrationStatus {
+    /// Why a command must not run on this schema, in words that say what to do; nil when it is current.
+    var refusal: String? {
+        if let problem = problems.first { return "\(problem)" }
+        return pending.isEmpty ? nil : "\(pending.count) migration(s) pending; run 'subledger migrate' first"
     }
 }
 

@@ -371,11 +371,7 @@ struct Serve: AsyncParsableCommand {
             status = nil
         }
         guard let status else { return }
-        if let problem = status.problems.first { throw CommandFailure("refusing to start: \(problem)") }
-        if !status.pending.isEmpty {
-            throw CommandFailure(
-                "refusing to start: \(status.pending.count) migration(s) pending; run 'subledger migrate' first")
-        }
+        if let refusal = status.refusal { throw CommandFailure("refusing to start: \(refusal)") }
     }
 }
 
