@@ -147,33 +147,40 @@ public struct SubscriberFacts: Sendable, Hashable {
     }
 
     static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {
-        let relevant = windows.filter { $0.kind.isPaid || $0.kind == .grace }
-        let byEntitlement = Dictionary(grouping: relevant, by: \.entitlement)
+        let relevant = windows.filter { $0.kind.isPaid || $0.kind == .grace }.sorted { $0.start < $1.start }
+        guard let first = relevant.first?.entitlement else { return [] }
         let index = LapseIndex(events: events)
-        var runs: [PaidRun] = []
-        for key in [""] + byEntitlement.keys.sorted() {
-            let mine = (key.isEmpty ? relevant : byEntitlement[key] ?? []).sorted { $0.start < $1.start }
-            var component: [Window] = []
-            var end: Timestamp?  // the open component's end; nil = it never ends
-            func close() {
-                defer { component = [] }
-                guard component.contains(where: \.kind.isPaid), let first = component.first else { return }
-                runs.append(
-                    PaidRun(
-                        entitlement: key, start: first.start, end: end,
-                        lapse: end.map { lapse(of: component, at: $0, index: index) }))
-            }
-            for w in mine {
-                if !component.isEmpty, let e = end, w.start > e { close() }
-                if component.isEmpty {
-                    end = w.end
-                } else if let e = end {
-                    end = w.end.map { max($0, e) }
-                }
-                component.append(w)
-            }
-            close()
+        // Most subscribers have one entitlement: its runs are the runs over all entitlements, under its name.
+        if relevant.allSatisfy({ $0.entitlement == first }) {
+            let all = runs(of: relevant, key: "", index: index)
+            return all + all.map { PaidRun(entitlement: first, start: $0.start, end: $0.end, lapse: $0.lapse) }
         }
+        var runs = runs(of: relevant, key: "", index: index)
+        let byEntitlement = Dictionary(grouping: relevant, by: \.entitlement)
+        for key in byEntitlement.keys.sorted() { runs += Self.runs(of: byEntitlement[key]!, key: key, index: index) }
+        return runs
+    }
+
+    /// The paid runs of windows sorted by start: the connected components of their spans that hold a paid window.
+    private static func runs(of sorted: [Window], key: String, index: LapseIndex) -> [PaidRun] {
+        var runs: [PaidRun] = []
+        var component: [Window] = []
+        var end: Timestamp?  // the open component's end; nil = it never ends
+        func close() {
+            defer { component.removeAll(keepingCapacity: true) }
+            guard component.contains(where: \.kind.isPaid), let first = component.first else { return }
+            runs.append(PaidRun(entitlement: key, start: first.start, end: end, lapse: end.map { lapse(of: component, at: $0, index: index) }))
+        }
+        for w in sorted {
+            if !component.isEmpty, let e = end, w.start > e { close() }
+            if component.isEmpty {
+                end = w.end
+            } else if let e = end {
+                end = w.end.map { max($0, e) }
+            }
+            component.append(w)
+        }
+        close()
         return runs
     }
 
@@ -278,6 +285,7 @@ public struct SubscriberFacts: Sendable, Hashable {
     }
 
     static func trials(windows: [Window]) -> [TrialFact] {
+        guard windows.contains(where: { $0.kind == .trial }) else { return [] }
         // Paid windows per entitlement by start, so each trial looks only at those starting in its span.
         let paid = Dictionary(grouping: windows.filter(\.kind.isPaid), by: \.entitlement).mapValues { $0.sorted { $0.start < $1.start } }
         return windows.filter { $0.kind == .trial }.map { trial in
