@@ -257,14 +257,19 @@ public struct SubscriberFacts: Sendable, Hashable {
                 continue
             }
         }
-        let windowsByEvent = Dictionary(grouping: windows, by: \.sourceEventID)
+        // Each event's window of the first entitlement by name (the first such window in fold order).
+        var windowByEvent: [UUID: Int] = [:]
+        windowByEvent.reserveCapacity(windows.count)
+        for (i, w) in windows.enumerated() {
+            if let j = windowByEvent[w.sourceEventID], windows[j].entitlement <= w.entitlement { continue }
+            windowByEvent[w.sourceEventID] = i
+        }
         var result: [RevenueTransaction] = []
         for event in events {
             guard case .transaction(let t) = event.payload else { continue }
             guard t.isPaid, let price = t.priceMinor, let currency = t.currency else { continue }
             let lifetime = t.kind == .lifetime
-            let own = (windowsByEvent[event.eventID] ?? []).sorted { $0.entitlement < $1.entitlement }
-            let window = own.first
+            let window = windowByEvent[event.eventID].map { windows[$0] }
             let txn = t.transactionID
             // Revenue books a lifetime purchase at once whatever its offer; otherwise the window's own kind.
             let windowKind: Window.Kind = lifetime ? .lifetime : window?.kind ?? t.windowKind
