@@ -115,14 +115,6 @@ struct DeferredMetadataLogHandler: LogHandler {
     }
 }
 
-extension MigrationStatus {
-    /// Why a command must not run on this schema, in words that say what to do; nil when it is current.
-    var refusal: String? {
-        if let problem = problems.first { return "\(problem)" }
-        return pending.isEmpty ? nil : "\(pending.count) migration(s) pending; run 'subledger migrate' first"
-    }
-}
-
 /// A command failure that prints its message and exits non-zero, without a usage text.
 struct CommandFailure: Error, CustomStringConvertible {
     var description: String

@@ -116,6 +116,24 @@ struct AuthAndOperationsTests {
         }
     }
 
+    @Test("a binary newer than the schema is not ready, and says what to run in the CLI's words")
+    func readinessWithPendingMigration() async throws {
+        try await TestDatabase.withDatabase { url in
+            let newer = Migration(version: 9_999, name: "newer", sql: "SELECT 1")
+            let client = PostgresClient(configuration: url.clientConfiguration(role: "subledger_app"), backgroundLogger: TestDatabase.logger)
+            let app = try buildApplication(
+                configuration: ServerConfiguration(), client: client, migrations: try TestDatabase.migrations() + [newer],
+                logger: TestDatabase.logger)
+            try await app.test(.router) { http in
+                let ready = try await http.execute(uri: "/ready", method: .get)
+                #expect(ready.status == .serviceUnavailable)
+                #expect(try ready.json.objectValue?["status"] == "not_ready")
+                #expect(try ready.json.objectValue?["schema"] == "1 migration(s) pending; run 'subledger migrate' first")
+            }
+            return true
+        }
+    }
+
     @Test("health, readiness and the JSON 404")
     func operations() async throws {
         try await APIHarness.run { http, _ in

@@ -257,7 +257,7 @@ public struct SubscriberFacts: Sendable, Hashable {
                 continue
             }
         }
-        // Each event's window of the first entitlement by name (the first such window in fold order).
+        // Each event's window of the first entitlement by name (of equals, the first in the ledger's order).
         var windowByEvent: [UUID: Int] = [:]
         windowByEvent.reserveCapacity(windows.count)
         for (i, w) in windows.enumerated() {

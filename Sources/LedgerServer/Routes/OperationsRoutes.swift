@@ -63,8 +63,7 @@ struct OperationsRoutes {
     @Sendable func ready(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         do {
             let status = try await migrations.status()
-            guard status.isCurrent else {
-                let why = status.problems.first.map { "\($0)" } ?? "\(status.pending.count) migration(s) pending: run subledger migrate"
+            if let why = status.refusal {
                 return .json(["status": "not_ready", "database": "reachable", "schema": .string(why)], status: .serviceUnavailable)
             }
             return .json(["status": "ready", "database": "reachable", "schema": "current"])

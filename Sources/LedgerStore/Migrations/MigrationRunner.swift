@@ -9,6 +9,13 @@ public struct MigrationStatus: Sendable {
 
     /// All applied, none edited: the service may run.
     public var isCurrent: Bool { pending.isEmpty && problems.isEmpty }
+
+    /// Why the service and the one-shot commands must not run on this schema, in words that say what to do;
+    /// nil when it is current. The one description `serve`, the CLI and `/ready` give.
+    public var refusal: String? {
+        if let problem = problems.first { return "\(problem)" }
+        return pending.isEmpty ? nil : "\(pending.count) migration(s) pending; run 'subledger migrate' first"
+    }
 }
 
 /// Applies `schema/` migrations: all pending ones in one transaction, each recorded with its checksum.
