@@ -155,10 +155,10 @@ public struct SubscriberFacts: Sendable, Hashable {
             let all = runs(of: relevant, key: "", index: index)
             return all + all.map { PaidRun(entitlement: first, start: $0.start, end: $0.end, lapse: $0.lapse) }
         }
-        var runs = runs(of: relevant, key: "", index: index)
+        var result = runs(of: relevant, key: "", index: index)
         let byEntitlement = Dictionary(grouping: relevant, by: \.entitlement)
-        for key in byEntitlement.keys.sorted() { runs += Self.runs(of: byEntitlement[key]!, key: key, index: index) }
-        return runs
+        for key in byEntitlement.keys.sorted() { result += runs(of: byEntitlement[key]!, key: key, index: index) }
+        return result
     }
 
     /// The paid runs of windows sorted by start: the connected components of their spans that hold a paid window.
