@@ -18,13 +18,20 @@ public struct WebhookConfiguration: Sendable {
     public var pollInterval: Duration
     /// Deliveries log rows older than this are deleted.
     public var deliveriesRetention: Duration
+    /// Database connections the delivery service may hold at once, all endpoints together: what it may take
+    /// from the pool it shares with the API.
+    public var databaseConnections: Int
+    /// A request still waiting for its answer after this long gives its share of `concurrency` back: a slow
+    /// receiver keeps one request in flight, but never the slots that other endpoints' requests need.
+    public var slowRequestAfter: Duration
 
     public init(
         policy: WebhookDestinationPolicy = WebhookDestinationPolicy(), concurrency: Int = 16,
         connectTimeout: Duration = .seconds(5), responseTimeout: Duration = .seconds(10),
         retrySchedule: WebhookRetrySchedule = .standard, leaseDuration: Duration = .seconds(15),
         leaseInterval: Duration = .seconds(2), pollInterval: Duration = .milliseconds(200),
-        deliveriesRetention: Duration = .seconds(7 * 86_400)
+        deliveriesRetention: Duration = .seconds(7 * 86_400), databaseConnections: Int = 2,
+        slowRequestAfter: Duration = .milliseconds(500)
     ) {
         self.policy = policy
         self.concurrency = concurrency
@@ -35,5 +42,7 @@ public struct WebhookConfiguration: Sendable {
         self.leaseInterval = leaseInterval
         self.pollInterval = pollInterval
         self.deliveriesRetention = deliveriesRetention
+        self.databaseConnections = max(1, databaseConnections)
+        self.slowRequestAfter = slowRequestAfter
     }
 }

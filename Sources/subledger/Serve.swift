@@ -124,8 +124,8 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("webhook-retry-schedule"),
-        help: "Delays between failed attempts, the last repeating, e.g. 5s,5m,30m,2h,5h,10h (the default).")
-    var webhookRetrySchedule = "5s,5m,30m,2h,5h,10h"
+        help: "Delays between failed attempts, the last repeating, e.g. 1s,2s,5s,10s,20s,1m,5m,30m,2h,5h,10h (the default).")
+    var webhookRetrySchedule = WebhookRetrySchedule.standardText
 
     @Option(
         name: .customLong("webhook-give-up-after"),

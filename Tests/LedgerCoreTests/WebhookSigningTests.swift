@@ -56,12 +56,14 @@ struct WebhookSigningTests {
     @Test("retry delays follow the schedule, the last step repeating, within the jitter")
     func schedule() {
         let s = WebhookRetrySchedule.standard
-        #expect(s.delay(afterFailures: 1, random: 0.5) == .seconds(5))
-        #expect(s.delay(afterFailures: 2, random: 0.5) == .seconds(300))
-        #expect(s.delay(afterFailures: 4, random: 0.5) == .seconds(7200))
+        #expect(s.delay(afterFailures: 1, random: 0.5) == .seconds(1))
+        #expect(s.delay(afterFailures: 3, random: 0.5) == .seconds(5))
+        #expect(s.delay(afterFailures: 6, random: 0.5) == .seconds(60))
+        #expect(s.delay(afterFailures: 9, random: 0.5) == .seconds(7200))
         #expect(s.delay(afterFailures: 40, random: 0.5) == .seconds(36_000))
-        #expect(s.delay(afterFailures: 1, random: 0) == .seconds(4))
-        #expect(s.delay(afterFailures: 1, random: 0.999_999) <= .seconds(6))
+        #expect(s.delay(afterFailures: 3, random: 0) == .seconds(4))
+        #expect(s.delay(afterFailures: 3, random: 0.999_999) <= .seconds(6))
+        #expect(WebhookRetrySchedule.durations(WebhookRetrySchedule.standardText) == s.delays)
         #expect(
             WebhookRetrySchedule.durations("500ms,5s,2m,1h,3d") == [
                 .milliseconds(500), .seconds(5), .seconds(120), .seconds(3600), .seconds(259_200),

@@ -17,8 +17,15 @@ final class Receiver: Sendable {
         var id: String
         var body: [UInt8]
         var position: Int64
+        var subscriber: String
         var signatureValid: Bool
     }
+
+    /// Decides the status of one request from its position and subscriber (overrides the behaviour's status).
+    typealias Decide = @Sendable (Int64, String) -> Int
+
+    private let decide = Mutex<Decide?>(nil)
+    func decide(_ d: @escaping Decide) { decide.withLock { $0 = d } }
 
     /// How the next requests are answered: a status, after a delay.
     struct Behaviour: Sendable {
@@ -48,12 +55,16 @@ final class Receiver: Sendable {
         }
         if behaviour.delay > .zero { try await Task.sleep(for: behaviour.delay) }
         let valid = secret.map { WebhookSignature.verify(header: signature, id: id, timestamp: timestamp, body: body, secret: $0) } ?? false
-        let position =
-            (try? JSONParser.parse(body))?.objectValue?["data"]?.objectValue?["event"]?.objectValue?["position"]?.numberValue?.int64Value ?? -1
-        if (200..<300).contains(behaviour.status) {
-            state.withLock { $0.deliveries.append(Delivery(id: id, body: body, position: position, signatureValid: valid)) }
+        let event = (try? JSONParser.parse(body))?.objectValue?["data"]?.objectValue?["event"]?.objectValue
+        let position = event?["position"]?.numberValue?.int64Value ?? -1
+        let subscriber = event?["subscriber_id"]?.stringValue ?? ""
+        let status = decide.withLock { $0 }.map { $0(position, subscriber) } ?? behaviour.status
+        if (200..<300).contains(status) {
+            state.withLock {
+                $0.deliveries.append(Delivery(id: id, body: body, position: position, subscriber: subscriber, signatureValid: valid))
+            }
         }
-        return Response(status: .init(code: behaviour.status))
+        return Response(status: .init(code: status))
     }
 
     /// Runs the receiver on a free port of 127.0.0.1 while `body` runs.
@@ -101,6 +112,11 @@ struct WebhookDeliveryTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         Issue.record("timed out waiting until \(what)")
+    }
+
+    /// Whether each subscriber's deliveries came in position order.
+    static func inOrderPerSubscriber(_ deliveries: [Receiver.Delivery]) -> Bool {
+        Dictionary(grouping: deliveries, by: \.subscriber).values.allSatisfy { d in zip(d, d.dropFirst()).allSatisfy { $0.position < $1.position } }
     }
 
     static func create(_ store: WebhookStore, _ url: String, receiver: Receiver, types: [String]? = nil) async throws -> WebhookEndpoint {
@@ -176,6 +192,152 @@ struct WebhookDeliveryTests {
             _ = try await events.append([SampleEvents.purchase(subscriber: "t", key: "k3")])
             try await Self.eventually("the cursor passes everything") { try await store.get(e.id).deliveredThrough == 3 }
             #expect(receiver.deliveries.map(\.position) == [2])
+        }
+    }
+}
+
+/// Issue 32's defects of delivery: head-of-line blocking, slow receivers holding the shared slots, a
+/// quadratic message cost. Each test failed before the change it is named for.
+@Suite("Webhook delivery: no stalls")
+struct WebhookNoStallTests {
+    @Test("a failed message delays only its own subscriber's later messages; the others keep flowing")
+    func failureHoldsOnlyItsSubscriber() async throws {
+        var c = WebhookDeliveryTests.configuration
+        // Long enough that, were the whole endpoint held, nothing else could arrive before the retry.
+        c.retrySchedule = WebhookRetrySchedule(delays: [.seconds(3)], giveUpAfter: .seconds(60), jitter: 0)
+        try await WebhookDeliveryTests.running(c) { store, events, receiver, url in
+            let e = try await WebhookDeliveryTests.create(store, url, receiver: receiver)
+            let failedOnce = Mutex(false)
+            receiver.decide { _, subscriber in
+                guard subscriber == "slow" else { return 200 }
+                return failedOnce.withLock { f in
+                    defer { f = true }
+                    return f ? 200 : 503
+                }
+            }
+            _ = try await events.append([SampleEvents.purchase(subscriber: "slow", key: "s0")])
+            _ = try await events.append([SampleEvents.autoRenewOff(subscriber: "slow", key: "s1")])
+            for i in 0..<10 { _ = try await events.append([SampleEvents.purchase(subscriber: "fast\(i % 3)", key: "f\(i)")]) }
+            try await WebhookDeliveryTests.eventually("the others' 10 delivered", timeout: .seconds(2.5)) {
+                receiver.deliveries.filter { $0.subscriber != "slow" }.count == 10
+            }
+            #expect(!receiver.deliveries.contains { $0.subscriber == "slow" })
+            let held = try await store.get(e.id)
+            #expect(held.deliveredThrough == 12 && held.heldMessages == 2 && held.failedAttempts == 1)
+            try await WebhookDeliveryTests.eventually("the held subscriber delivered after its retry") { receiver.deliveries.count == 12 }
+            #expect(receiver.deliveries.suffix(2).map(\.position) == [1, 2])
+            #expect(try await store.get(e.id).heldMessages == 0)
+        }
+    }
+
+    @Test("a receiver failing a fifth of requests at random: every message arrives, each subscriber's in order")
+    func randomFailures() async throws {
+        try await WebhookDeliveryTests.running { store, events, receiver, url in
+            _ = try await WebhookDeliveryTests.create(store, url, receiver: receiver)
+            receiver.decide { _, _ in Int.random(in: 0..<5) == 0 ? 500 : 200 }
+            var batch: [NewEvent] = []
+            for i in 0..<200 {
+                batch.append(
+                    i % 3 == 0
+                        ? SampleEvents.autoRenewOff(subscriber: "r\(i % 20)", key: "k\(i)")
+                        : SampleEvents.purchase(subscriber: "r\(i % 20)", key: "k\(i)"))
+            }
+            for chunk in stride(from: 0, to: batch.count, by: 50) { _ = try await events.append(Array(batch[chunk..<chunk + 50])) }
+            try await WebhookDeliveryTests.eventually("200 delivered", timeout: .seconds(60)) {
+                Set(receiver.deliveries.map(\.position)).count == 200
+            }
+            let got = receiver.deliveries
+            #expect(WebhookDeliveryTests.inOrderPerSubscriber(got))
+            #expect(Set(got.map(\.position)) == Set(1...200))
+        }
+    }
+
+    @Test("slow receivers do not hold the shared request slots: a fast endpoint's events arrive at once")
+    func slowReceiversShareFairly() async throws {
+        var c = WebhookDeliveryTests.configuration
+        c.concurrency = 2
+        c.slowRequestAfter = .milliseconds(100)
+        c.responseTimeout = .seconds(5)
+        try await WebhookDeliveryTests.running(c) { store, events, receiver, url in
+            // Six endpoints at a receiver answering after 1.5 s, one at a fast one (the same receiver, by path
+            // of the decision: the slow endpoints' URLs carry a query).
+            let slow = Receiver()
+            try await slow.serve { port in
+                slow.set(.init(status: 200, delay: .milliseconds(1500)))
+                for _ in 0..<6 { _ = try await WebhookDeliveryTests.create(store, "http://127.0.0.1:\(port)/hook", receiver: slow) }
+                _ = try await WebhookDeliveryTests.create(store, url, receiver: receiver)
+                let started = ContinuousClock.now
+                for i in 0..<10 { _ = try await events.append([SampleEvents.purchase(subscriber: "s\(i)", key: "k\(i)")]) }
+                try await WebhookDeliveryTests.eventually("the fast endpoint's 10 delivered", timeout: .seconds(30)) {
+                    receiver.deliveries.count == 10
+                }
+                // Before: each of its requests waited for a slot held by a 1.5 s request (about 10 × 1.5 s / 2).
+                #expect(ContinuousClock.now - started < .seconds(5))
+            }
+        }
+    }
+
+    @Test("4,000 events of one subscriber cost about what 4,000 over 400 do: each message folds one event")
+    func linearInASubscribersSize() async throws {
+        let reads = Mutex<[Int]>([])
+        try await TestDatabase.with(role: "subledger_app") { client, _ in
+            let database = Database(client: client, logger: TestDatabase.logger)
+            let store = WebhookStore(database: database)
+            let events = EventStore(database: database)
+            var batch: [NewEvent] = []
+            for i in 0..<1000 {
+                let at = Timestamp(microseconds: 1_767_225_600_000_000 + Int64(i) * 3_600_000_000).rfc3339
+                batch.append(SampleEvents.purchase(subscriber: "big", key: "k\(i)", occurredAt: at))
+            }
+            for chunk in stride(from: 0, to: batch.count, by: 250) { _ = try await events.append(Array(batch[chunk..<chunk + 250])) }
+            let builder = MessageBuilder { subscribers, position in
+                let streams = try await store.streams(subscribers, through: position)
+                reads.withLock { $0.append(streams.values.map(\.count).reduce(0, +)) }
+                return streams
+            }
+            var built = 0
+            var after: Int64 = 0
+            while true {
+                let page = try await store.feed(after: after, limit: 200)
+                guard let last = page.last else { break }
+                built += try await builder.messages(page: page, wanted: Set(page.map(\.position))).count
+                after = last.position
+            }
+            #expect(built == 1000)
+        }
+        // The stream is read once (empty, before the first page), never again per event or per page.
+        #expect(reads.withLock { $0 } == [0])
+    }
+
+    @Test("built messages equal the definition (folds of the whole stream before and after), late facts included")
+    func builderMatchesTheDefinition() async throws {
+        try await TestDatabase.with(role: "subledger_app") { client, _ in
+            let database = Database(client: client, logger: TestDatabase.logger)
+            let store = WebhookStore(database: database)
+            let events = EventStore(database: database)
+            let generated = GeneratedLedger.events(seed: 32, subscribers: 6, eventsPerSubscriber: 20...60)
+            for chunk in stride(from: 0, to: generated.count, by: 40) {
+                _ = try await events.append(Array(generated[chunk..<min(chunk + 40, generated.count)]))
+            }
+            let builder = MessageBuilder(store: store, slots: AsyncSemaphore(1))
+            let all = try await store.feed(after: 0, limit: 10_000)
+            var late = 0
+            var after: Int64 = 0
+            // Pages of odd sizes, every other event wanted: folds carry across pages and unwanted events.
+            while let page = Optional(all.filter { $0.position > after }.prefix(37)), let last = page.last {
+                let wanted = Set(page.map(\.position).filter { $0 % 2 == 0 })
+                let built = try await builder.messages(page: Array(page), wanted: wanted)
+                #expect(Set(built.keys) == wanted)
+                for e in page where wanted.contains(e.position) {
+                    let stream = all.filter { $0.subscriberID == e.subscriberID && $0.position <= e.position }
+                    if stream.dropLast().contains(where: { ($0.occurredAt, $0.position) > (e.occurredAt, e.position) }) { late += 1 }
+                    let before = Fold.fold(Array(stream.dropLast()))
+                    let definition = WebhookMessage(endpointID: UUID(), event: e, before: before, after: Fold.fold(stream))
+                    #expect(built[e.position]?.body == definition.body, "position \(e.position)")
+                }
+                after = last.position
+            }
+            #expect(late > 10)
         }
     }
 }

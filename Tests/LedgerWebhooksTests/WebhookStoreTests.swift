@@ -60,7 +60,7 @@ struct WebhookStoreTests {
             #expect(try await store.acquireLeases(instance: "b", duration: .seconds(5), limit: 10).isEmpty)
             #expect(try await store.deliveryState(e.id, instance: "b") == nil)
             let state = try #require(try await store.deliveryState(e.id, instance: "a"))
-            #expect(state.secrets == [Self.secret] && state.retryInMilliseconds == 0)
+            #expect(state.secrets == [Self.secret] && state.nextHeldInMilliseconds == nil)
             try await Task.sleep(for: .milliseconds(3200))
             #expect(try await store.deliveryState(e.id, instance: "a") == nil)
             #expect(try await store.acquireLeases(instance: "b", duration: .seconds(5), limit: 10) == [e.id])
@@ -68,87 +68,128 @@ struct WebhookStoreTests {
             #expect(try await store.skip(e.id, through: 1, instance: "a", generation: state.generation) == false)
             #expect(
                 try await store.record(
-                    e.id, Self.attempt(1, .delivered), instance: "a", generation: state.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60)
-                ) == .stale)
+                    e.id, Self.attempt(1, .delivered), subscriberID: "s0", body: [1], instance: "a", generation: state.generation,
+                    retryDelay: .seconds(1), giveUpAfter: .seconds(60)) == .stale)
             try await store.releaseLeases(instance: "b")
             #expect(try await store.acquireLeases(instance: "a", duration: .seconds(5), limit: 10) == [e.id])
         }
     }
 
-    @Test("delivered moves the cursor; a failure schedules a retry and keeps it; edits and replays fence older attempts")
+    static func record(
+        _ store: WebhookStore, _ e: WebhookEndpoint, _ attempt: WebhookAttempt, subscriber: String, generation: Int64,
+        delay: Duration = .seconds(5), giveUp: Duration = .seconds(60)
+    ) async throws -> WebhookStore.Recorded {
+        try await store.record(
+            e.id, attempt, subscriberID: subscriber, body: Array("body \(attempt.position)".utf8), instance: "a", generation: generation,
+            retryDelay: delay, giveUpAfter: giveUp)
+    }
+
+    @Test("delivered moves the cursor; a failure is held and its subscriber's later messages queue behind it; replays fence")
     func cursor() async throws {
         try await Self.withStore { store, events in
             let e = try await store.create(url: "https://example.com/h", description: nil, eventTypes: nil, entitlements: nil, secret: Self.secret)
-            try await Self.append(events, 5)
+            try await Self.append(events, 5)  // s0 s1 s2 s0 s1
             _ = try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10)
             var s = try #require(try await store.deliveryState(e.id, instance: "a"))
+            let g = s.generation
             #expect(
-                try await store.record(
-                    e.id, Self.attempt(1, .delivered, status: 200), instance: "a", generation: s.generation, retryDelay: .seconds(5),
-                    giveUpAfter: .seconds(60)) == .applied(nextRetryAt: nil, paused: false))
+                try await Self.record(store, e, Self.attempt(1, .delivered, status: 200), subscriber: "s0", generation: g)
+                    == .applied(nextRetryAt: nil, paused: false))
             #expect(try await store.get(e.id).deliveredThrough == 1)
             guard
-                case .applied(let next?, false) = try await store.record(
-                    e.id, Self.attempt(2, .failed, status: 500), instance: "a", generation: s.generation, retryDelay: .seconds(5),
-                    giveUpAfter: .seconds(60))
+                case .applied(let next?, false) = try await Self.record(
+                    store, e, Self.attempt(2, .failed, status: 500), subscriber: "s1", generation: g)
             else {
                 Issue.record("a failure did not schedule a retry")
                 return
             }
             s = try #require(try await store.deliveryState(e.id, instance: "a"))
-            #expect(s.endpoint.deliveredThrough == 1 && s.endpoint.failedAttempts == 1 && s.endpoint.lastError == "HTTP 500")
-            #expect(s.retryInMilliseconds > 3000 && s.retryInMilliseconds <= 5000)
-            #expect(s.endpoint.nextAttemptAt == next)
-            #expect(try await store.skip(e.id, through: 3, instance: "a", generation: s.generation))
-            #expect(try await store.get(e.id).deliveredThrough == 3)
+            // The cursor moved past the failed message: it waits as held, not in front of everyone.
+            #expect(s.endpoint.deliveredThrough == 2 && s.endpoint.failedAttempts == 1 && s.endpoint.lastError == "HTTP 500")
+            #expect(s.endpoint.heldMessages == 1 && s.endpoint.nextAttemptAt == next)
+            #expect((3001...5000).contains(s.nextHeldInMilliseconds ?? 0))
+            #expect(try await store.held(e.id) == (["s1"], 1))
+            #expect(try await store.skip(e.id, through: 4, instance: "a", generation: g))
+            #expect(try await store.hold(e.id, position: 5, eventID: UUID(), subscriberID: "s1", body: [5], instance: "a", generation: g))
+            let queued = try await store.get(e.id)
+            #expect(queued.deliveredThrough == 5 && queued.heldMessages == 2 && queued.lagPositions == 4)
+            #expect(try await store.dueHeld(e.id, limit: 10).isEmpty)
+
+            // Enabling restarts each subscriber's queue at its head, now; the one behind waits.
+            _ = try await store.update(e.id, WebhookEndpointPatch(enabled: true))
+            s = try #require(try await store.deliveryState(e.id, instance: "a"))
+            #expect(try await store.dueHeld(e.id, limit: 10).map(\.position) == [2])
+            #expect(try await store.dueHeld(e.id, limit: 10).first?.body == Array("body 2".utf8))
+            #expect(
+                try await store.recordHeld(
+                    e.id, Self.attempt(2, .delivered, status: 200), instance: "a", generation: s.generation, retryDelay: .seconds(5),
+                    giveUpAfter: .seconds(60)) == .delivered(queued: true))
+            #expect(try await store.dueHeld(e.id, limit: 10).map(\.position) == [5])
+            guard
+                case .retry = try await store.recordHeld(
+                    e.id, Self.attempt(5, .failed, status: 502), instance: "a", generation: s.generation, retryDelay: .seconds(5),
+                    giveUpAfter: .seconds(60))
+            else {
+                Issue.record("a held message's failure did not schedule a retry")
+                return
+            }
+            #expect(try await store.get(e.id).heldMessages == 1)
 
             let replayed = try await store.replay(e.id, from: 2)
-            #expect(replayed.deliveredThrough == 1 && replayed.failedAttempts == 0 && replayed.nextAttemptAt == nil)
+            #expect(replayed.deliveredThrough == 1 && replayed.failedAttempts == 0 && replayed.nextAttemptAt == nil && replayed.heldMessages == 0)
+            #expect(try await Self.record(store, e, Self.attempt(2, .delivered), subscriber: "s1", generation: s.generation) == .stale)
             #expect(
-                try await store.record(
-                    e.id, Self.attempt(2, .delivered), instance: "a", generation: s.generation, retryDelay: .seconds(5), giveUpAfter: .seconds(60))
+                try await store.recordHeld(
+                    e.id, Self.attempt(5, .delivered), instance: "a", generation: s.generation, retryDelay: .seconds(5), giveUpAfter: .seconds(60))
                     == .stale)
             #expect(try await store.get(e.id).deliveredThrough == 1)
             await #expect(throws: WebhookStoreError.replayBeyondHead(from: 7, head: 5)) { try await store.replay(e.id, from: 7) }
             #expect(try await store.replay(e.id, from: 6).deliveredThrough == 5)
 
             let log = try await store.deliveries(e.id, before: nil, limit: 10)
-            #expect(log.map(\.position) == [2, 2, 1])
-            #expect(log.map(\.outcome) == [.delivered, .failed, .delivered])
-            #expect(log[1].attempt == 1 && log[1].httpStatus == 500 && log[1].nextRetryAt == next)
+            // The fenced attempt at 2 is logged (it was made), without moving anything.
+            #expect(log.map(\.position) == [2, 5, 2, 2, 1])
+            #expect(log.map(\.outcome) == [.delivered, .failed, .delivered, .failed, .delivered])
+            #expect(log[3].attempt == 1 && log[3].httpStatus == 500 && log[3].nextRetryAt == next)
+            #expect(log[2].attempt == 1)  // enabling started a fresh schedule
             #expect(try await store.deliveries(e.id, before: log[0].id, limit: 1).map(\.id) == [log[1].id])
+
+            // The log is bounded per endpoint as well as by age.
+            try await store.prune(olderThan: .seconds(3600), keepPerEndpoint: 2)
+            #expect(try await store.deliveries(e.id, before: nil, limit: 10).map(\.id) == [log[0].id, log[1].id])
         }
     }
 
-    @Test("failing past the give-up time pauses the endpoint with its cursor; enabling resumes it; 410 disables")
+    @Test("a held message failing past the give-up time pauses the endpoint; enabling resumes it; 410 disables")
     func pauseAndGone() async throws {
         try await Self.withStore { store, events in
             let e = try await store.create(url: "https://example.com/h", description: nil, eventTypes: nil, entitlements: nil, secret: Self.secret)
             try await Self.append(events, 2)
             _ = try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10)
             var s = try #require(try await store.deliveryState(e.id, instance: "a"))
-            _ = try await store.record(
-                e.id, Self.attempt(1, .failed), instance: "a", generation: s.generation, retryDelay: .milliseconds(10),
-                giveUpAfter: .milliseconds(300))
+            _ = try await Self.record(
+                store, e, Self.attempt(1, .failed), subscriber: "s0", generation: s.generation, delay: .milliseconds(10), giveUp: .milliseconds(300))
             try await Task.sleep(for: .milliseconds(350))
             #expect(
-                try await store.record(
+                try await store.recordHeld(
                     e.id, Self.attempt(1, .failed), instance: "a", generation: s.generation, retryDelay: .milliseconds(10),
-                    giveUpAfter: .milliseconds(300)) == .applied(nextRetryAt: nil, paused: true))
+                    giveUpAfter: .milliseconds(300)) == .paused)
             let paused = try await store.get(e.id)
-            #expect(paused.status == .failing && paused.deliveredThrough == 0 && paused.statusReason != nil)
+            #expect(paused.status == .failing && paused.deliveredThrough == 1 && paused.heldMessages == 1 && paused.statusReason != nil)
             #expect(try await store.deliveryState(e.id, instance: "a") == nil)
             #expect(try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10).isEmpty)
 
             let resumed = try await store.update(e.id, WebhookEndpointPatch(enabled: true))
-            #expect(resumed.status == .active && resumed.deliveredThrough == 0 && resumed.failedAttempts == 0)
+            #expect(resumed.status == .active && resumed.heldMessages == 1 && resumed.failedAttempts == 0)
             #expect(try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10) == [e.id])
             s = try #require(try await store.deliveryState(e.id, instance: "a"))
-            _ = try await store.record(
-                e.id, Self.attempt(1, .gone, status: 410), instance: "a", generation: s.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60)
-            )
+            #expect(s.nextHeldInMilliseconds == 0)
+            #expect(
+                try await store.recordHeld(
+                    e.id, Self.attempt(1, .gone, status: 410), instance: "a", generation: s.generation, retryDelay: .seconds(1),
+                    giveUpAfter: .seconds(60)) == .disabled)
             let gone = try await store.get(e.id)
-            #expect(gone.status == .disabled && gone.deliveredThrough == 0 && gone.statusReason?.contains("410") == true)
+            #expect(gone.status == .disabled && gone.heldMessages == 1 && gone.statusReason?.contains("410") == true)
         }
     }
 

@@ -47,6 +47,42 @@ public enum Fold {
     }
 }
 
+/// A fold that takes events one at a time, for readers that walk a stream in order (webhook delivery): each
+/// event costs its own step, not a fold of everything before it again.
+///
+/// It equals `Fold.fold` of the events applied as long as each comes after every earlier one in
+/// `(occurred_at, position)` order; `apply` refuses one that does not (a late fact), and the caller folds
+/// the whole stream again.
+public struct IncrementalFold: Sendable {
+    private var state = FoldState()
+    /// The fold order key of the last event applied.
+    public private(set) var last: (occurredAt: Timestamp, position: Int64)?
+    /// The stream version of the last event applied (0 before any).
+    public private(set) var version: Int64 = 0
+
+    public init() {}
+
+    /// The fold of `events` (any order), ready to take later ones.
+    public init(_ events: [FoldEvent]) {
+        for event in Fold.inFoldOrder(events) {
+            state.apply(event)
+            last = (event.occurredAt, event.position)
+        }
+        version = events.map(\.version).max() ?? 0
+    }
+
+    /// Applies `event` if it comes after every event applied so far; false (and nothing applied) if not.
+    public mutating func apply(_ event: FoldEvent) -> Bool {
+        if let last, (event.occurredAt, event.position) < (last.occurredAt, last.position) { return false }
+        state.apply(event)
+        last = (event.occurredAt, event.position)
+        version = max(version, event.version)
+        return true
+    }
+
+    public var ledger: SubscriberLedger { state.result }
+}
+
 private struct Refund {
     var eventID: UUID
     var at: Timestamp

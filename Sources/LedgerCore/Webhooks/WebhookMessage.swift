@@ -46,6 +46,12 @@ public struct WebhookMessage: Sendable {
         self.body = Self.payload(event: event, after: after, changes: changes).canonicalBytes()
     }
 
+    /// A message whose body was built before (held for a retry, or shared by every endpoint).
+    public init(endpointID: UUID, eventID: UUID, body: [UInt8]) {
+        self.id = Self.id(endpointID: endpointID, eventID: eventID)
+        self.body = body
+    }
+
     /// `msg_` + 128 bits of SHA-256 over the endpoint and the event: stable for the pair, distinct per endpoint.
     public static func id(endpointID: UUID, eventID: UUID) -> String {
         let digest = SHA256.hash(data: Array("\(endpointID.lowercasedString):\(eventID.lowercasedString)".utf8))

@@ -3,10 +3,19 @@ import Foundation
 /// When a failed delivery is tried again: exponential steps with jitter, the last step repeating, until the
 /// endpoint has failed for `giveUpAfter`; then it is paused (`failing`) with its cursor kept.
 public struct WebhookRetrySchedule: Sendable, Hashable {
-    /// 5 s → 5 min → 30 min → 2 h → 5 h → 10 h, then every 10 h, for up to three days.
+    /// 1 s → 2 s → 5 s → 10 s → 20 s → 1 min → 5 min → 30 min → 2 h → 5 h → 10 h, then every 10 h, for up to
+    /// three days. Dense at first: a failure holds only its own subscriber's messages, and most failures of a
+    /// receiver that is up (a deploy, a timeout) pass within seconds; an endpoint that keeps failing is
+    /// probed one message at a time (docs/webhooks.md), so the early retries do not hammer a receiver that is down.
     public static let standard = WebhookRetrySchedule(
-        delays: [.seconds(5), .seconds(300), .seconds(1800), .seconds(7200), .seconds(18_000), .seconds(36_000)],
+        delays: [
+            .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(20), .seconds(60), .seconds(300), .seconds(1800),
+            .seconds(7200), .seconds(18_000), .seconds(36_000),
+        ],
         giveUpAfter: .seconds(3 * 86_400))
+
+    /// `standard`'s delays as `--webhook-retry-schedule` spells them.
+    public static let standardText = "1s,2s,5s,10s,20s,1m,5m,30m,2h,5h,10h"
 
     /// Delay after the first failure, the second, …; the last repeats.
     public var delays: [Duration]

@@ -23,9 +23,11 @@ public struct WebhookEndpoint: Sendable, Hashable {
     public var statusReason: String?
     /// The last position this endpoint is done with (delivered, or passed over by its filters).
     public var deliveredThrough: Int64
-    /// Failed attempts at the event after the cursor (0 when none failed).
+    /// The most failed attempts of any message held for a retry (0 when none is held).
     public var failedAttempts: Int
+    /// The first failure of the oldest failing held message.
     public var failingSince: Timestamp?
+    /// The next retry of a held message.
     public var nextAttemptAt: Timestamp?
     public var lastError: String?
     /// While the previous secret still signs beside the current one: until when.
@@ -34,8 +36,10 @@ public struct WebhookEndpoint: Sendable, Hashable {
     public var updatedAt: Timestamp
     /// Positions of the feed after the cursor.
     public var lagPositions: Int64
-    /// How long ago the oldest event after the cursor was recorded (0 when caught up).
+    /// How long ago the oldest event not yet delivered (held, or after the cursor) was recorded (0 when caught up).
     public var lagSeconds: Double
+    /// Messages waiting in `webhook_held`: failed ones and their subscribers' later ones queued behind them.
+    public var heldMessages: Int = 0
 
     public var filter: WebhookFilter {
         WebhookFilter(
@@ -50,8 +54,17 @@ public struct WebhookDeliveryState: Sendable {
     /// The current secret first, then the previous one while its rotation overlap lasts.
     public var secrets: [WebhookSecret]
     public var generation: Int64
-    /// Milliseconds until the next attempt may start (0: now), by PostgreSQL's clock.
-    public var retryInMilliseconds: Int64
+    /// Milliseconds until the next held message is due (0: now; nil: none has a time), by PostgreSQL's clock.
+    public var nextHeldInMilliseconds: Int64?
+}
+
+/// A message waiting for a retry, with the body it was first sent with.
+public struct HeldMessage: Sendable, Equatable {
+    public var position: Int64
+    public var subscriberID: String
+    public var eventID: UUID
+    public var body: [UInt8]
+    public var failedAttempts: Int
 }
 
 /// One delivery attempt, as the deliveries log keeps it.

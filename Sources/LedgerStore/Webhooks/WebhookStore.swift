@@ -5,8 +5,9 @@ import PostgresNIO
 
 /// Webhook endpoints, their cursors over the global feed, their leases and their deliveries log.
 ///
-/// The feed is gapless and commits in position order (docs/event-store.md), so an endpoint's whole delivery
-/// state is one number: `delivered_through`. Every write the delivery service makes is fenced by its lease
+/// The feed is gapless and commits in position order (docs/event-store.md), so an endpoint's delivery state
+/// is one number, `delivered_through`, and the messages it holds for a retry (`webhook_held`, each
+/// subscriber's in order: a failure delays only its own subscriber). Every write the delivery service makes is fenced by its lease
 /// (`leased_by`, `lease_until` on PostgreSQL's clock) and by the endpoint's `generation`, which admin edits
 /// bump: a delivery that was in flight while its lease passed to another instance, or while an admin replayed
 /// the endpoint, cannot move the cursor afterwards.
@@ -28,17 +29,33 @@ public struct WebhookStore: Sendable {
         self.init(database: Database(client: client, logger: logger))
     }
 
+    /// At most this many messages wait in `webhook_held` per endpoint (failed ones and those queued behind
+    /// them); beyond it the cursor waits for the held ones, as it did for every failure before.
+    public static let maxHeldPerEndpoint = 5000
+    /// The deliveries log keeps at most this many attempts per endpoint (the newest), besides its age limit.
+    public static let maxLoggedPerEndpoint = 10_000
+
+    /// The endpoint as admins see it. Retry state is the held messages': the most attempts any has had, the
+    /// oldest first failure, the next retry; lag reaches back to the oldest held message.
     static let columns = """
         e.endpoint_id, e.url, e.description, e.event_types, e.entitlements, e.status, e.status_reason,
-        e.delivered_through, e.failed_attempts,
-        e.failing_since, e.next_attempt_at, e.last_error,
+        e.delivered_through, coalesce(hs.failed, 0)::int4,
+        hs.since, hs.next, e.last_error,
         CASE WHEN e.previous_secret_until > clock_timestamp() THEN e.previous_secret_until END,
         e.created_at, e.updated_at,
-        greatest(h.head - e.delivered_through, 0)::int8,
+        greatest(h.head - least(e.delivered_through, coalesce(hs.oldest - 1, e.delivered_through)), 0)::int8,
         coalesce((SELECT greatest(extract(epoch FROM clock_timestamp() - v.recorded_at), 0)::float8
-                  FROM events v WHERE v.position = e.delivered_through + 1), 0)::float8
+                  FROM events v WHERE v.position = least(e.delivered_through + 1, coalesce(hs.oldest, e.delivered_through + 1))), 0)::float8,
+        coalesce(hs.held, 0)::int8
         """
-    static let from = "webhook_endpoints e, (SELECT coalesce(max(position), 0)::int8 AS head FROM events) h"
+    static let from = """
+        webhook_endpoints e
+        CROSS JOIN (SELECT coalesce(max(position), 0)::int8 AS head FROM events) h
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS held, max(x.failed_attempts) AS failed, min(x.failing_since) AS since,
+                   min(x.next_attempt_at) AS next, min(x.position) AS oldest
+            FROM webhook_held x WHERE x.endpoint_id = e.endpoint_id) hs
+        """
 
     // MARK: - Admin
 
@@ -120,6 +137,14 @@ public struct WebhookStore: Sendable {
                     """, logger: logger
                 ).collect()
                 guard !rows.isEmpty else { throw WebhookStoreError.notFound(id) }
+                if resetRetries {
+                    // Each subscriber's held queue starts again at its head, now, with a fresh schedule.
+                    try await c.query(
+                        """
+                        UPDATE webhook_held SET failed_attempts = 0, failing_since = NULL, next_attempt_at = clock_timestamp()
+                        WHERE endpoint_id = \(id) AND next_attempt_at IS NOT NULL
+                        """, logger: logger)
+                }
                 guard let endpoint = try await Self.fetch(id, on: c, logger: logger) else { throw WebhookStoreError.notFound(id) }
                 return endpoint
             }
@@ -160,7 +185,7 @@ public struct WebhookStore: Sendable {
     }
 
     /// Moves the cursor so that delivery starts again at `fromPosition` (back or forward), resumes a failing
-    /// or disabled endpoint, and starts a fresh retry schedule.
+    /// or disabled endpoint, and drops the messages held for a retry.
     public func replay(_ id: UUID, from fromPosition: Int64) async throws -> WebhookEndpoint {
         let logger = self.logger
         return try await StoreError.mapping {
@@ -180,6 +205,9 @@ public struct WebhookStore: Sendable {
                     """, logger: logger
                 ).collect()
                 guard !rows.isEmpty else { throw WebhookStoreError.notFound(id) }
+                // Held messages are dropped: those at or after the new start are sent again by the walk, and
+                // those before it are what a replay from a later position skips.
+                try await c.query("DELETE FROM webhook_held WHERE endpoint_id = \(id)", logger: logger)
                 guard let endpoint = try await Self.fetch(id, on: c, logger: logger) else { throw WebhookStoreError.notFound(id) }
                 return endpoint
             }
@@ -265,7 +293,7 @@ public struct WebhookStore: Sendable {
                 SELECT \(unescaped: Self.columns), e.secret,
                        CASE WHEN e.previous_secret_until > clock_timestamp() THEN e.previous_secret END,
                        e.generation,
-                       greatest(coalesce(extract(epoch FROM e.next_attempt_at - clock_timestamp()) * 1000, 0), 0)::int8
+                       CASE WHEN hs.next IS NOT NULL THEN greatest(extract(epoch FROM hs.next - clock_timestamp()) * 1000, 0)::int8 END
                 FROM \(unescaped: Self.from)
                 WHERE e.endpoint_id = \(id) AND e.status = 'active' AND e.leased_by = \(instance) AND e.lease_until > clock_timestamp()
                 """, logger: logger
@@ -276,9 +304,9 @@ public struct WebhookStore: Sendable {
             let current = try cells.next(String.self)
             let previous = try cells.next(String?.self)
             let generation = try cells.next(Int64.self)
-            let retryIn = try cells.next(Int64.self)
+            let retryIn = try cells.next(Int64?.self)
             let secrets = [current, previous].compactMap { $0.flatMap(WebhookSecret.init) }
-            return WebhookDeliveryState(endpoint: endpoint, secrets: secrets, generation: generation, retryInMilliseconds: retryIn)
+            return WebhookDeliveryState(endpoint: endpoint, secrets: secrets, generation: generation, nextHeldInMilliseconds: retryIn)
         }
     }
 
@@ -308,12 +336,158 @@ public struct WebhookStore: Sendable {
         case stale
     }
 
-    /// Logs an attempt and moves the endpoint in one statement: delivered moves the cursor to the event;
-    /// failed schedules the next retry `retryDelay` from now (no later than `giveUpAfter` after the first
-    /// failure), or pauses the endpoint as `failing` once that much time has passed; gone disables it.
+    /// Logs an attempt at an event of the walk (not a held one) and moves the endpoint in one statement.
+    /// Delivered moves the cursor to the event. Failed moves it too, and holds the message (`subscriberID`,
+    /// `body`) for a retry `retryDelay` from now: later messages of its subscriber queue behind it, the
+    /// others go on. Gone disables the endpoint and keeps the cursor.
     public func record(
-        _ id: UUID, _ attempt: WebhookAttempt, instance: String, generation: Int64, retryDelay: Duration, giveUpAfter: Duration
+        _ id: UUID, _ attempt: WebhookAttempt, subscriberID: String, body: [UInt8], instance: String, generation: Int64,
+        retryDelay: Duration, giveUpAfter: Duration
     ) async throws -> Recorded {
+        let logger = self.logger
+        let delay = Self.milliseconds(min(retryDelay, giveUpAfter))
+        let outcome = attempt.outcome.rawValue
+        let error = attempt.error.map { String($0.prefix(500)) }
+        let status = attempt.httpStatus.map(Int32.init)
+        let latency = Int32(clamping: attempt.latencyMilliseconds)
+        let position = attempt.position
+        return try await database.withConnection { c in
+            let rows = try await c.query(
+                """
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), target AS (
+                    SELECT endpoint_id, (generation = \(generation) AND status = 'active' AND leased_by = \(instance)
+                                         AND lease_until > clock_timestamp()) AS mine
+                    FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE
+                ), plan AS (
+                    SELECT endpoint_id, mine,
+                           CASE WHEN \(outcome) = 'failed' THEN clock_timestamp() + \(delay) * interval '1 millisecond' END AS next
+                    FROM target
+                ), moved AS (
+                    UPDATE webhook_endpoints e SET
+                        delivered_through = CASE WHEN \(outcome) = 'gone' THEN e.delivered_through
+                                                 ELSE greatest(e.delivered_through, \(position)) END,
+                        last_error = CASE
+                            WHEN \(outcome) <> 'delivered' THEN \(error)
+                            WHEN EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = e.endpoint_id) THEN e.last_error END,
+                        status = CASE WHEN \(outcome) = 'gone' THEN 'disabled' ELSE e.status END,
+                        status_reason = CASE WHEN \(outcome) = 'gone' THEN 'the endpoint answered 410 Gone' ELSE e.status_reason END,
+                        updated_at = CASE WHEN \(outcome) = 'delivered' THEN e.updated_at ELSE clock_timestamp() END
+                    FROM plan p WHERE e.endpoint_id = p.endpoint_id AND p.mine
+                    RETURNING p.next
+                ), held AS (
+                    INSERT INTO webhook_held
+                        (endpoint_id, position, subscriber_id, event_id, body, failed_attempts, failing_since, next_attempt_at, last_error)
+                    SELECT p.endpoint_id, \(position), \(subscriberID), \(attempt.eventID), \(ByteBuffer(bytes: body)), 1, clock_timestamp(), p.next, \(error)
+                    FROM plan p WHERE p.mine AND \(outcome) = 'failed'
+                    ON CONFLICT DO NOTHING
+                ), logged AS (
+                    INSERT INTO webhook_deliveries
+                        (endpoint_id, position, event_id, webhook_id, attempt, outcome, http_status, latency_ms, error, next_retry_at, instance)
+                    SELECT p.endpoint_id, \(position), \(attempt.eventID), \(attempt.webhookID), 1, \(outcome),
+                           \(status), \(latency), \(error), CASE WHEN p.mine THEN p.next END, \(instance)
+                    FROM plan p
+                )
+                SELECT next FROM moved, relaxed
+                """, logger: logger
+            ).collect()
+            guard let row = rows.first else { return .stale }
+            return .applied(nextRetryAt: try row.decode(Timestamp?.self), paused: false)
+        }
+    }
+
+    /// Queues an event's message behind its subscriber's held messages and moves the cursor past it. Should
+    /// the subscriber have none held any more, the message is due at once rather than waiting behind nothing.
+    public func hold(
+        _ id: UUID, position: Int64, eventID: UUID, subscriberID: String, body: [UInt8], instance: String, generation: Int64
+    ) async throws -> Bool {
+        let logger = self.logger
+        return try await database.withConnection { c in
+            let rows = try await c.query(
+                """
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), target AS (
+                    SELECT endpoint_id, (generation = \(generation) AND status = 'active' AND leased_by = \(instance)
+                                         AND lease_until > clock_timestamp()) AS mine
+                    FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE
+                ), moved AS (
+                    UPDATE webhook_endpoints e SET delivered_through = greatest(e.delivered_through, \(position))
+                    FROM target t WHERE e.endpoint_id = t.endpoint_id AND t.mine
+                    RETURNING 1
+                ), held AS (
+                    INSERT INTO webhook_held (endpoint_id, position, subscriber_id, event_id, body, next_attempt_at)
+                    SELECT t.endpoint_id, \(position), \(subscriberID), \(eventID), \(ByteBuffer(bytes: body)),
+                           CASE WHEN EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = t.endpoint_id
+                                             AND x.subscriber_id = \(subscriberID) AND x.position < \(position))
+                                THEN NULL ELSE clock_timestamp() END
+                    FROM target t WHERE t.mine
+                    ON CONFLICT DO NOTHING
+                )
+                SELECT 1 FROM moved, relaxed
+                """, logger: logger
+            ).collect()
+            return !rows.isEmpty
+        }
+    }
+
+    /// The subscribers with messages held on the endpoint, and how many messages are held.
+    public func held(_ id: UUID) async throws -> (subscribers: Set<String>, count: Int) {
+        let logger = self.logger
+        return try await database.withConnection { c in
+            var subscribers: Set<String> = []
+            var count = 0
+            let rows = try await c.query(
+                "SELECT subscriber_id, count(*)::int8 FROM webhook_held WHERE endpoint_id = \(id) GROUP BY subscriber_id",
+                logger: logger)
+            for try await (subscriber, n) in rows.decode((String, Int64).self) {
+                subscribers.insert(subscriber)
+                count += Int(n)
+            }
+            return (subscribers, count)
+        }
+    }
+
+    /// Held messages due now (each the head of its subscriber's queue), earliest first.
+    public func dueHeld(_ id: UUID, limit: Int) async throws -> [HeldMessage] {
+        let logger = self.logger
+        return try await database.withConnection { c in
+            var out: [HeldMessage] = []
+            let rows = try await c.query(
+                """
+                SELECT position, subscriber_id, event_id, body, failed_attempts FROM webhook_held
+                WHERE endpoint_id = \(id) AND next_attempt_at <= clock_timestamp()
+                ORDER BY next_attempt_at, position LIMIT \(Int64(limit))
+                """, logger: logger)
+            for try await (position, subscriber, eventID, body, failed) in rows.decode((Int64, String, UUID, ByteBuffer, Int32).self) {
+                out.append(
+                    HeldMessage(
+                        position: position, subscriberID: subscriber, eventID: eventID, body: Array(body.readableBytesView),
+                        failedAttempts: Int(failed)))
+            }
+            return out
+        }
+    }
+
+    /// What recording an attempt at a held message did.
+    public enum HeldRecorded: Sendable, Equatable {
+        /// Delivered and removed; `queued` says whether its subscriber still has held messages (the next one
+        /// is due now).
+        case delivered(queued: Bool)
+        /// Failed; tried again then.
+        case retry(at: Timestamp)
+        /// Failed for longer than the schedule allows: the endpoint is paused as `failing`, messages kept.
+        case paused
+        /// 410 Gone: the endpoint is disabled, the message kept.
+        case disabled
+        /// The lease or generation changed, or the message is no longer held: nothing moved.
+        case stale
+    }
+
+    /// Logs an attempt at a held message and moves it in one statement: delivered removes it and makes its
+    /// subscriber's next held message due now; failed schedules its next retry (no later than
+    /// `giveUpAfter` after its first failure), or pauses the endpoint once that much time has passed; gone
+    /// disables the endpoint.
+    public func recordHeld(
+        _ id: UUID, _ attempt: WebhookAttempt, instance: String, generation: Int64, retryDelay: Duration, giveUpAfter: Duration
+    ) async throws -> HeldRecorded {
         let logger = self.logger
         let delay = Self.milliseconds(retryDelay)
         let giveUp = Self.milliseconds(giveUpAfter)
@@ -321,48 +495,75 @@ public struct WebhookStore: Sendable {
         let error = attempt.error.map { String($0.prefix(500)) }
         let status = attempt.httpStatus.map(Int32.init)
         let latency = Int32(clamping: attempt.latencyMilliseconds)
+        let position = attempt.position
         return try await database.withConnection { c in
             let rows = try await c.query(
                 """
                 WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), target AS (
-                    SELECT endpoint_id, failed_attempts, coalesce(failing_since, clock_timestamp()) AS since,
-                           (generation = \(generation) AND status = 'active' AND leased_by = \(instance)
-                            AND lease_until > clock_timestamp()) AS mine
-                    FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE
+                    SELECT e.endpoint_id, h.subscriber_id, h.failed_attempts + 1 AS attempt,
+                           coalesce(h.failing_since, clock_timestamp()) AS since
+                    FROM webhook_endpoints e JOIN webhook_held h ON h.endpoint_id = e.endpoint_id AND h.position = \(position)
+                    WHERE e.endpoint_id = \(id) AND e.generation = \(generation) AND e.status = 'active'
+                      AND e.leased_by = \(instance) AND e.lease_until > clock_timestamp()
+                    FOR UPDATE OF e, h
                 ), plan AS (
-                    SELECT endpoint_id, mine, failed_attempts + 1 AS attempt, since,
+                    SELECT endpoint_id, subscriber_id, attempt, since,
                            (\(outcome) = 'failed' AND clock_timestamp() >= since + \(giveUp) * interval '1 millisecond') AS pause,
-                           CASE WHEN \(outcome) = 'failed' THEN least(clock_timestamp() + \(delay) * interval '1 millisecond',
-                                                                    since + \(giveUp) * interval '1 millisecond') END AS next
+                           least(clock_timestamp() + \(delay) * interval '1 millisecond', since + \(giveUp) * interval '1 millisecond') AS next
                     FROM target
+                ), removed AS (
+                    DELETE FROM webhook_held h USING plan p
+                    WHERE \(outcome) = 'delivered' AND h.endpoint_id = p.endpoint_id AND h.position = \(position)
+                    RETURNING h.position
+                ), following AS (
+                    SELECT min(x.position) AS position FROM webhook_held x, plan p
+                    WHERE \(outcome) = 'delivered' AND x.endpoint_id = p.endpoint_id AND x.subscriber_id = p.subscriber_id
+                      AND x.position > \(position)
+                ), promoted AS (
+                    UPDATE webhook_held h SET next_attempt_at = clock_timestamp()
+                    FROM plan p, following f
+                    WHERE h.endpoint_id = p.endpoint_id AND h.position = f.position
+                    RETURNING 1
+                ), retried AS (
+                    UPDATE webhook_held h SET
+                        failed_attempts = p.attempt, failing_since = p.since, last_error = \(error),
+                        next_attempt_at = CASE WHEN p.pause THEN h.next_attempt_at ELSE p.next END
+                    FROM plan p
+                    WHERE \(outcome) <> 'delivered' AND h.endpoint_id = p.endpoint_id AND h.position = \(position)
+                    RETURNING 1
                 ), moved AS (
                     UPDATE webhook_endpoints e SET
-                        delivered_through = CASE WHEN \(outcome) = 'delivered' THEN greatest(e.delivered_through, \(attempt.position)) ELSE e.delivered_through END,
-                        failed_attempts = CASE WHEN \(outcome) = 'failed' AND NOT p.pause THEN p.attempt ELSE 0 END,
-                        failing_since = CASE WHEN \(outcome) = 'failed' AND NOT p.pause THEN p.since END,
-                        next_attempt_at = CASE WHEN \(outcome) = 'failed' AND NOT p.pause THEN p.next END,
-                        last_error = CASE WHEN \(outcome) = 'delivered' THEN NULL ELSE \(error) END,
+                        last_error = CASE
+                            WHEN \(outcome) <> 'delivered' THEN \(error)
+                            WHEN EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = e.endpoint_id AND x.position <> \(position))
+                            THEN e.last_error END,
                         status = CASE WHEN \(outcome) = 'gone' THEN 'disabled' WHEN p.pause THEN 'failing' ELSE e.status END,
                         status_reason = CASE
                             WHEN \(outcome) = 'gone' THEN 'the endpoint answered 410 Gone'
-                            WHEN p.pause THEN 'deliveries failed for longer than the retry schedule allows; enable it to resume from its cursor'
+                            WHEN p.pause THEN 'deliveries failed for longer than the retry schedule allows; enable it to resume from its held messages and cursor'
                             ELSE e.status_reason END,
                         updated_at = CASE WHEN \(outcome) = 'delivered' THEN e.updated_at ELSE clock_timestamp() END
-                    FROM plan p WHERE e.endpoint_id = p.endpoint_id AND p.mine
-                    RETURNING e.next_attempt_at AS next, p.pause
+                    FROM plan p WHERE e.endpoint_id = p.endpoint_id
+                    RETURNING p.pause, p.next, p.attempt
                 ), logged AS (
                     INSERT INTO webhook_deliveries
                         (endpoint_id, position, event_id, webhook_id, attempt, outcome, http_status, latency_ms, error, next_retry_at, instance)
-                    SELECT p.endpoint_id, \(attempt.position), \(attempt.eventID), \(attempt.webhookID), p.attempt, \(outcome),
-                           \(status), \(latency), \(error), CASE WHEN p.mine AND NOT p.pause THEN p.next END, \(instance)
+                    SELECT p.endpoint_id, \(position), \(attempt.eventID), \(attempt.webhookID), p.attempt, \(outcome),
+                           \(status), \(latency), \(error),
+                           CASE WHEN \(outcome) = 'failed' AND NOT p.pause THEN p.next END, \(instance)
                     FROM plan p
                 )
-                SELECT next, pause FROM moved, relaxed
+                SELECT m.pause, m.next, (SELECT count(*) FROM following f WHERE f.position IS NOT NULL) > 0
+                FROM moved m, relaxed
                 """, logger: logger
             ).collect()
             guard let row = rows.first else { return .stale }
-            let (next, pause) = try row.decode((Timestamp?, Bool).self)
-            return .applied(nextRetryAt: next, paused: pause)
+            let (pause, next, queued) = try row.decode((Bool, Timestamp, Bool).self)
+            switch attempt.outcome {
+            case .delivered: return .delivered(queued: queued)
+            case .gone: return .disabled
+            case .failed: return pause ? .paused : .retry(at: next)
+            }
         }
     }
 
@@ -371,14 +572,25 @@ public struct WebhookStore: Sendable {
         try await list()
     }
 
-    /// Deletes deliveries log rows older than `age`.
-    public func prune(olderThan age: Duration) async throws {
+    /// Deletes deliveries log rows older than `age`, and beyond the newest `maxLoggedPerEndpoint` of each
+    /// endpoint (a failing endpoint logs a row per retry; this keeps its log bounded between prunes).
+    public func prune(olderThan age: Duration, keepPerEndpoint: Int = WebhookStore.maxLoggedPerEndpoint) async throws {
         let logger = self.logger
         let ms = Self.milliseconds(age)
+        let keep = Int64(keepPerEndpoint)
         try await database.withConnection { c in
             try await c.query(
                 "DELETE FROM webhook_deliveries WHERE attempted_at < clock_timestamp() - \(ms) * interval '1 millisecond'",
                 logger: logger)
+            try await c.query(
+                """
+                DELETE FROM webhook_deliveries d USING (
+                    SELECT e.endpoint_id,
+                           (SELECT x.delivery_id FROM webhook_deliveries x WHERE x.endpoint_id = e.endpoint_id
+                            ORDER BY x.delivery_id DESC OFFSET \(keep) LIMIT 1) AS oldest_dropped
+                    FROM webhook_endpoints e) b
+                WHERE d.endpoint_id = b.endpoint_id AND d.delivery_id <= b.oldest_dropped
+                """, logger: logger)
         }
     }
 
@@ -472,11 +684,13 @@ public struct WebhookStore: Sendable {
         let updated = try c.next(Timestamp.self)
         let lag = try c.next(Int64.self)
         let lagSeconds = try c.next(Double.self)
+        let held = try c.next(Int64.self)
         return WebhookEndpoint(
             id: id, url: url, description: description, eventTypes: types, entitlements: entitlements,
             status: WebhookEndpoint.Status(rawValue: status) ?? .disabled, statusReason: reason, deliveredThrough: through,
             failedAttempts: Int(failed), failingSince: since, nextAttemptAt: next, lastError: error,
-            previousSecretUntil: previousUntil, createdAt: created, updatedAt: updated, lagPositions: lag, lagSeconds: lagSeconds)
+            previousSecretUntil: previousUntil, createdAt: created, updatedAt: updated, lagPositions: lag, lagSeconds: lagSeconds,
+            heldMessages: Int(held))
     }
 
     /// Reads a row's cells in order, each with its own type.
