@@ -241,6 +241,7 @@ extension WebhookEndpoint {
             "lag_positions": .number(JSONNumber(lagPositions)),
             "lag_seconds": .number(JSONNumber(jsonText: Substring(String(format: "%.3f", max(0, lagSeconds)))) ?? JSONNumber(0)),
             "failed_attempts": .number(JSONNumber(Int64(failedAttempts))),
+            "held_messages": .number(JSONNumber(Int64(heldMessages))),
             "failing_since": failingSince.map { .string($0.rfc3339) } ?? .null,
             "next_attempt_at": nextAttemptAt.map { .string($0.rfc3339) } ?? .null,
             "last_error": lastError.map(JSONValue.string) ?? .null,
