@@ -952,6 +952,109 @@ def load_worker(port, keys, seconds, connections, out):
         out.put({"threads": len(threads), "counts": {str(k): v for k, v in counts.items()}})
 
 
+# Issue 32: outbound webhooks must not stall. A receiver failing one request in five at random, one subscriber
+# with hundreds of events (each message once folded its whole history again) and 20 others: everything
+# arrives, each subscriber's messages in order, while /health keeps answering. A second `serve` on another
+# port allows the local receiver (http, loopback); the main one keeps the default destination policy.
+HOOK_BIG_EVENTS = 400          # events of one subscriber
+HOOK_OTHER_EVENTS = 200        # over HOOK_OTHER_SUBSCRIBERS others
+HOOK_OTHER_SUBSCRIBERS = 20
+HOOK_SECONDS = 60              # all delivered within this
+HOOK_HEALTH_MAX = 1.0          # seconds, /health while delivering
+
+
+@case(f"webhooks: {HOOK_BIG_EVENTS} events of one subscriber and a receiver failing 1 in 5 — all arrive in order within {HOOK_SECONDS}s")
+def _webhooks_no_stall():
+    import http.server, random as _random
+    got, lock, rnd = [], threading.Lock(), _random.Random(32)
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with lock:
+                fail = rnd.random() < 0.2
+            if not fail:
+                ev = json.loads(body)["data"]["event"]
+                with lock:
+                    got.append((ev["position"], ev["subscriber_id"]))
+            self.send_response(500 if fail else 204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    port2 = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="hostile-hooks-", suffix=".log", delete=False)
+    proc = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(port2), "--log-level", "error",
+                             "--webhooks-allow-http", "--webhooks-allow-private"], stdout=log, stderr=subprocess.STDOUT)
+    endpoint = None
+    try:
+        for _ in range(300):
+            if request("GET", "/health", timeout=1, port=port2).status == 200:
+                break
+            time.sleep(0.05)
+        r = request("POST", "/v1/webhooks", {"url": f"http://127.0.0.1:{hook.server_address[1]}/hook"}, role="admin", port=port2)
+        expect_status(r, 201, "registering the endpoint")
+        endpoint = r.json["id"]
+        start = ((datetime_now_us() // 1_000_000) - 400 * 86_400)
+        evs = []
+        for i in range(HOOK_BIG_EVENTS):
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + i * 3600))
+            evs.append(purchase("hostile-hook-big", key=f"hostile-hook-big-{endpoint}-{i}", period_start=at,
+                                period_end=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + i * 3600 + 30 * 86_400))))
+        for i in range(HOOK_OTHER_EVENTS):
+            evs.append(purchase(f"hostile-hook-{i % HOOK_OTHER_SUBSCRIBERS}", key=f"hostile-hook-other-{endpoint}-{i}"))
+        positions = []
+        for k in range(0, len(evs), 200):
+            r = request("POST", "/v1/events", {"events": evs[k:k + 200]}, role="writer", timeout=60)
+            expect_status(r, 201, "appending the webhook case's events")
+            positions += [e["position"] for e in r.json["events"]]
+        want = set(positions)
+        deadline = time.monotonic() + HOOK_SECONDS
+        worst = 0.0
+        while time.monotonic() < deadline:
+            h = request("GET", "/health", timeout=5, port=port2)
+            worst = max(worst, h.elapsed if h.status == 200 else 99)
+            with lock:
+                arrived = {p for p, _ in got}
+            if want <= arrived:
+                break
+            time.sleep(0.25)
+        with lock:
+            firsts, seen = [], set()
+            for p, sub in got:
+                if p in want and p not in seen:
+                    seen.add(p); firsts.append((p, sub))
+        if not want <= seen:
+            raise Check(f"{len(want - seen)} of {len(want)} messages not delivered within {HOOK_SECONDS}s")
+        per = {}
+        for p, sub in firsts:
+            per.setdefault(sub, []).append(p)
+        if any(ps != sorted(ps) for ps in per.values()):
+            raise Check("a subscriber's messages arrived out of position order")
+        if worst > HOOK_HEALTH_MAX:
+            raise Check(f"/health took {worst:.2f}s while delivering (at most {HOOK_HEALTH_MAX}s)")
+    finally:
+        if endpoint:
+            request("DELETE", f"/v1/webhooks/{endpoint}", role="admin", port=port2)
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill(); proc.wait()
+        hook.shutdown()
+        os.unlink(log.name)
+
+
+def datetime_now_us():
+    return int(time.time() * 1_000_000)
+
+
 def ordinary_append(tag, i):
     sub = f"hostile-ordinary-{tag}-{i}"
     return request("POST", "/v1/events", purchase(sub, key=sub), role="writer", timeout=REQUEST_TIMEOUT)
