@@ -127,8 +127,9 @@ final class MessageBuilder: Sendable {
                     continue
                 }
                 let after = fold.ledger
-                let changes = EntitlementChange.between(earlier, after, at: e.occurredAt)
-                let body = WebhookMessage.payload(event: e, after: after, changes: changes).canonicalBytes()
+                let states = after.entitlements(at: e.occurredAt)
+                let changes = EntitlementChange.between(earlier, after, at: e.occurredAt, afterStates: states)
+                let body = WebhookMessage.payload(event: e, entitlements: states, changes: changes).canonicalBytes()
                 out[e.position] = Built(changes: changes, body: body)
                 before = after
             }

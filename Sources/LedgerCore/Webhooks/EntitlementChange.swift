@@ -36,14 +36,24 @@ public struct EntitlementChange: Sendable, Hashable {
     /// The changes `event` made, entitlement by entitlement (sorted), each seen at `instant`. Entitlements
     /// the event left as they were are not listed.
     public static func between(_ before: SubscriberLedger, _ after: SubscriberLedger, at instant: Timestamp) -> [EntitlementChange] {
+        between(before, after, at: instant, afterStates: after.entitlements(at: instant))
+    }
+
+    /// `between`, given `after.entitlements(at: instant)` already computed (a webhook message needs both).
+    /// One pass per entitlement over the windows, no copies: a message costs O(windows), not more.
+    public static func between(
+        _ before: SubscriberLedger, _ after: SubscriberLedger, at instant: Timestamp, afterStates: [EntitlementState]
+    ) -> [EntitlementChange] {
         let old = Dictionary(before.entitlements(at: instant).map { ($0.entitlement, $0) }, uniquingKeysWith: { a, _ in a })
-        let new = Dictionary(after.entitlements(at: instant).map { ($0.entitlement, $0) }, uniquingKeysWith: { a, _ in a })
-        let oldWindows = Dictionary(grouping: before.windows, by: \.entitlement)
-        let newWindows = Dictionary(grouping: after.windows, by: \.entitlement)
+        let new = Dictionary(afterStates.map { ($0.entitlement, $0) }, uniquingKeysWith: { a, _ in a })
         var out: [EntitlementChange] = []
         for e in Set(old.keys).union(new.keys).sorted() {
             var kinds = kinds(old[e], new[e], at: instant)
-            if kinds.isEmpty && (oldWindows[e] ?? []) != (newWindows[e] ?? []) { kinds = [.windowsChanged] }
+            if kinds.isEmpty
+                && !before.windows.lazy.filter({ $0.entitlement == e }).elementsEqual(after.windows.lazy.filter { $0.entitlement == e })
+            {
+                kinds = [.windowsChanged]
+            }
             guard !kinds.isEmpty else { continue }
             out.append(EntitlementChange(entitlement: e, kinds: kinds, before: old[e], after: new[e]))
         }

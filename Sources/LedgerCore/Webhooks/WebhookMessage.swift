@@ -61,13 +61,18 @@ public struct WebhookMessage: Sendable {
     /// The Standard Webhooks payload shape: `type`, `timestamp` (when the ledger recorded the event) and
     /// `data` with the envelope, the entitlements right after the event and what it changed.
     public static func payload(event: RecordedEvent, after: SubscriberLedger, changes: [EntitlementChange]) -> JSONValue {
+        payload(event: event, entitlements: after.entitlements(at: event.occurredAt), changes: changes)
+    }
+
+    /// `payload`, with the entitlements right after the event (at its `occurred_at`) already computed.
+    public static func payload(event: RecordedEvent, entitlements: [EntitlementState], changes: [EntitlementChange]) -> JSONValue {
         .object([
             "type": .string("ledger.\(event.type.rawValue)"),
             "timestamp": .string(event.recordedAt.rfc3339),
             "data": .object([
                 "event": event.json,
                 "entitlements_at": .string(event.occurredAt.rfc3339),
-                "entitlements": .array(after.entitlements(at: event.occurredAt).map(\.json)),
+                "entitlements": .array(entitlements.map(\.json)),
                 "changes": .array(changes.map(\.json)),
             ]),
         ])
