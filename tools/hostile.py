@@ -3,7 +3,7 @@
 contract's answers. Money beyond the ceiling, oversized lists and identifiers, CSV formula injection, chunked
 bodies above the limit, metrics of refused requests, NUL bytes in parameters, Unicode look-alike ids, the
 statement timeout, a load of hostile connections next to ordinary traffic, an App Store notification signed
-by an expired leaf, and webhook destinations in every address spelling. One line per case (`hostile: ok  <case>` / `hostile: FAILED <case>: <why>`); after every
+by an expired leaf, request bodies cut short, and webhook destinations in every address spelling. One line per case (`hostile: ok  <case>` / `hostile: FAILED <case>: <why>`); after every
 case the server must still run and answer /health. Exits 1 if any case failed.
 
 Driven by tools/hostile (it creates the database and the keys); standard library only. The expected answers
@@ -773,6 +773,30 @@ def _metrics():
         raise Check(f"a 500 counter rose: {rose500}")
     if not rose403:
         raise Check("no counter with \"403\" for /v1/reports/mrr rose")
+
+
+@case("metrics: a body cut short by the client is counted as 499, not as 500")
+def _metrics_cut_short():
+    before = counters()
+    for head in ("Content-Length: 1000\r\n", "Transfer-Encoding: chunked\r\n"):
+        with socket.create_connection(("127.0.0.1", PORT), timeout=REQUEST_TIMEOUT) as s:
+            s.sendall(f"POST /v1/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEYS['writer']}\r\n"
+                      f"Content-Type: application/json\r\n{head}\r\n".encode()
+                      + (b"40\r\n" if "chunked" in head else b"") + b'{"events": [{"sub')
+            time.sleep(0.2)
+    rose499, rose500 = [], []
+    for _ in range(30):  # the counter is updated after the answer is written (or fails to be)
+        time.sleep(0.1)
+        after = counters()
+        rose = [k for k, v in after.items() if v > before.get(k, 0)]
+        rose499 = [k for k in rose if '"499"' in k and "/v1/events" in k]
+        rose500 = [k for k in rose if '"500"' in k]
+        if rose500 or sum(after[k] - before.get(k, 0) for k in rose499) >= 2:
+            break
+    if rose500:
+        raise Check(f"a 500 counter rose: {rose500}")
+    if not rose499:
+        raise Check("no counter with \"499\" for /v1/events rose")
 
 
 # 6. NUL bytes and oversized parameters: 400 invalid_request naming the parameter.

@@ -2,7 +2,9 @@ import Foundation
 import Glibc
 import HummingbirdTesting
 import LedgerTestSupport
+import Metrics
 import PostgresNIO
+import Prometheus
 import Testing
 
 /// A request whose client goes away stops its database query (issue 13: "a request whose client
@@ -75,6 +77,47 @@ struct ClientDisconnectTests {
             // The server goes on serving.
             let health = try await http.execute(uri: "/health", method: .get)
             #expect(health.status == .ok)
+        }
+    }
+
+    /// swift-metrics takes one factory per process: Hummingbird's request counters (`hb_requests`) go to this
+    /// registry from the first test that needs them.
+    static let metrics: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+
+    /// The sum of `hb_requests` counters for `route` answered with `status`.
+    static func requests(_ http: any TestClientProtocol, route: String, status: Int) async throws -> Double {
+        let text = String(buffer: try await http.execute(uri: "/metrics", method: .get).body)
+        return text.split(separator: "\n").filter {
+            $0.hasPrefix("hb_requests") && $0.contains("\"\(route)\"") && $0.contains("\"\(status)\"")
+        }.compactMap { Double($0.split(separator: " ").last!) }.reduce(0, +)
+    }
+
+    @Test("a request body cut short by the client is counted as 499, not 500", arguments: ["content-length", "chunked"])
+    func bodyCutShort(framing: String) async throws {
+        try await APIHarness.run(live: true, metrics: Self.metrics) { http, harness in
+            let port = try #require(http.port)
+            let before = (
+                failed: try await Self.requests(http, route: "/v1/events", status: 500),
+                closed: try await Self.requests(http, route: "/v1/events", status: 499)
+            )
+            let head = "POST /v1/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(harness.keys[.writer]!)\r\n"
+            let partial =
+                framing == "chunked"
+                ? head + "Transfer-Encoding: chunked\r\n\r\n10\r\n{\"events\": [{\"sub"
+                : head + "Content-Length: 1000\r\n\r\n{\"events\": [{\"sub"
+            let fd = Self.send(port: port, request: partial)
+            #expect(fd >= 0)
+            try await Task.sleep(for: .milliseconds(200))
+            close(fd)
+            // The counter is updated once the answer is written (or fails to be).
+            let closed = Int64(before.closed) + 1
+            #expect(try await Self.await(closed) { Int64(try await Self.requests(http, route: "/v1/events", status: 499)) } == closed)
+            #expect(try await Self.requests(http, route: "/v1/events", status: 500) == before.failed)
+            #expect(try await http.execute(uri: "/health", method: .get).status == .ok)
         }
     }
 }

@@ -130,3 +130,9 @@ func cancelledOnDisconnect(
 let clientClosedRequest = APIError(
     HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request"), code: "client_closed_request",
     message: "the client closed the connection before the answer; the request's work was cancelled")
+
+/// A body the client stopped sending (it hung up, or cut a chunked body short): its fault, not the server's.
+/// Logged and counted as 499 like a cancelled read; nothing was stored.
+let clientClosedBody = APIError(
+    HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request"), code: "client_closed_request",
+    message: "the client closed the connection before the whole request body arrived; nothing was stored")
