@@ -185,6 +185,7 @@ let package = Package(
                 "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

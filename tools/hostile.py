@@ -2,8 +2,8 @@
 """The hostile-input suite (issue 13): replays hostile requests against a real `subledger serve` and checks the
 contract's answers. Money beyond the ceiling, oversized lists and identifiers, CSV formula injection, chunked
 bodies above the limit, metrics of refused requests, NUL bytes in parameters, Unicode look-alike ids, the
-statement timeout, a load of hostile connections next to ordinary traffic, and an App Store notification signed
-by an expired leaf. One line per case (`hostile: ok  <case>` / `hostile: FAILED <case>: <why>`); after every
+statement timeout, a load of hostile connections next to ordinary traffic, an App Store notification signed
+by an expired leaf, request bodies cut short, and webhook destinations in every address spelling. One line per case (`hostile: ok  <case>` / `hostile: FAILED <case>: <why>`); after every
 case the server must still run and answer /health. Exits 1 if any case failed.
 
 Driven by tools/hostile (it creates the database and the keys); standard library only. The expected answers
@@ -775,6 +775,30 @@ def _metrics():
         raise Check("no counter with \"403\" for /v1/reports/mrr rose")
 
 
+@case("metrics: a body cut short by the client is counted as 499, not as 500")
+def _metrics_cut_short():
+    before = counters()
+    for head in ("Content-Length: 1000\r\n", "Transfer-Encoding: chunked\r\n"):
+        with socket.create_connection(("127.0.0.1", PORT), timeout=REQUEST_TIMEOUT) as s:
+            s.sendall(f"POST /v1/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {KEYS['writer']}\r\n"
+                      f"Content-Type: application/json\r\n{head}\r\n".encode()
+                      + (b"40\r\n" if "chunked" in head else b"") + b'{"events": [{"sub')
+            time.sleep(0.2)
+    rose499, rose500 = [], []
+    for _ in range(30):  # the counter is updated after the answer is written (or fails to be)
+        time.sleep(0.1)
+        after = counters()
+        rose = [k for k, v in after.items() if v > before.get(k, 0)]
+        rose499 = [k for k in rose if '"499"' in k and "/v1/events" in k]
+        rose500 = [k for k in rose if '"500"' in k]
+        if rose500 or sum(after[k] - before.get(k, 0) for k in rose499) >= 2:
+            break
+    if rose500:
+        raise Check(f"a 500 counter rose: {rose500}")
+    if not rose499:
+        raise Check("no counter with \"499\" for /v1/events rose")
+
+
 # 6. NUL bytes and oversized parameters: 400 invalid_request naming the parameter.
 NUL_ENTITLEMENT = "a%00b"
 LONG_ENTITLEMENT = "e" * 300
@@ -878,6 +902,36 @@ def _apple_expired_leaf():
     n = len(stream(who))
     if n:
         raise Check(f"{n} events stored from a refused notification")
+
+
+# 11. Webhook destinations: a non-public address in any spelling is refused at registration (422 on url),
+# and so is a numeric host that resolvers read differently (docs/webhooks.md, "Safety").
+WEBHOOK_REFUSED_URLS = [
+    "https://127.0.0.1/", "https://127.1/", "https://2130706433/", "https://0x7f000001/", "https://0177.0.0.1/",
+    "https://0000000000000177.0.0.1/", "https://127.000.000.001/", "https://169.254.169.254/latest/meta-data",
+    "https://[::1]/", "https://[::ffff:127.0.0.1]/", "https://[::ffff:0:127.0.0.1]/", "https://[::127.0.0.1]/",
+    "https://[64:ff9b::7f00:1]/", "https://[64:ff9b:1::7f00:1]/", "https://[2002:7f00:1::1]/", "https://[2002:a9fe:a9fe::]/",
+    "https://[100::1]/", "https://[2001::1]/", "https://[2001:db8::1]/", "https://[fd00::1]/", "https://[fe80::1]/",
+    "https://[fe80::1%25eth0]/", "https://[example.com]/", "https://%31%32%37.0.0.1/", "https://localhost/",
+]
+
+
+@case(f"webhooks: {len(WEBHOOK_REFUSED_URLS)} non-public or ambiguous destinations are 422 on url, in POST and PATCH")
+def _webhook_destinations():
+    def refused(method, path):
+        for url in WEBHOOK_REFUSED_URLS:
+            r = request(method, path, {"url": url}, role="admin")
+            expect_error(r, 422, "invalid_request", what=f"{method} {url}: ")
+            if r.err[2] != "url":
+                raise Check(f"{method} {url}: the error's field is {r.err[2]!r}, not 'url'")
+    refused("POST", "/v1/webhooks")
+    created = request("POST", "/v1/webhooks", {"url": "https://hooks.example.com/hostile"}, role="admin")
+    expect_status(created, 201, "POST https://hooks.example.com/hostile: ")
+    wid = created.json["id"]
+    try:
+        refused("PATCH", f"/v1/webhooks/{wid}")
+    finally:
+        request("DELETE", f"/v1/webhooks/{wid}", role="admin")
 
 
 # 9. Load: hostile connections next to /health and ordinary appends.

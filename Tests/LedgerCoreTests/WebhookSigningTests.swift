@@ -100,14 +100,72 @@ struct WebhookDestinationTests {
     @Test("loopback, private, link-local and look-alike literals are refused unless allowed")
     func refusedAddresses() {
         let urls = [
-            "https://127.0.0.1/", "https://127.1/", "https://2130706433/", "https://0x7f000001/", "https://0177.0.0.1/",
-            "https://10.1.2.3/", "https://172.16.0.1/", "https://192.168.1.1/", "https://169.254.169.254/latest/meta-data",
+            "https://127.0.0.1/", "https://10.1.2.3/", "https://172.16.0.1/", "https://192.168.1.1/", "https://169.254.169.254/latest/meta-data",
             "https://100.64.0.1/", "https://0.0.0.0/", "https://[::1]/", "https://[::ffff:127.0.0.1]/", "https://[fd00::1]/",
             "https://[fe80::1]/", "https://localhost/", "https://api.localhost/", "https://LOCALHOST./", "https://[::]/",
         ]
         for url in urls {
             #expect(strict.problem(url) != nil, "\(url)")
             #expect(lax.problem(url) == nil, "\(url)")
+        }
+    }
+
+    @Test(
+        "IPv6 forms that carry a non-public IPv4 address, and IANA's special-purpose IPv6 blocks, are refused unless allowed",
+        arguments: [
+            "https://[::ffff:0:127.0.0.1]/", "https://[::ffff:0:7f00:1]/", "https://[::ffff:127.0.0.1]/", "https://[::ffff:a00:1]/",
+            "https://[::ffff:169.254.169.254]/", "https://[::127.0.0.1]/", "https://[::93.184.216.34]/", "https://[64:ff9b::127.0.0.1]/",
+            "https://[64:ff9b::a9fe:a9fe]/", "https://[64:ff9b:1::7f00:1]/", "https://[64:ff9b:1::5db8:d822]/",
+            "https://[2002:7f00:1::1]/", "https://[2002:a00:1::]/", "https://[2002:c0a8:101::1]/", "https://[100::1]/",
+            "https://[100::ffff:ffff:ffff:ffff]/", "https://[2001::1]/", "https://[2001:0:5db8:d822::1]/", "https://[2001:2::1]/",
+            "https://[2001:10::1]/", "https://[2001:db8::1]/", "https://[3fff::1]/", "https://[5f00::1]/", "https://[fec0::1]/",
+            "https://[ff02::1]/", "https://[4000::1]/", "https://[::2]/",
+        ])
+    func refusedIPv6(url: String) {
+        #expect(strict.problem(url) != nil, "\(url)")
+        #expect(lax.problem(url) == nil, "\(url)")
+    }
+
+    @Test("IPv6 forms that carry a public IPv4 address, and global unicast, are accepted")
+    func acceptedIPv6() {
+        for url in [
+            "https://[::ffff:93.184.216.34]/", "https://[::ffff:0:93.184.216.34]/", "https://[64:ff9b::93.184.216.34]/",
+            "https://[2002:5db8:d822::1]/", "https://[2001:4860:4860::8888]/", "https://[2a00:1450::1]/",
+        ] {
+            #expect(strict.problem(url) == nil, "\(url)")
+        }
+    }
+
+    @Test(
+        "numeric hosts other than four decimal numbers are refused under every policy",
+        arguments: [
+            "https://127.1/", "https://2130706433/", "https://0x7f000001/", "https://0177.0.0.1/", "https://0000000000000177.0.0.1/",
+            "https://127.000.000.001/", "https://0x7f.0.0.1/", "https://127.0.1/", "https://1.2.3.4.5/", "https://93.184.216.034/",
+            "https://1559815202/", "https://0x5db8d822/", "https://093.184.216.34/", "https://127.0.0.1.1/", "https://127..0.1/",
+            "https://example.123/", "https://example.0x1/", "https://0x/", "https://00000000000000000000000000000000000000000177.1/",
+        ])
+    func ambiguousNumericHosts(url: String) {
+        #expect(strict.problem(url) != nil, "\(url)")
+        #expect(lax.problem(url) != nil, "\(url)")
+    }
+
+    @Test("the message says what the resolver would read; names with numeric labels are still names")
+    func numericMessages() {
+        #expect(strict.problem("https://0000000000000177.0.0.1/")?.contains("reads it as 127.0.0.1") == true)
+        #expect(strict.problem("https://0x7f000001/")?.contains("reads it as 127.0.0.1") == true)
+        for url in ["https://123.example.com/", "https://0x7f.example.com/", "https://93.184.216.34./"] {
+            #expect(strict.problem(url) == nil, "\(url)")
+        }
+    }
+
+    @Test("bracketed non-IPv6 hosts, percent-encoded hosts and leading zeros in an embedded IPv4 are refused")
+    func oddHosts() {
+        for url in [
+            "https://[example.com]/", "https://[127.0.0.1]/", "https://%31%32%37.0.0.1/", "https://exa%2Dmple.com/",
+            "https://[fe80::1%25eth0]/", "https://[::ffff:0177.0.0.1]/", "https://[::ffff:127.0.0.01]/",
+        ] {
+            #expect(strict.problem(url) != nil, "\(url)")
+            #expect(lax.problem(url) != nil, "\(url)")
         }
     }
 
@@ -123,5 +181,10 @@ struct WebhookDestinationTests {
         #expect(WebhookDestinationPolicy.ipv4Literal("256.1.1.1") == nil)
         #expect(WebhookDestinationPolicy.ipv4Literal("1.2.3.4.5") == nil)
         #expect(WebhookDestinationPolicy.ipv4Literal("example") == nil)
+        #expect(WebhookDestinationPolicy.ipv4Literal("0000000000000177.0.0.1") == [127, 0, 0, 1])
+        #expect(WebhookDestinationPolicy.ipv4Literal("0x00000000007f.1") == [127, 0, 0, 1])
+        #expect(strict.check(resolved: [WebhookDestinationPolicy.ipv6Literal("2002:a00:1::1")!]) != nil)
+        #expect(strict.check(resolved: [WebhookDestinationPolicy.ipv6Literal("64:ff9b:1::5db8:d822")!]) != nil)
+        #expect(strict.check(resolved: [WebhookDestinationPolicy.ipv6Literal("2606:4700::1")!]) == nil)
     }
 }

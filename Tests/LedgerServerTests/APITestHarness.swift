@@ -7,6 +7,7 @@ import LedgerStore
 import LedgerTestSupport
 import NIOCore
 import PostgresNIO
+import Prometheus
 import Testing
 
 /// The real application on a fresh database, served as the service role (`subledger_app`) as in production,
@@ -19,6 +20,7 @@ struct APIHarness {
     static func run(
         maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
         stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", live: Bool = false,
+        metrics: PrometheusCollectorRegistry? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
@@ -41,7 +43,7 @@ struct APIHarness {
                     stripeWebhookSecrets: stripeSecrets, stripeAPIKey: stripeAPIKey, stripeAPIBaseURL: stripeAPIBaseURL,
                     stripeLookupInterval: .milliseconds(100)),
                 client: client,
-                migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
+                migrations: try TestDatabase.migrations(), metrics: metrics, logger: TestDatabase.logger)
             // Background services (the Stripe customer look-up) run only in a live application.
             // A live application also serves a real socket (`http.port`), for tests that need one.
             try await app.test(stripeAPIKey == nil && !live ? .router : .live) { http in

@@ -601,6 +601,10 @@ struct GoogleStoreAPITests {
                 uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
             #expect(r.status == .ok)
             #expect(try r.events.map { $0["type"] } == ["purchase"])
+            // A writer is answered what was stored, not the subscriber's entitlements (reader data).
+            #expect(try r.json.objectValue.map { Set($0.keys) } == ["subscriber_id", "events"])
+            let stored = try r.events.last?["position"]?.numberValue?.int64Value
+            #expect(r.headers[ReadYourWritesAPITests.position] == stored.map(String.init))
             #expect(try await Self.inbox(c) == ["s1": "applied"])
             #expect(c.google.acknowledged == ["tok-s"])
             var wrong = submit.objectValue!
@@ -670,11 +674,13 @@ struct GoogleStoreAPITests {
                 "subscriber_id": "user-m", "package_name": .string(GooglePlayStandIn.package), "product_id": "lifetime.pro",
                 "purchase_token": "tok-m",
             ]
+            // An admin key may read entitlements too: they come with the answer.
             let submitted = try await c.http.execute(
-                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.admin), body: LedgerServerTests.body(submit))
             #expect(submitted.status == .ok)
             #expect(try submitted.events.map { $0["type"] } == ["purchase"])
             #expect(try submitted.json.objectValue?["entitlements"]?.arrayValue?.first?.objectValue?["active"] == true)
+            #expect(try submitted.json.objectValue?["at"]?.stringValue != nil)
             #expect(c.google.acknowledged == ["tok-l", "tok-m"])
         }
     }

@@ -127,6 +127,35 @@ struct HardeningAPITests {
         }
     }
 
+    @Test("webhook URLs whose host is a non-public address in any spelling are 422 naming url, at registration and in a PATCH")
+    func webhookDestinations() async throws {
+        try await APIHarness.run { http, api in
+            let refused = [
+                "https://[::ffff:0:127.0.0.1]/", "https://[64:ff9b:1::7f00:1]/", "https://[2002:7f00:1::1]/", "https://[100::1]/",
+                "https://[2001::1]/", "https://0000000000000177.0.0.1/", "https://[::ffff:10.0.0.1]/", "https://[64:ff9b::a9fe:a9fe]/",
+                "https://0x7f000001/", "https://127.1/", "https://[example.com]/",
+            ]
+            for url in refused {
+                let r = try await http.execute(
+                    uri: "/v1/webhooks", method: .post, headers: api.headers(.admin), body: body(["url": .string(url)]))
+                #expect(r.status == .unprocessableContent, "\(url)")
+                #expect(r.errorField == "url", "\(url)")
+            }
+            let created = try await http.execute(
+                uri: "/v1/webhooks", method: .post, headers: api.headers(.admin), body: body(["url": "https://hooks.example.com/in"]))
+            #expect(created.status == .created)
+            let id = try #require(try created.json.objectValue?["id"]?.stringValue)
+            for url in refused {
+                let r = try await http.execute(
+                    uri: "/v1/webhooks/\(id)", method: .patch, headers: api.headers(.admin), body: body(["url": .string(url)]))
+                #expect(r.status == .unprocessableContent, "\(url)")
+                #expect(r.errorField == "url", "\(url)")
+            }
+            let kept = try await http.execute(uri: "/v1/webhooks/\(id)", method: .get, headers: api.headers(.admin))
+            #expect(try kept.json.objectValue?["url"] == "https://hooks.example.com/in")
+        }
+    }
+
     @Test("a body over the limit without Content-Length is 413, not 500")
     func chunkedOverLimit() async throws {
         try await APIHarness.run(maxBodyBytes: 1024) { http, api in

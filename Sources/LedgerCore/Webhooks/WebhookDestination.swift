@@ -60,11 +60,17 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
         }
         if components.fragment != nil { return .refused("must not have a #fragment") }
         guard var host = components.host?.lowercased(), !host.isEmpty else { return .refused("must name a host") }
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if components.percentEncodedHost?.contains("%") == true {
+            return .refused("must not percent-encode its host (or name an IPv6 zone)")
+        }
+        let bracketed = host.hasPrefix("[") && host.hasSuffix("]")
+        if bracketed { host = String(host.dropFirst().dropLast()) }
         while host.hasSuffix(".") { host.removeLast() }
         guard !host.isEmpty else { return .refused("must name a host") }
         if let port = components.port, !(1...65535).contains(port) { return .refused("has an invalid port") }
-        let literal = Self.ipv4Literal(host) ?? Self.ipv6Literal(host)
+        if !bracketed, let why = Self.ambiguousNumericHost(host) { return .refused(why) }
+        let literal = bracketed ? Self.ipv6Literal(host) : Self.ipv4Literal(host)
+        if bracketed, literal == nil { return .refused("has a bracketed host that is not an IPv6 address") }
         if !allowPrivate {
             if let literal, let kind = Self.nonPublic(literal) {
                 return .refused("points to a \(kind) address (allowed only with serve --webhooks-allow-private)")
@@ -92,7 +98,8 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
         return nil
     }
 
-    /// What kind of non-public address this is (4 or 16 bytes), or nil for a public one.
+    /// What kind of non-public address this is (4 or 16 bytes), or nil for a public one. IPv6 follows IANA's
+    /// special-purpose registry; forms that carry an IPv4 address (mapped, SIIT, NAT64, 6to4) are judged by it.
     public static func nonPublic(_ a: [UInt8]) -> String? {
         if a.count == 4 {
             switch (a[0], a[1]) {
@@ -102,6 +109,7 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
             case (127, _): return "loopback"
             case (169, 254): return "link-local"
             case (192, 0) where a[2] == 0 || a[2] == 2: return "reserved"
+            case (192, 88) where a[2] == 99: return "reserved (6to4 relay)"
             case (198, 18...19): return "benchmarking"
             case (198, 51) where a[2] == 100, (203, 0) where a[2] == 113: return "documentation"
             case (224...239, _): return "multicast"
@@ -110,23 +118,61 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
             }
         }
         guard a.count == 16 else { return "malformed" }
-        if a.allSatisfy({ $0 == 0 }) { return "unspecified" }
-        if a[0..<15].allSatisfy({ $0 == 0 }) && a[15] == 1 { return "loopback" }
-        // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) embed an IPv4 address.
-        if a[0..<10].allSatisfy({ $0 == 0 }) && ((a[10] == 0xFF && a[11] == 0xFF) || (a[10] == 0 && a[11] == 0)) {
-            return nonPublic(Array(a[12..<16]))
-        }
-        if a[0..<12] == [0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] { return nonPublic(Array(a[12..<16])) }
+        let w = (0..<8).map { UInt16(a[2 * $0]) << 8 | UInt16(a[2 * $0 + 1]) }
+        func zero(_ r: Range<Int>) -> Bool { w[r].allSatisfy { $0 == 0 } }
+        if zero(0..<8) { return "unspecified" }
+        if zero(0..<7) && w[7] == 1 { return "loopback" }
+        // ::ffff:a.b.c.d (mapped), ::ffff:0:a.b.c.d (SIIT), 64:ff9b::a.b.c.d (NAT64) reach that IPv4 address.
+        if zero(0..<5) && w[5] == 0xFFFF { return nonPublic(Array(a[12..<16])) }
+        if zero(0..<4) && w[4] == 0xFFFF && w[5] == 0 { return nonPublic(Array(a[12..<16])) }
+        if w[0] == 0x64 && w[1] == 0xFF9B && zero(2..<6) { return nonPublic(Array(a[12..<16])) }
+        // 6to4 reaches the IPv4 address in its second and third groups.
+        if w[0] == 0x2002 { return nonPublic(Array(a[2..<6])) }
+        if zero(0..<6) { return "IPv4-compatible (deprecated)" }
+        if w[0] == 0x64 && w[1] == 0xFF9B && w[2] == 1 { return "local-use IPv4/IPv6 translation" }
+        if w[0] == 0x100 && zero(1..<4) { return "discard-only" }
+        if w[0] == 0x2001 && w[1] == 0 { return "Teredo" }
+        if w[0] == 0x2001 && w[1] == 0x0DB8 { return "documentation" }
+        if w[0] == 0x2001 && w[1] < 0x200 { return "special-purpose (IETF protocol assignments)" }
+        if w[0] == 0x3FFF && w[1] < 0x1000 { return "documentation" }
+        if w[0] == 0x5F00 { return "segment-routing" }
         if a[0] & 0xFE == 0xFC { return "unique local" }
         if a[0] == 0xFE && a[1] & 0xC0 == 0x80 { return "link-local" }
         if a[0] == 0xFE && a[1] & 0xC0 == 0xC0 { return "site-local" }
         if a[0] == 0xFF { return "multicast" }
-        if a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0D && a[3] == 0xB8 { return "documentation" }
+        // Only 2000::/3 is allocated for global unicast; the rest is reserved.
+        if a[0] & 0xE0 != 0x20 { return "reserved" }
         return nil
     }
 
+    /// Why a host that ends in a number is refused, unless it is an IPv4 address written as four decimal
+    /// numbers without leading zeros. `inet_aton` (and so the resolver) also reads `127.1`, `0x7f000001`,
+    /// `0177.0.0.1` and `0000000000000177.0.0.1` as loopback, while other parsers read some of them as
+    /// other addresses or as names; no public destination needs those spellings, so they are refused under
+    /// every policy rather than guessed at. A name cannot end in a number (a top-level domain is never numeric).
+    public static func ambiguousNumericHost(_ host: String) -> String? {
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard let last = labels.last, isNumeric(last) else { return nil }
+        let dotted =
+            labels.count == 4
+            && labels.allSatisfy { l in
+                (1...3).contains(l.count) && l.allSatisfy { ("0"..."9").contains($0) } && (l == "0" || l.first != "0")
+                    && Int(l)! <= 255
+            }
+        if dotted { return nil }
+        let reading = ipv4Literal(host).map { " (the resolver reads it as \($0.map(String.init).joined(separator: ".")))" } ?? ""
+        return "has a numeric host that is not an IPv4 address as four decimal numbers 0-255 without leading zeros\(reading)"
+    }
+
+    /// Decimal digits, or `0x` and hex digits: what `inet_aton` reads as a number.
+    private static func isNumeric(_ label: Substring) -> Bool {
+        let l = label.lowercased()
+        if l.hasPrefix("0x") { return l.dropFirst(2).allSatisfy(\.isHexDigit) }
+        return !l.isEmpty && l.allSatisfy { ("0"..."9").contains($0) }
+    }
+
     /// An IPv4 literal in any form `inet_aton` (and so the resolver) accepts: one to four parts, each
-    /// decimal, octal (leading 0) or hex (0x): `127.1` and `0x7f000001` are loopback too.
+    /// decimal, octal (leading 0, any number of them) or hex (0x): `127.1` and `0x7f000001` are loopback too.
     public static func ipv4Literal(_ host: String) -> [UInt8]? {
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...4).contains(parts.count) else { return nil }
@@ -134,14 +180,20 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
         for part in parts {
             let p = part.lowercased()
             let value: UInt64?
-            if p.hasPrefix("0x") {
-                value = p.count == 2 ? 0 : UInt64(p.dropFirst(2), radix: 16)
-            } else if p.hasPrefix("0") && p.count > 1 {
-                value = UInt64(p.dropFirst(), radix: 8)
-            } else {
-                value = UInt64(p, radix: 10)
+            func significant(_ digits: Substring) -> Substring {
+                let s = digits.drop { $0 == "0" }
+                return s.isEmpty && !digits.isEmpty ? "0" : s
             }
-            guard let value, p.count <= 12 else { return nil }
+            if p.hasPrefix("0x") {
+                let digits = significant(p.dropFirst(2))
+                value = p.count == 2 ? 0 : digits.count <= 12 ? UInt64(digits, radix: 16) : nil
+            } else if p.hasPrefix("0") && p.count > 1 {
+                let digits = significant(p.dropFirst())
+                value = digits.count <= 16 ? UInt64(digits, radix: 8) : nil
+            } else {
+                value = p.count <= 12 ? UInt64(p, radix: 10) : nil
+            }
+            guard let value else { return nil }
             values.append(value)
         }
         let last = values.removeLast()
@@ -193,7 +245,8 @@ public struct WebhookDestinationPolicy: Sendable, Hashable {
         guard parts.count == 4 else { return nil }
         var out: [UInt8] = []
         for p in parts {
-            guard (1...3).contains(p.count), p.allSatisfy(\.isASCII), let v = UInt8(p) else { return nil }
+            guard (1...3).contains(p.count), p.allSatisfy({ ("0"..."9").contains($0) }), p == "0" || p.first != "0", let v = UInt8(p)
+            else { return nil }
             out.append(v)
         }
         return out

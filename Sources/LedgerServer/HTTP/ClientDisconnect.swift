@@ -127,6 +127,24 @@ func cancelledOnDisconnect(
     }
 }
 
+/// `cancelledOnDisconnect` for the requests `applies` picks; the others run as they are. An entitlement read
+/// now is one indexed row (or the cache), not worth a task; as of an earlier point it folds the whole stream.
+func cancelledOnDisconnect(
+    when applies: @escaping @Sendable (Request) -> Bool,
+    _ handler: @escaping @Sendable (Request, LedgerRequestContext) async throws -> Response
+) -> @Sendable (Request, LedgerRequestContext) async throws -> Response {
+    let cancelled = cancelledOnDisconnect(handler)
+    return { request, context in
+        try await (applies(request) ? cancelled : handler)(request, context)
+    }
+}
+
 let clientClosedRequest = APIError(
     HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request"), code: "client_closed_request",
     message: "the client closed the connection before the answer; the request's work was cancelled")
+
+/// A body the client stopped sending (it hung up, or cut a chunked body short): its fault, not the server's.
+/// Logged and counted as 499 like a cancelled read; nothing was stored.
+let clientClosedBody = APIError(
+    HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request"), code: "client_closed_request",
+    message: "the client closed the connection before the whole request body arrived; nothing was stored")

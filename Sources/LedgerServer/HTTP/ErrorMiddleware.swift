@@ -11,7 +11,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
-            let apiError = Self.map(error)
+            var apiError = Self.map(error)
+            if error is RequestBody.Interrupted, (context as? LedgerRequestContext)?.client?.isGone == true {
+                apiError = clientClosedBody
+            }
             if apiError.status.code >= 500 {
                 var metadata: Logger.Metadata = [
                     "http.method": "\(request.method)", "http.path": "\(request.uri.path)",
@@ -52,6 +55,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return APIError(
                 .unprocessableContent, code: "report_overflow",
                 message: "\(error.description); narrow the report (entitlement, from/to)")
+        case let error as RequestBody.Interrupted:
+            return .invalidRequest("\(error); nothing was stored")
         case is NIOTooManyBytesError:
             // A chunked body has no Content-Length to refuse up front; it fails while being collected.
             return APIError(.contentTooLarge, code: "payload_too_large", message: "the request body is too large")

@@ -9,8 +9,8 @@ struct CatalogRoutes {
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
         group.put("catalog/products/:product_id", use: put)
-        group.get("catalog/products", use: list)
-        group.get("catalog/products/:product_id", use: history)
+        group.get("catalog/products", use: cancelledOnDisconnect(list))
+        group.get("catalog/products/:product_id", use: cancelledOnDisconnect(history))
     }
 
     @Sendable func put(_ request: Request, context: LedgerRequestContext) async throws -> Response {

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import NIOCore
 
 /// `POST /v1/events` and the two audit feeds.
 struct EventRoutes {
@@ -96,6 +97,19 @@ enum RequestBody {
             return try await request.body.collect(upTo: limit)
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError(.contentTooLarge, code: "payload_too_large", message: "the request body exceeds \(limit) bytes")
+        } catch let error as NIOTooManyBytesError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw Interrupted(underlying: error)
         }
+    }
+
+    /// Reading the body failed: the connection ended before its end, or its framing (chunked encoding) is
+    /// broken. The client's doing; `ErrorMiddleware` answers 400, or 499 when the client is gone.
+    struct Interrupted: Error, CustomStringConvertible {
+        var underlying: any Error
+        var description: String { "the request body was cut short or malformed (\(underlying))" }
     }
 }

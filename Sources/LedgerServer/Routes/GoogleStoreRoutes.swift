@@ -7,7 +7,8 @@ import StoreAdapters
 
 /// `POST /v1/stores/google/notifications` (Cloud Pub/Sub pushes of Real-time developer notifications,
 /// authenticated by Google's OIDC token, not an API key) and `POST /v1/stores/google/purchases`
-/// (client-submitted purchase tokens, role writer). HTTP only: `GooglePlay` does the work.
+/// (client-submitted purchase tokens, role writer; the subscriber's entitlements only for a role that may
+/// read them). HTTP only: `GooglePlay` does the work.
 struct GoogleStoreRoutes {
     /// Nil when Google Play is not configured: both routes answer 404 `not_configured`.
     let play: GooglePlay?
@@ -117,11 +118,16 @@ struct GoogleStoreRoutes {
         } catch let error as StoreMappingError {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
+        var answer: [String: JSONValue] = ["subscriber_id": .string(subscriber), "events": .array(events.map(\.json))]
+        let stored = events.map(\.position).max() ?? 0
+        // What was stored is the writer's; the entitlements are reader data, answered only to a key that may read them.
+        guard context.apiKey?.role.allows(.readEntitlements) == true else {
+            return Response.json(.object(answer)).ledgerPosition(stored == 0 ? try await router.primaryHead() : stored)
+        }
         let at = Timestamp.now()
-        let (ledger, position) = try await reader.read(subscriberID: subscriber, asOf: nil, atLeast: events.map(\.position).max() ?? 0)
-        return Response.json([
-            "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)), "at": .string(at.rfc3339),
-            "entitlements": .array(ledger.entitlements(at: at).map(\.json)),
-        ]).ledgerPosition(position)
+        let (ledger, position) = try await reader.read(subscriberID: subscriber, asOf: nil, atLeast: stored)
+        answer["at"] = .string(at.rfc3339)
+        answer["entitlements"] = .array(ledger.entitlements(at: at).map(\.json))
+        return Response.json(.object(answer)).ledgerPosition(position)
     }
 }

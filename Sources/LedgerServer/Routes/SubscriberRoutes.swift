@@ -10,7 +10,10 @@ struct SubscriberRoutes {
     static let maxWindowsPerPage = 1000
 
     func register(on group: RouterGroup<LedgerRequestContext>) {
-        group.get("subscribers/:subscriber_id/entitlements", use: entitlements)
+        // Now: one indexed row or the cache. As of an earlier point: the whole stream is folded.
+        group.get(
+            "subscribers/:subscriber_id/entitlements",
+            use: cancelledOnDisconnect(when: { $0.uri.queryParameters["as_of"] != nil }, entitlements))
         group.get("subscribers/:subscriber_id/windows", use: cancelledOnDisconnect(windows))
     }
 
