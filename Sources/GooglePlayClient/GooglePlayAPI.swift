@@ -106,6 +106,9 @@ public actor GooglePlayAPI {
                 logger.debug("google api retry", metadata: ["google.attempt": "\(attempt + 1)", "error.message": "\(error)"])
                 try await Task.sleep(for: backoff[attempt])
                 attempt += 1
+            } catch let error as UnusableToken {
+                // Not retried at once: the token endpoint would be asked again for each attempt.
+                throw GooglePlayError.unavailable(error.description)
             }
         }
     }
@@ -124,9 +127,29 @@ public actor GooglePlayAPI {
         guard status == 200, case .object(let o)? = try? JSONParser.parse(bytes), let value = o["access_token"]?.stringValue else {
             throw GooglePlayError.refused(status: status, "the token endpoint refused the service account: \(Self.errorMessage(bytes))")
         }
+        // Checked before it is kept: a token that cannot be a header would fail every call until it expires,
+        // and its text would travel into logs and the inbox with each failure.
+        guard OutboundHTTP.isBearerToken(value) else {
+            token = nil
+            throw UnusableToken.fromTokenEndpoint
+        }
         let lifetime = o["expires_in"]?.numberValue?.int64Value ?? 3600
         token = (value, now + min(max(lifetime, 0), 86_400))
         return value
+    }
+
+    /// An access token the call cannot use; its text never says the token.
+    enum UnusableToken: Error, CustomStringConvertible {
+        case fromTokenEndpoint
+        /// The HTTP client refused the request's headers (its own error would list their values).
+        case refusedHeader
+
+        var description: String {
+            switch self {
+            case .fromTokenEndpoint: "the token endpoint answered an access token that is not a valid bearer token (not used, not kept)"
+            case .refusedHeader: "the HTTP client refused the request's headers (the access token is dropped)"
+            }
+        }
     }
 
     func send(_ request: HTTPClientRequest) async throws -> (Int, [UInt8]) {
@@ -136,8 +159,11 @@ public actor GooglePlayAPI {
             return (Int(response.status.code), Array(buffer: body))
         } catch let error as GooglePlayError {
             throw error
+        } catch  where OutboundHTTP.isRefusedHeader(error) {
+            token = nil
+            throw UnusableToken.refusedHeader
         } catch {
-            throw GooglePlayError.unavailable("\(error)")
+            throw GooglePlayError.unavailable(OutboundHTTP.describe(error))
         }
     }
 

@@ -1,0 +1,60 @@
+import AsyncHTTPClient
+import Foundation
+import GooglePlayClient
+import LedgerCore
+import LedgerTestSupport
+import StoreAdapters
+import Testing
+
+/// The Google clients against a hostile or broken Google (the stand-in of GoogleStoreAPITests, no ledger):
+/// what they log and keep, and how often they ask.
+@Suite("Google outbound calls")
+struct GoogleOutboundTests {
+    static let secret = "SECRET-4711-do-not-log"
+
+    @Test("an access token that cannot be a header is never logged nor kept; the next call asks for a new one")
+    func unusableAccessToken() async throws {
+        let google = try GooglePlayStandIn()
+        google.state.withLock { $0.issuedToken = "ya29.\(Self.secret)\r\nX-Injected: 1" }
+        let recorder = LogRecorder()
+        try await google.serve { port in
+            let api = GooglePlayAPI(
+                baseURL: "http://127.0.0.1:\(port)", account: try GoogleServiceAccount(json: google.serviceAccountJSON(port: port)),
+                http: .shared, logger: recorder.logger(), backoff: [.milliseconds(10), .milliseconds(10)])
+            var errors: [String] = []
+            for _ in 0..<2 {
+                do {
+                    _ = try await api.subscription(package: GooglePlayStandIn.package, token: "tok-1")
+                    Issue.record("a call with an unusable access token succeeded")
+                } catch {
+                    errors.append("\(error)")
+                }
+            }
+            #expect(errors.count == 2)
+            #expect(errors.allSatisfy { !$0.contains(Self.secret) && $0.contains("not a valid bearer token") })
+            #expect(!recorder.all.contains { $0.contains(Self.secret) })
+            // Not kept: each call asked the token endpoint again, and Google's API was never called with it.
+            #expect(google.state.withLock { $0.tokenRequests } == 2)
+            #expect(google.state.withLock { $0.apiCalls } == 0)
+
+            // A good token later is used at once.
+            google.state.withLock { $0.issuedToken = nil }
+            google.set("tok-1", GoogleStoreAPITests.purchase(order: "GPA.1", expiry: "2026-04-01T10:00:00Z"))
+            _ = try await api.subscription(package: GooglePlayStandIn.package, token: "tok-1")
+            #expect(google.state.withLock { $0.tokenRequests } == 3)
+        }
+    }
+
+    @Test("bearer tokens: RFC 6750's b64token, bounded")
+    func bearerTokenSyntax() {
+        for good in ["ya29.a0AfH6SMB-x_y~z+w/v", "abc==", String(repeating: "a", count: OutboundHTTP.maxBearerTokenBytes)] {
+            #expect(OutboundHTTP.isBearerToken(good), "\(good.prefix(40))")
+        }
+        for bad in [
+            "", "a\r\nb", "a b", "a\tb", "ab=c", "=", "tök", "a\u{0}", "a,b", "a\"b",
+            String(repeating: "a", count: OutboundHTTP.maxBearerTokenBytes + 1),
+        ] {
+            #expect(!OutboundHTTP.isBearerToken(bad), "\(bad.debugDescription.prefix(40))")
+        }
+    }
+}
