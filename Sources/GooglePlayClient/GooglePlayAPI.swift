@@ -183,19 +183,31 @@ public actor GooglePlayAPI {
 
 /// Google's OIDC signing keys, from a URL (fetched with AsyncHTTPClient) or a file, kept for an hour and
 /// fetched again early when a token names a key not yet known (at most every 30 s).
+///
+/// Pushes arrive unauthenticated, so fetches are throttled from the first one: concurrent verifications
+/// share the fetch in flight, and after a failed fetch none starts for a back-off (`firstRetry`, doubling
+/// to `maxRetry`) during which verifications answer that failure at once (or with the keys still held).
 public actor GoogleKeySource {
     let location: String
     let http: HTTPClient
     let logger: Logger
+    let firstRetry: Duration
+    let maxRetry: Duration
     private var cached: (jwks: GoogleJWKS, at: ContinuousClock.Instant)?
     private var lastRefresh: ContinuousClock.Instant?
+    private var inFlight: Task<GoogleJWKS, any Error>?
+    private var failure: (error: any Error, until: ContinuousClock.Instant, backoff: Duration)?
 
     public static let defaultURL = "https://www.googleapis.com/oauth2/v3/certs"
 
-    public init(location: String, http: HTTPClient, logger: Logger) {
+    public init(
+        location: String, http: HTTPClient, logger: Logger, firstRetry: Duration = .seconds(5), maxRetry: Duration = .seconds(60)
+    ) {
         self.location = location
         self.http = http
         self.logger = logger
+        self.firstRetry = firstRetry
+        self.maxRetry = max(firstRetry, maxRetry)
     }
 
     public func keys(for kid: String?) async throws -> GoogleJWKS {
@@ -204,13 +216,31 @@ public actor GoogleKeySource {
             return cached.jwks
         }
         if let cached, let lastRefresh, now - lastRefresh < .seconds(30) { return cached.jwks }
+        if let inFlight { return try await inFlight.value }
+        if let failure, now < failure.until {
+            if let cached, now - cached.at < .seconds(3600) { return cached.jwks }
+            throw failure.error
+        }
         lastRefresh = now
-        let jwks = try await fetch()
-        cached = (jwks, now)
-        return jwks
+        let fetch = Task { try await self.fetch() }
+        inFlight = fetch
+        defer { inFlight = nil }
+        do {
+            let jwks = try await fetch.value
+            cached = (jwks, now)
+            failure = nil
+            return jwks
+        } catch {
+            let backoff = failure.map { min($0.backoff * 2, maxRetry) } ?? firstRetry
+            failure = (error, ContinuousClock.now + backoff, backoff)
+            logger.warning(
+                "google signing keys not fetched; pushes are refused until the next try",
+                metadata: ["google.jwks.retry_in": "\(backoff)", "error.message": "\(error)"])
+            throw error
+        }
     }
 
-    func fetch() async throws -> GoogleJWKS {
+    nonisolated func fetch() async throws -> GoogleJWKS {
         let bytes: [UInt8]
         if location.hasPrefix("http://") || location.hasPrefix("https://") {
             do {

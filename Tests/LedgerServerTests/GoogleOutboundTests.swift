@@ -57,4 +57,38 @@ struct GoogleOutboundTests {
             #expect(!OutboundHTTP.isBearerToken(bad), "\(bad.debugDescription.prefix(40))")
         }
     }
+
+    @Test("before the first good JWKS fetch, 60 concurrent verifications make one fetch; after a failure none for a back-off")
+    func jwksThrottle() async throws {
+        let google = try GooglePlayStandIn()
+        google.state.withLock { $0.jwksDown = true }
+        try await google.serve { port in
+            let keys = GoogleKeySource(
+                location: "http://127.0.0.1:\(port)/certs", http: .shared, logger: LogRecorder().logger(), firstRetry: .milliseconds(500),
+                maxRetry: .seconds(2))
+            func burst() async -> Int {
+                await withTaskGroup(of: Bool.self) { group in
+                    for _ in 0..<60 { group.addTask { (try? await keys.keys(for: "oidc-1")) == nil } }
+                    return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+            }
+            #expect(await burst() == 60)
+            #expect(google.state.withLock { $0.jwksRequests } == 1)
+            // During the back-off the same failure, at once, without a fetch.
+            let started = ContinuousClock.now
+            #expect(await burst() == 60)
+            #expect(ContinuousClock.now - started < .milliseconds(250))
+            #expect(google.state.withLock { $0.jwksRequests } == 1)
+
+            // Once the back-off has passed, one fetch again; the keys are then kept.
+            google.state.withLock { $0.jwksDown = false }
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(await burst() == 0)
+            #expect(google.state.withLock { $0.jwksRequests } == 2)
+            #expect(try await keys.keys(for: "oidc-1").keys["oidc-1"] != nil)
+            // An unknown key id refreshes at most every 30 s: no fetch now.
+            _ = try await keys.keys(for: "unknown")
+            #expect(google.state.withLock { $0.jwksRequests } == 2)
+        }
+    }
 }

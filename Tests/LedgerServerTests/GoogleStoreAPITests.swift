@@ -29,6 +29,9 @@ final class GooglePlayStandIn: Sendable {
         /// The access token the token endpoint answers (nil: a fresh valid one each time).
         var issuedToken: String?
         var tokenRequests = 0
+        /// The JWKS answers 503, after a while, while this is set.
+        var jwksDown = false
+        var jwksRequests = 0
     }
 
     static let email = "ledger@test-project.iam.gserviceaccount.com"
@@ -144,7 +147,18 @@ final class GooglePlayStandIn: Sendable {
     func serve<T: Sendable>(_ body: @escaping @Sendable (Int) async throws -> T) async throws -> T {
         let router = Router()
         router.post("token") { request, _ in try await self.handleToken(request) }
-        router.get("certs") { _, _ in Self.json(try self.jwks()) }
+        router.get("certs") { _, _ in
+            let down = self.state.withLock { s -> Bool in
+                s.jwksRequests += 1
+                return s.jwksDown
+            }
+            guard !down else {
+                // As a slow, failing endpoint: each fetch is held a while before it fails.
+                try await Task.sleep(for: .milliseconds(300))
+                return Self.unavailable()
+            }
+            return Self.json(try self.jwks())
+        }
         router.get("androidpublisher/v3/applications/:package/purchases/subscriptionsv2/tokens/:token") { request, context in
             let down = self.state.withLock { s -> Bool in
                 s.apiCalls += 1
@@ -612,6 +626,22 @@ struct GoogleStoreAPITests {
             // Never kept: the push and the submission each asked the token endpoint (the resolver may have too).
             #expect(c.google.state.withLock { $0.tokenRequests } >= 2)
             #expect(try await Self.events(c, "user-h").isEmpty)
+        }
+    }
+
+    @Test("60 pushes while the JWKS fails make one fetch, not 60")
+    func jwksFetchedOnce() async throws {
+        try await Self.run { c in
+            c.google.state.withLock { $0.jwksDown = true }
+            let push = Self.push(id: "j1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-j")
+            let token = try c.google.oidcToken()
+            let refused = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<60 { group.addTask { try await Self.send(c, push, token: token).status == .unauthorized } }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(refused == 60)
+            #expect(c.google.state.withLock { $0.jwksRequests } <= 2)
+            #expect(try await Self.inbox(c).isEmpty)
         }
     }
 
