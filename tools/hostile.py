@@ -3,13 +3,16 @@
 contract's answers. Money beyond the ceiling, oversized lists and identifiers, CSV formula injection, chunked
 bodies above the limit, metrics of refused requests, NUL bytes in parameters, Unicode look-alike ids, the
 statement timeout, a load of hostile connections next to ordinary traffic, an App Store notification signed
-by an expired leaf, request bodies cut short, and webhook destinations in every address spelling. One line per case (`hostile: ok  <case>` / `hostile: FAILED <case>: <why>`); after every
+by an expired leaf, request bodies cut short, webhook destinations in every address spelling, outbound webhooks
+that must not stall, and the store clients against stand-ins of Google and Apple gone bad (an access token with
+CR LF, a JWKS failing under concurrent pushes, history that says hasMore with the same token forever). One line
+per case (`hostile: ok  <case>` / `hostile: FAILED <case>: <why>`); after every
 case the server must still run and answer /health. Exits 1 if any case failed.
 
 Driven by tools/hostile (it creates the database and the keys); standard library only. The expected answers
 are data (EXPECT_* tables and the constants below), so that they are easy to adjust."""
-import argparse, collections, csv, http.client, io, json, math, multiprocessing, os, re, select, shutil, signal
-import socket, statistics, subprocess, sys, tempfile, threading, time, traceback, unicodedata, urllib.parse
+import argparse, base64, collections, csv, http.client, io, json, math, multiprocessing, os, re, select, shutil, signal
+import http.server, socket, statistics, subprocess, sys, tempfile, threading, time, traceback, unicodedata, urllib.parse
 
 # ----------------------------------------------------------------------------------------------- knobs
 SUITE_SECONDS = 180            # the whole suite, server start to stop; a watchdog fails it beyond this
@@ -190,6 +193,86 @@ if HAS_LEAF_NOT_AFTER:
 HAS_STRIPE = "--stripe-webhook-secret" in SERVE_HELP
 if HAS_STRIPE:
     extra += ["--stripe-webhook-secret", "whsec_hostile"]
+
+
+# ----------------------------------------------------------------------------------------------- store stand-ins
+# Google's token endpoint and JWKS and Apple's history endpoints as a broken or hostile remote side: an access
+# token with CR LF in it, a JWKS that fails slowly, history that says hasMore with the same token forever.
+STORE_SECRET = "SECRET-hostile-4711"   # inside the access token; must appear in no answer and no log
+GOOGLE_PACKAGE = "com.hostile.app"
+GOOGLE_AUDIENCE = "https://hostile.example/v1/stores/google/notifications"
+GOOGLE_PUSHER = "pubsub-push@hostile.iam.gserviceaccount.com"
+JWKS_DELAY = 1.0         # seconds each failing JWKS fetch is held
+JWKS_PUSHES = 60         # concurrent pushes before any JWKS fetch succeeded
+JWKS_MAX_FETCHES = 2     # outbound fetches those pushes may cause
+PAGES_MAX_REQUESTS = 5   # history requests of one `apple backfill`/`apple sync` against an API repeating its token
+PAGES_SECONDS = 15       # and the time it may take
+STAND_IN_COUNTS = collections.Counter()
+_stand_in_lock = threading.Lock()
+
+
+class StoreStandIn(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def answer(self, what, status, body):
+        with _stand_in_lock:
+            STAND_IN_COUNTS[what] += 1
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/certs":
+            time.sleep(JWKS_DELAY)
+            return self.answer("jwks", 503, {"error": {"code": 503, "status": "UNAVAILABLE"}})
+        if path.startswith("/inApps/v2/history/"):
+            return self.answer("apple", 200, {"revision": "same", "hasMore": True, "bundleId": GOOGLE_PACKAGE,
+                                              "environment": "Production", "signedTransactions": []})
+        self.answer("other", 404, {})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/token":
+            return self.answer("token", 200, {"access_token": f"ya29.{STORE_SECRET}\r\nX-Injected: 1", "expires_in": 3599,
+                                              "token_type": "Bearer"})
+        if path == "/inApps/v1/notifications/history":
+            return self.answer("apple", 200, {"hasMore": True, "paginationToken": "same", "notificationHistory": []})
+        self.answer("other", 404, {})
+
+
+STORE_KEYS = tempfile.mkdtemp(prefix="hostile-store-keys-")
+STAND_IN_URL, APPLE_API_ARGS = None, []
+if "--google-oidc-jwks" in SERVE_HELP and shutil.which("openssl"):
+    try:
+        rsa = subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        ec = os.path.join(STORE_KEYS, "apple.p8")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", ec],
+                       capture_output=True, timeout=30, check=True)
+        _stand_in = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StoreStandIn)
+        _stand_in.daemon_threads = True
+        threading.Thread(target=_stand_in.serve_forever, daemon=True).start()
+        STAND_IN_URL = f"http://127.0.0.1:{_stand_in.server_address[1]}"
+        account = os.path.join(STORE_KEYS, "google.json")
+        with open(account, "w") as f:
+            json.dump({"type": "service_account", "client_email": "ledger@hostile.iam.gserviceaccount.com",
+                       "private_key_id": "hostile-1", "private_key": rsa, "token_uri": f"{STAND_IN_URL}/token"}, f)
+        extra += ["--google-package-name", GOOGLE_PACKAGE, "--google-service-account-file", account,
+                  "--google-api-base-url", STAND_IN_URL, "--google-pubsub-audience", GOOGLE_AUDIENCE,
+                  "--google-pubsub-service-account", GOOGLE_PUSHER, "--google-oidc-jwks", f"{STAND_IN_URL}/certs"]
+        APPLE_API_ARGS = ["--apple-issuer-id", "hostile-issuer", "--apple-key-id", "HOSTILE001", "--apple-private-key", ec,
+                          "--apple-bundle-id", GOOGLE_PACKAGE, "--apple-api-base-url", STAND_IN_URL]
+    except (OSError, subprocess.SubprocessError) as e:
+        say(f"store stand-ins: {e}")
+        STAND_IN_URL = None
 server = Server(extra)
 
 
@@ -934,6 +1017,84 @@ def _webhook_destinations():
         request("DELETE", f"/v1/webhooks/{wid}", role="admin")
 
 
+# 12. Google: the token endpoint answers an access token with CR LF (an invalid header, and a secret).
+@case("google: an access token with CR LF is in no answer nor log, and is asked for again")
+def _google_bad_access_token():
+    if not STAND_IN_URL:
+        return "skip google-access-token (no --google-oidc-jwks or no openssl)"
+    body = {"subscriber_id": "hostile-google", "package_name": GOOGLE_PACKAGE, "product_id": "pro.monthly",
+            "purchase_token": "tok-hostile"}
+    for i in (1, 2):
+        before = STAND_IN_COUNTS["token"]
+        r = request("POST", "/v1/stores/google/purchases", body, role="writer", timeout=30)
+        if STORE_SECRET.encode() in r.body:
+            raise Check(f"submission {i}: the answer carries the access token: {r.brief()}")
+        if r.status != 503:
+            raise Check(f"submission {i}: expected 503 unavailable, got {r.brief()}")
+        if STAND_IN_COUNTS["token"] <= before:
+            raise Check(f"submission {i} did not ask the token endpoint: the refused token was kept")
+    if STORE_SECRET in server.tail(100000):
+        raise Check("the server log carries the access token")
+
+
+# 12. Google: pushes with made-up tokens before any JWKS fetch succeeded.
+@case(f"google: {JWKS_PUSHES} concurrent pushes while the JWKS fails make at most {JWKS_MAX_FETCHES} fetches")
+def _google_jwks_amplification():
+    if not STAND_IN_URL:
+        return "skip google-jwks (no --google-oidc-jwks or no openssl)"
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    now = int(time.time())
+    token = ".".join([b64(json.dumps({"alg": "RS256", "kid": "hostile-kid", "typ": "JWT"}).encode()),
+                      b64(json.dumps({"iss": "https://accounts.google.com", "aud": GOOGLE_AUDIENCE, "email": GOOGLE_PUSHER,
+                                      "email_verified": True, "iat": now, "exp": now + 3600}).encode()),
+                      b64(b"\x01" * 256)])
+    note = {"version": "1.0", "packageName": GOOGLE_PACKAGE, "eventTimeMillis": str(now * 1000),
+            "testNotification": {"version": "1.0"}}
+    push = {"message": {"data": base64.b64encode(json.dumps(note).encode()).decode(), "messageId": "hostile-jwks",
+                        "publishTime": "2026-03-01T10:00:00Z"}, "subscription": "projects/hostile/subscriptions/play"}
+    before = STAND_IN_COUNTS["jwks"]
+    answers = [None] * JWKS_PUSHES
+
+    def one(i):
+        answers[i] = request("POST", "/v1/stores/google/notifications", push, headers={"Authorization": f"Bearer {token}"},
+                             timeout=30)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(JWKS_PUSHES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = collections.Counter(a.status for a in answers)
+    fetches = STAND_IN_COUNTS["jwks"] - before
+    if fetches > JWKS_MAX_FETCHES:
+        raise Check(f"{fetches} JWKS fetches for {JWKS_PUSHES} pushes")
+    if statuses != {401: JWKS_PUSHES}:
+        raise Check(f"expected {JWKS_PUSHES} x 401, got {dict(statuses)}")
+
+
+# 13. App Store: an API whose history says hasMore with the same token forever.
+@case("apple: backfill and sync against an API repeating its pagination token end with an error")
+def _apple_endless_pages():
+    if not STAND_IN_URL or not APPLE_API_ARGS:
+        return "skip apple-pages (no --google-oidc-jwks or no openssl)"
+    since = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 86400))
+    for cmd in (["apple", "backfill", "--since", since],
+                ["apple", "sync", "--original-transaction-id", "1000", "--subscriber", "hostile-apple-sync"]):
+        before = STAND_IN_COUNTS["apple"]
+        try:
+            p = subprocess.run([args.bin, *cmd, "--database-url", args.url, *APPLE_API_ARGS], capture_output=True, text=True,
+                               timeout=PAGES_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise Check(f"{' '.join(cmd[:2])} still ran after {PAGES_SECONDS}s ({STAND_IN_COUNTS['apple'] - before} requests)")
+        n = STAND_IN_COUNTS["apple"] - before
+        said = (p.stdout + p.stderr).strip()
+        if p.returncode == 0:
+            raise Check(f"{' '.join(cmd[:2])} succeeded after {n} requests: {said[-300:]}")
+        if "pagination token" not in said:
+            raise Check(f"{' '.join(cmd[:2])} does not say why it stopped: {said[-300:]}")
+        if not 2 <= n <= PAGES_MAX_REQUESTS:
+            raise Check(f"{' '.join(cmd[:2])} made {n} requests (2 to {PAGES_MAX_REQUESTS} expected)")
+
+
 # 9. Load: hostile connections next to /health and ordinary appends.
 def percentile(values, p):
     s = sorted(values)
@@ -1194,6 +1355,7 @@ def _load():
 def finish(abort=False):
     server.stop()
     shutil.rmtree(APPLE_CA, ignore_errors=True)
+    shutil.rmtree(STORE_KEYS, ignore_errors=True)
     failed = [n for n, ok, _ in RESULTS if not ok]
     passed = sum(1 for _, ok, why in RESULTS if ok and not why)
     skipped = sum(1 for _, ok, why in RESULTS if ok and why)

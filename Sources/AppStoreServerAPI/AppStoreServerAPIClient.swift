@@ -4,6 +4,7 @@ import LedgerCore
 import Logging
 import NIOCore
 import NIOHTTP1
+import StoreAdapters
 
 /// A client of the App Store Server API (the endpoints the ledger needs: notification history,
 /// transaction history v2, subscription statuses).
@@ -183,12 +184,12 @@ public struct AppStoreServerAPIClient: Sendable {
                 throw failure
             } catch {
                 guard attempt < maxAttempts else {
-                    throw Failure(status: nil, errorCode: nil, message: "\(method) \(path) failed: \(error)")
+                    throw Failure(status: nil, errorCode: nil, message: "\(method) \(path) failed: \(OutboundHTTP.describe(error))")
                 }
                 retryAfter = backoff
                 logger.warning(
                     "App Store Server API unreachable; retrying",
-                    metadata: ["apple.api.path": "\(path)", "apple.api.attempt": "\(attempt)", "apple.api.error": "\(error)"])
+                    metadata: ["apple.api.path": "\(path)", "apple.api.attempt": "\(attempt)", "apple.api.error": "\(OutboundHTTP.describe(error))"])
             }
             try await Task.sleep(for: retryAfter)
             backoff = min(backoff * 2, .seconds(30))

@@ -45,12 +45,17 @@ public struct AppleBackfill: Sendable {
     /// Apple keeps 180 days of history; the page size is Apple's.
     public static let historyDays = 180
 
+    /// Most pages of notification history one run reads (Apple's pages hold up to 20 notifications): an
+    /// API answering `hasMore` forever ends the run with an error, as does a token it gave before.
+    public static let maxPages = 10_000
+
     /// Reads the history between `since` and `until`, page by page, calling `progress` after each.
     public func run(
         since: Timestamp, until: Timestamp, now: Timestamp, progress: @Sendable (Summary) -> Void = { _ in }
     ) async throws -> Summary {
         var summary = Summary()
         var token: String?
+        var cursor = PageCursor("notification history", maxPages: Self.maxPages)
         repeat {
             let page = try await client.notificationHistory(start: since, end: until, paginationToken: token)
             summary.pages += 1
@@ -84,7 +89,7 @@ public struct AppleBackfill: Sendable {
                 }
             }
             progress(summary)
-            token = page.hasMore ? page.paginationToken : nil
+            token = try cursor.next(hasMore: page.hasMore, token: page.paginationToken)
         } while token != nil
         return summary
     }

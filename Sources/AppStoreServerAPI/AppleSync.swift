@@ -15,6 +15,10 @@ public struct AppleSync: Sendable {
     /// When set, transactions of another app are refused.
     let bundleID: String?
 
+    /// Most pages of one subscription's transaction history (up to 20 transactions each): far beyond any
+    /// real history, and the end of an API that answers `hasMore` forever.
+    public static let maxPages = 1_000
+
     public init(client: AppStoreServerAPIClient, verifier: AppleJWSVerifier, intake: EventIntake, bundleID: String?, logger: Logger) {
         self.client = client
         self.verifier = verifier
@@ -48,6 +52,7 @@ public struct AppleSync: Sendable {
     public func sync(originalTransactionID: String, subscriber given: String?, now: Timestamp) async throws -> Summary {
         var transactions: [[String: JSONValue]] = []
         var revision: String?
+        var cursor = PageCursor("transaction history of \(originalTransactionID)", maxPages: Self.maxPages)
         repeat {
             let page = try await client.transactionHistory(transactionID: originalTransactionID, revision: revision)
             for signed in page.signedTransactions {
@@ -57,7 +62,7 @@ public struct AppleSync: Sendable {
                 }
                 transactions.append(t)
             }
-            revision = page.hasMore ? page.revision : nil
+            revision = try cursor.next(hasMore: page.hasMore, token: page.revision)
         } while revision != nil
 
         let subscriber: String

@@ -331,6 +331,9 @@ public final class GooglePlay: Sendable {
         return events
     }
 
+    /// Most pages of voided purchases (1,000 each) one reconciliation reads per package.
+    public static let maxVoidedPages = 1_000
+
     /// Reads `purchases.voidedpurchases.list` for every configured package (from `since`, else Google's
     /// default of 30 days) and feeds each voided order through the inbox as a voided-purchase notification
     /// (`voided:<orderId>`), so refunds whose notification was missed still land, once. Returns how many
@@ -341,7 +344,7 @@ public final class GooglePlay: Sendable {
         var new = 0
         for package in configuration.packageNames.sorted() {
             var pageToken: String?
-            var pages = 0
+            var cursor = PageCursor("voided purchases of \(package)", maxPages: Self.maxVoidedPages)
             repeat {
                 let page = try await api.voidedPurchases(package: package, since: since.map { $0.microseconds / 1000 }, pageToken: pageToken)
                 for v in page["voidedPurchases"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
@@ -367,9 +370,9 @@ public final class GooglePlay: Sendable {
                     if case .duplicate = try await receive(n, raw: "") { continue }
                     new += 1
                 }
-                pageToken = page["tokenPagination"]?.objectValue?["nextPageToken"]?.stringValue
-                pages += 1
-            } while pageToken != nil && pages < 1000
+                let next = page["tokenPagination"]?.objectValue?["nextPageToken"]?.stringValue
+                pageToken = try cursor.next(hasMore: next != nil, token: next)
+            } while pageToken != nil
         }
         Counter(label: "subledger_google_reconciled_voided_total").increment(by: new)
         return (read, new)

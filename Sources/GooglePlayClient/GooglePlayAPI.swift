@@ -106,6 +106,9 @@ public actor GooglePlayAPI {
                 logger.debug("google api retry", metadata: ["google.attempt": "\(attempt + 1)", "error.message": "\(error)"])
                 try await Task.sleep(for: backoff[attempt])
                 attempt += 1
+            } catch let error as UnusableToken {
+                // Not retried at once: the token endpoint would be asked again for each attempt.
+                throw GooglePlayError.unavailable(error.description)
             }
         }
     }
@@ -124,9 +127,29 @@ public actor GooglePlayAPI {
         guard status == 200, case .object(let o)? = try? JSONParser.parse(bytes), let value = o["access_token"]?.stringValue else {
             throw GooglePlayError.refused(status: status, "the token endpoint refused the service account: \(Self.errorMessage(bytes))")
         }
+        // Checked before it is kept: a token that cannot be a header would fail every call until it expires,
+        // and its text would travel into logs and the inbox with each failure.
+        guard OutboundHTTP.isBearerToken(value) else {
+            token = nil
+            throw UnusableToken.fromTokenEndpoint
+        }
         let lifetime = o["expires_in"]?.numberValue?.int64Value ?? 3600
         token = (value, now + min(max(lifetime, 0), 86_400))
         return value
+    }
+
+    /// An access token the call cannot use; its text never says the token.
+    enum UnusableToken: Error, CustomStringConvertible {
+        case fromTokenEndpoint
+        /// The HTTP client refused the request's headers (its own error would list their values).
+        case refusedHeader
+
+        var description: String {
+            switch self {
+            case .fromTokenEndpoint: "the token endpoint answered an access token that is not a valid bearer token (not used, not kept)"
+            case .refusedHeader: "the HTTP client refused the request's headers (the access token is dropped)"
+            }
+        }
     }
 
     func send(_ request: HTTPClientRequest) async throws -> (Int, [UInt8]) {
@@ -136,8 +159,11 @@ public actor GooglePlayAPI {
             return (Int(response.status.code), Array(buffer: body))
         } catch let error as GooglePlayError {
             throw error
+        } catch  where OutboundHTTP.isRefusedHeader(error) {
+            token = nil
+            throw UnusableToken.refusedHeader
         } catch {
-            throw GooglePlayError.unavailable("\(error)")
+            throw GooglePlayError.unavailable(OutboundHTTP.describe(error))
         }
     }
 
@@ -157,19 +183,31 @@ public actor GooglePlayAPI {
 
 /// Google's OIDC signing keys, from a URL (fetched with AsyncHTTPClient) or a file, kept for an hour and
 /// fetched again early when a token names a key not yet known (at most every 30 s).
+///
+/// Pushes arrive unauthenticated, so fetches are throttled from the first one: concurrent verifications
+/// share the fetch in flight, and after a failed fetch none starts for a back-off (`firstRetry`, doubling
+/// to `maxRetry`) during which verifications answer that failure at once (or with the keys still held).
 public actor GoogleKeySource {
     let location: String
     let http: HTTPClient
     let logger: Logger
+    let firstRetry: Duration
+    let maxRetry: Duration
     private var cached: (jwks: GoogleJWKS, at: ContinuousClock.Instant)?
     private var lastRefresh: ContinuousClock.Instant?
+    private var inFlight: Task<GoogleJWKS, any Error>?
+    private var failure: (error: any Error, until: ContinuousClock.Instant, backoff: Duration)?
 
     public static let defaultURL = "https://www.googleapis.com/oauth2/v3/certs"
 
-    public init(location: String, http: HTTPClient, logger: Logger) {
+    public init(
+        location: String, http: HTTPClient, logger: Logger, firstRetry: Duration = .seconds(5), maxRetry: Duration = .seconds(60)
+    ) {
         self.location = location
         self.http = http
         self.logger = logger
+        self.firstRetry = firstRetry
+        self.maxRetry = max(firstRetry, maxRetry)
     }
 
     public func keys(for kid: String?) async throws -> GoogleJWKS {
@@ -178,13 +216,31 @@ public actor GoogleKeySource {
             return cached.jwks
         }
         if let cached, let lastRefresh, now - lastRefresh < .seconds(30) { return cached.jwks }
+        if let inFlight { return try await inFlight.value }
+        if let failure, now < failure.until {
+            if let cached, now - cached.at < .seconds(3600) { return cached.jwks }
+            throw failure.error
+        }
         lastRefresh = now
-        let jwks = try await fetch()
-        cached = (jwks, now)
-        return jwks
+        let fetch = Task { try await self.fetch() }
+        inFlight = fetch
+        defer { inFlight = nil }
+        do {
+            let jwks = try await fetch.value
+            cached = (jwks, now)
+            failure = nil
+            return jwks
+        } catch {
+            let backoff = failure.map { min($0.backoff * 2, maxRetry) } ?? firstRetry
+            failure = (error, ContinuousClock.now + backoff, backoff)
+            logger.warning(
+                "google signing keys not fetched; pushes are refused until the next try",
+                metadata: ["google.jwks.retry_in": "\(backoff)", "error.message": "\(error)"])
+            throw error
+        }
     }
 
-    func fetch() async throws -> GoogleJWKS {
+    nonisolated func fetch() async throws -> GoogleJWKS {
         let bytes: [UInt8]
         if location.hasPrefix("http://") || location.hasPrefix("https://") {
             do {

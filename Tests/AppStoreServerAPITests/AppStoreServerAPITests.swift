@@ -384,6 +384,30 @@ struct AppStoreServerAPITests {
         }
     }
 
+    @Test("an API answering hasMore with the same token ends backfill and sync with an error after two requests")
+    func endlessPagination() async throws {
+        let world = try W()
+        // Without the check the loops would end only when the stand-in gives up, after 500 answers.
+        world.standIn.state.withLock { $0.stuckAnswers = 500 }
+        try await world.run { api, intake, _ in
+            let backfill = AppleBackfill(client: api, reader: world.reader, intake: intake, logger: TestDatabase.logger)
+            await #expect {
+                _ = try await backfill.run(since: W.month(0), until: W.month(1), now: W.month(1))
+            } throws: { error in
+                (error as? PaginationError)?.reason == .repeatedToken && "\(error)".contains("notification history")
+            }
+            #expect(world.standIn.state.withLock { $0.requests } == 2)
+
+            let sync = AppleSync(client: api, verifier: world.verifier, intake: intake, bundleID: W.bundleID, logger: TestDatabase.logger)
+            await #expect {
+                _ = try await sync.sync(originalTransactionID: "1000", subscriber: "user-1", now: W.month(1))
+            } throws: { error in
+                (error as? PaginationError)?.reason == .repeatedToken && "\(error)".contains("transaction history of 1000")
+            }
+            #expect(world.standIn.state.withLock { $0.requests } == 4)
+        }
+    }
+
     @Test("the request token is ES256 with Apple's claims and lives at most an hour")
     func token() throws {
         let world = try W()

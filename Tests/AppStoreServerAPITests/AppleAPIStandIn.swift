@@ -23,6 +23,8 @@ final class AppleAPIStandIn: Sendable {
         var historyBodies: [JSONValue] = []
         /// Send Consumption Information requests: transaction id and body.
         var consumption: [(String, JSONValue)] = []
+        /// The next this many history requests answer `hasMore` with the same token (a broken or hostile API).
+        var stuckAnswers = 0
     }
 
     let publicKey: P256.Signing.PublicKey
@@ -89,6 +91,15 @@ final class AppleAPIStandIn: Sendable {
         return answer()
     }
 
+    /// Whether this request is answered as stuck (counting it down).
+    private func stuck() -> Bool {
+        state.withLock { s in
+            guard s.stuckAnswers > 0 else { return false }
+            s.stuckAnswers -= 1
+            return true
+        }
+    }
+
     func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
         let router = Router()
         router.post("inApps/v1/notifications/history") { request, _ -> Response in
@@ -99,6 +110,7 @@ final class AppleAPIStandIn: Sendable {
                     return self.json(["errorCode": 4_000_006, "errorMessage": "Invalid request."], status: .badRequest)
                 }
                 self.state.withLock { $0.historyBodies.append(parsed) }
+                if self.stuck() { return self.json(["hasMore": true, "paginationToken": "same", "notificationHistory": []]) }
                 let pages = self.state.withLock { $0.notificationPages }
                 let index = request.uri.queryParameters["paginationToken"].flatMap { Int(String($0)) } ?? 0
                 let page = index < pages.count ? pages[index] : []
@@ -120,6 +132,9 @@ final class AppleAPIStandIn: Sendable {
         router.get("inApps/v2/history/:id") { request, context -> Response in
             self.gate(request) {
                 let id = context.parameters.get("id") ?? ""
+                if self.stuck() {
+                    return self.json(["revision": "same", "hasMore": true, "bundleId": .string(self.bundleID), "signedTransactions": []])
+                }
                 guard let pages = self.state.withLock({ $0.transactionPages[id] }) else {
                     return self.json(["errorCode": 4_040_010, "errorMessage": "Transaction id not found."], status: .notFound)
                 }

@@ -26,6 +26,12 @@ final class GooglePlayStandIn: Sendable {
         var apiCalls = 0
         var voided: [JSONValue] = []
         var orders: [String: JSONValue] = [:]
+        /// The access token the token endpoint answers (nil: a fresh valid one each time).
+        var issuedToken: String?
+        var tokenRequests = 0
+        /// The JWKS answers 503, after a while, while this is set.
+        var jwksDown = false
+        var jwksRequests = 0
     }
 
     static let email = "ledger@test-project.iam.gserviceaccount.com"
@@ -94,6 +100,7 @@ final class GooglePlayStandIn: Sendable {
     }
 
     func handleToken(_ request: Request) async throws -> Response {
+        state.withLock { $0.tokenRequests += 1 }
         let form = String(buffer: try await request.body.collect(upTo: 65536))
         var fields: [String: String] = [:]
         for pair in form.split(separator: "&") {
@@ -114,7 +121,7 @@ final class GooglePlayStandIn: Sendable {
             claims["scope"]?.stringValue == "https://www.googleapis.com/auth/androidpublisher",
             let exp = claims["exp"]?.numberValue?.int64Value, exp > Int64(Date().timeIntervalSince1970)
         else { return refuse() }
-        let token = "ya29.test-\(UUID().uuidString)"
+        let token = state.withLock { $0.issuedToken } ?? "ya29.test-\(UUID().uuidString)"
         state.withLock { _ = $0.accessTokens.insert(token) }
         return Self.json(["access_token": .string(token), "expires_in": 3599, "token_type": "Bearer"])
     }
@@ -140,7 +147,18 @@ final class GooglePlayStandIn: Sendable {
     func serve<T: Sendable>(_ body: @escaping @Sendable (Int) async throws -> T) async throws -> T {
         let router = Router()
         router.post("token") { request, _ in try await self.handleToken(request) }
-        router.get("certs") { _, _ in Self.json(try self.jwks()) }
+        router.get("certs") { _, _ in
+            let down = self.state.withLock { s -> Bool in
+                s.jwksRequests += 1
+                return s.jwksDown
+            }
+            guard !down else {
+                // As a slow, failing endpoint: each fetch is held a while before it fails.
+                try await Task.sleep(for: .milliseconds(300))
+                return Self.unavailable()
+            }
+            return Self.json(try self.jwks())
+        }
         router.get("androidpublisher/v3/applications/:package/purchases/subscriptionsv2/tokens/:token") { request, context in
             let down = self.state.withLock { s -> Bool in
                 s.apiCalls += 1
@@ -580,6 +598,50 @@ struct GoogleStoreAPITests {
             #expect(
                 try await Self.send(c, Self.push(id: "d1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-d")).json.objectValue?["status"]
                     == "duplicate")
+        }
+    }
+
+    @Test("an access token with CR LF from the token endpoint is in no answer nor inbox row, and is asked for again")
+    func unusableAccessToken() async throws {
+        try await Self.run { c in
+            let secret = GoogleOutboundTests.secret
+            c.google.state.withLock { $0.issuedToken = "ya29.\(secret)\r\nX-Injected: 1" }
+            c.google.set("tok-h", Self.purchase(order: "GPA.9300-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h"))
+            let r = try await Self.send(c, Self.push(id: "h1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-h"))
+            #expect(try r.json.objectValue?["status"] == "received")
+            let submit: JSONValue = [
+                "subscriber_id": "user-h", "package_name": .string(GooglePlayStandIn.package), "product_id": "pro.monthly", "purchase_token": "tok-h",
+            ]
+            let submitted = try await c.http.execute(
+                uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(submit))
+            #expect(submitted.status == .serviceUnavailable)
+            #expect(!String(buffer: submitted.body).contains(secret))
+            let errors = try await TestDatabase.run(c.url.clientConfiguration(maximumConnections: 1)) { client in
+                let rows = try await client.query("SELECT coalesce(last_error, '') FROM store_inbox WHERE store = 'google'")
+                var out: [String] = []
+                for try await e in rows.decode(String.self) { out.append(e) }
+                return out
+            }
+            #expect(errors.count == 1 && errors.allSatisfy { !$0.isEmpty && !$0.contains(secret) })
+            // Never kept: the push and the submission each asked the token endpoint (the resolver may have too).
+            #expect(c.google.state.withLock { $0.tokenRequests } >= 2)
+            #expect(try await Self.events(c, "user-h").isEmpty)
+        }
+    }
+
+    @Test("60 pushes while the JWKS fails make one fetch, not 60")
+    func jwksFetchedOnce() async throws {
+        try await Self.run { c in
+            c.google.state.withLock { $0.jwksDown = true }
+            let push = Self.push(id: "j1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-j")
+            let token = try c.google.oidcToken()
+            let refused = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<60 { group.addTask { try await Self.send(c, push, token: token).status == .unauthorized } }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(refused == 60)
+            #expect(c.google.state.withLock { $0.jwksRequests } <= 2)
+            #expect(try await Self.inbox(c).isEmpty)
         }
     }
 

@@ -73,7 +73,8 @@ public struct StripeAPIClient: Sendable {
             } catch let failure as Failure {
                 throw failure
             } catch {
-                last = "\(error)"
+                // Not AsyncHTTPClient's own text: for a refused header it would carry the API key.
+                last = OutboundHTTP.describe(error)
             }
         }
         throw Failure.unreachable(last)
