@@ -341,30 +341,41 @@ def delivered_within(ep, expected, seconds):
 
 if args.stall_bench:
     a = Server(defaults=True).start()
+    limit = float(os.environ.get("SUBLEDGER_STALL_BENCH_SECONDS", "300"))
+
+    def measure(ep, first, last, t0, appended):
+        """Seconds until every position arrived, or how many arrived within the limit."""
+        expected = list(range(first, last + 1))
+        done_at = delivered_within(ep, expected, limit)
+        with ep.lock:
+            arrived = sum(1 for p in expected if p in ep.delivered)
+        out = {"appends_seconds": round(appended - t0, 1), "delivered": arrived}
+        if done_at is not None: out["seconds"] = round(done_at - t0, 1)
+        else: out["seconds"] = f"over {limit:.0f}"
+        return out
+
     say("stall bench 1: 600 events over 40 subscribers to a receiver failing 20% at random (serve's defaults)")
     fifth = register(a, "fifth", "fifth")
     t0 = time.monotonic()
     first, last, _ = append(a, 600, 40, "fifth", batch=20)
-    done_at = delivered_within(fifth, list(range(first, last + 1)), 300)
-    if done_at is None: fail("stall bench 1: not every event arrived within 300 s")
+    r = measure(fifth, first, last, t0, time.monotonic())
     check_order(fifth, "stall bench 1", per_subscriber=True)
-    retries = len(fifth.arrivals) - len(set(w for _, w, _ in fifth.arrivals))
-    RESULTS["random_fifth_failing"] = {"events": 600, "subscribers": 40, "seconds": round(done_at - t0, 1), "requests": len(fifth.arrivals),
-                                       "retries": retries}
-    say(f"stall bench 1: {RESULTS['random_fifth_failing']}")
+    r.update(events=600, subscribers=40, requests=len(fifth.arrivals))
+    RESULTS["random_fifth_failing"] = r
+    say(f"stall bench 1: {r}")
+    a.api("DELETE", f"/v1/webhooks/{fifth.hook_id}", expect=(204,))
 
     for name, subs in (("one_subscriber", 1), ("400_subscribers", 400)):
         say(f"stall bench 2: 4,000 events over {subs} subscriber(s) to a fast endpoint")
         ep = register(a, name, "ok")
         t0 = time.monotonic()
         first, last, _ = append(a, 4000, subs, name, batch=200)
-        done_at = delivered_within(ep, list(range(first, last + 1)), 600)
-        if done_at is None: fail(f"stall bench 2: {name} not delivered within 600 s")
+        r = measure(ep, first, last, t0, time.monotonic())
         check_order(ep, name)
-        RESULTS[name] = {"events": 4000, "subscribers": subs, "seconds": round(done_at - t0, 1)}
-        say(f"stall bench 2: {RESULTS[name]}")
+        r.update(events=4000, subscribers=subs)
+        RESULTS[name] = r
+        say(f"stall bench 2: {r}")
         a.api("DELETE", f"/v1/webhooks/{ep.hook_id}", expect=(204,))
-    a.api("DELETE", f"/v1/webhooks/{fifth.hook_id}", expect=(204,))
 
     say("stall bench 3: a fast endpoint's 10 events beside 20 endpoints answering after 2.5 s (concurrency 16)")
     slow_eps = [register(a, f"slow{i}", "slow2500") for i in range(20)]
@@ -373,9 +384,9 @@ if args.stall_bench:
     time.sleep(3)
     t0 = time.monotonic()
     first, last, _ = append(a, 10, 10, "fair")
-    done_at = delivered_within(quick, list(range(first, last + 1)), 120)
-    if done_at is None: fail("stall bench 3: the fast endpoint's events did not arrive within 120 s")
-    RESULTS["fast_beside_slow"] = {"slow_endpoints": 20, "fast_events": 10, "seconds": round(done_at - t0, 2)}
+    r = measure(quick, first, last, t0, time.monotonic())
+    r.update(slow_endpoints=20, fast_events=10)
+    RESULTS["fast_beside_slow"] = r
     say(f"stall bench 3: {RESULTS['fast_beside_slow']}")
     for s in SERVERS: s.stop()
     if args.report:

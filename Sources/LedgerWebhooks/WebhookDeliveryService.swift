@@ -53,6 +53,10 @@ public struct WebhookDeliveryService: Service {
             redirectConfiguration: .disallow,
             timeout: .init(connect: Self.timeAmount(configuration.connectTimeout), read: Self.timeAmount(configuration.responseTimeout)))
         httpConfiguration.decompression = .disabled
+        // Each endpoint has one request in flight at most, so endpoints are the limit: with the client's own
+        // per-host limit (8), endpoints on one host that answer slowly would queue everyone else's requests
+        // to that host behind theirs.
+        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = WebhookStore.maxEndpoints
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
         let sender = WebhookSender(client: client, policy: configuration.policy)
         let state = SharedState(concurrency: configuration.concurrency, slowAfter: configuration.slowRequestAfter)

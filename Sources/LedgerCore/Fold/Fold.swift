@@ -104,8 +104,11 @@ private struct FoldState {
     // O(n log n), not O(n²) (a refund, a cancellation or a reversal no longer scans every window).
     /// Windows of each transaction id (refunds, reversals).
     var byTransaction: [String: [Int]] = [:]
-    /// Windows of each entitlement (coverage for stacked grants).
+    /// Windows of each entitlement (coverage for stacked grants), in insertion order.
     var byEntitlement: [String: [Int]] = [:]
+    /// The same, in start order (a window's start never changes): a stacked grant's coverage is one sweep,
+    /// not a sort of every window per grant.
+    var byEntitlementByStart: [String: [Int]] = [:]
     /// Per entitlement: windows no cancellation has cut yet. A cancellation's cut is never removed, so a later
     /// one can change such a window only at the same instant (the earliest cut, ties by event id, wins).
     var uncancelled: [String: [Int]] = [:]
@@ -129,9 +132,23 @@ private struct FoldState {
         windows.append(window)
         if let txn = window.transactionID { byTransaction[txn, default: []].append(i) }
         byEntitlement[window.entitlement, default: []].append(i)
+        insertByStart(i)
         uncancelled[window.entitlement, default: []].append(i)
         if window.kind == .grace { unexpiredGrace[window.entitlement, default: []].append(i) }
         if window.kind == .credit { creditWindow[window.sourceEventID] = i }
+    }
+
+    /// Inserts window `i` into its entitlement's start-ordered list, after the windows with the same start.
+    mutating func insertByStart(_ i: Int) {
+        let start = windows[i].start
+        var list = byEntitlementByStart.removeValue(forKey: windows[i].entitlement) ?? []
+        var (low, high) = (0, list.count)
+        while low < high {
+            let mid = (low + high) / 2
+            if windows[list[mid]].start <= start { low = mid + 1 } else { high = mid }
+        }
+        list.insert(i, at: low)
+        byEntitlementByStart[windows[i].entitlement] = list
     }
 
     /// Cuts the entitlement's windows that no cut of this kind has ended yet (every window for a
@@ -253,9 +270,18 @@ private struct FoldState {
     /// The end of the entitlement's contiguous coverage containing `t`: `t` itself when nothing covers it,
     /// nil when the coverage never ends (then a stacked grant starts at `t`, beside it).
     func coverageEnd(_ entitlement: String, at t: Timestamp, includingCredits: Bool) -> Timestamp? {
-        let intervals = (byEntitlement[entitlement] ?? []).lazy.map { windows[$0] }
-            .filter { !$0.isVoid && (includingCredits || $0.kind != .credit) }
-            .map { ($0.start, $0.end) }
+        // Read in place, without copying each window: this runs for every stacked grant (a pack, a credit),
+        // once per such event over all of the entitlement's windows.
+        guard let indexes = byEntitlementByStart[entitlement] else { return t }
+        var intervals: [(Timestamp, Timestamp?)] = []
+        intervals.reserveCapacity(indexes.count)
+        for i in indexes {
+            if !includingCredits && windows[i].kind == .credit { continue }
+            let start = windows[i].start
+            let end = windows[i].end
+            if end == start { continue }
+            intervals.append((start, end))
+        }
         guard let end = Coverage.runEnd(intervals, containing: t) else { return t }
         return end
     }
@@ -268,7 +294,9 @@ public enum Coverage {
     /// Sorted by start and swept once: O(n log n) (a fixpoint loop over every interval was O(n²)).
     public static func runEnd<S: Sequence>(_ intervals: S, containing t: Timestamp) -> Timestamp??
     where S.Element == (Timestamp, Timestamp?) {
-        let sorted = intervals.sorted { $0.0 < $1.0 }
+        var sorted = Array(intervals)
+        // Windows are mostly gathered in start order already: sort only when they are not.
+        if zip(sorted, sorted.dropFirst()).contains(where: { $0.0 > $1.0 }) { sorted.sort { $0.0 < $1.0 } }
         guard sorted.contains(where: { $0.0 <= t && ($0.1.map { t < $0 } ?? true) }) else { return nil }
         var end: Timestamp = t
         for (s, e) in sorted {
