@@ -231,12 +231,7 @@ def page_windows(b):
 
 
 def check_subscriber(b, sid, events):
-    b.eval("location.hash = '#subscriber'")
-    b.wait("document.body.dataset.page === 'subscriber'")
-    b.type_into("#lookup-id", sid)
-    b.key("Enter", vk=13, text="\r")
-    b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
-           "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what="the subscriber lookup")
+    lookup(b, sid, "the subscriber lookup")
     positions = sorted(e["position"] for e in events)
     latest = api(f"/v1/subscribers/{urllib.parse.quote(sid)}/windows?as_of={positions[-1]}")["windows"]
     check(page_windows(b) == windows_key(latest), f"timeline windows differ from the API's: {page_windows(b)} vs {windows_key(latest)}")
