@@ -4,7 +4,7 @@ tools/browser-test; Selenium and chromedriver from Debian, tools/browser.py). En
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
 with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
 webhook endpoint and replays it, checks the 401/403 messages, and writes a PNG screenshot of each page."""
-import argparse, http.client, http.server, json, os, socket, subprocess, sys, threading, time, urllib.parse
+import argparse, datetime, http.client, http.server, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from browser import Browser, DriverUnreachable, WebDriverException  # noqa: E402
@@ -35,6 +35,10 @@ def free_port():
 
 PORT = free_port()
 BASE = f"http://127.0.0.1:{PORT}"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STRIPE_SECRET = "whsec_browser_try"
+GOOGLE_TRY_DIR = tempfile.mkdtemp(prefix="browser-google-try-")
+NOTES = []  # soft findings: reported, not failed
 
 
 def api(path, key=args.admin):
@@ -227,12 +231,7 @@ def page_windows(b):
 
 
 def check_subscriber(b, sid, events):
-    b.eval("location.hash = '#subscriber'")
-    b.wait("document.body.dataset.page === 'subscriber'")
-    b.type_into("#lookup-id", sid)
-    b.key("Enter", vk=13, text="\r")
-    b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
-           "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what="the subscriber lookup")
+    lookup(b, sid, "the subscriber lookup")
     positions = sorted(e["position"] for e in events)
     latest = api(f"/v1/subscribers/{urllib.parse.quote(sid)}/windows?as_of={positions[-1]}")["windows"]
     check(page_windows(b) == windows_key(latest), f"timeline windows differ from the API's: {page_windows(b)} vs {windows_key(latest)}")
@@ -281,18 +280,111 @@ def check_stores(b, streams):
                             and any(e["type"] in ("purchase", "renewal") for e in es) and len(es) <= 20)
         check(candidates, f"the simulated ledger has no {store} subscriber")
         sid = candidates[0]
-        b.eval("location.hash = '#subscriber'")
-        b.wait("document.body.dataset.page === 'subscriber'")
-        b.eval("document.getElementById('lookup-id').value = ''")  # the previous lookup's id is still there
-        b.type_into("#lookup-id", sid)
-        b.key("Enter", vk=13, text="\r")
-        b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
-               "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what=f"the {store} subscriber")
+        lookup(b, sid, f"the {store} subscriber")
         sources = b.eval("[...document.querySelectorAll('#timeline g.window')].map(g => g.dataset.eventSource)")
         check(sources and set(sources) == {store}, f"{store} subscriber {sid}: windows say they came from {sources}")
         shot(b, f"05-subscriber-{store}")
         shown.append(f"{store} {sid} ({len(sources)} windows)")
     return shown
+
+
+def ts(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def lookup(b, sid, what):
+    """A subscriber typed into the lookup form, as a newcomer does."""
+    b.eval("location.hash = '#subscriber'")
+    b.wait("document.body.dataset.page === 'subscriber'")
+    b.eval("document.getElementById('lookup-id').value = ''")  # the previous lookup's id is still there
+    b.type_into("#lookup-id", sid)
+    b.key("Enter", vk=13, text="\r")
+    b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
+           "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what=what)
+
+
+def check_demo_subscriber(b, streams):
+    """The newcomer's path after the key and the overview: the subscriber tools/run --demo's banner names, opened by
+    its link (#subscriber/<id>); what the timeline and the entitlements show must agree with what was bought."""
+    with open(os.path.join(ROOT, "tools", "demo-subscriber.sql")) as f:
+        query = f.read()
+    sid = subprocess.run(["psql", "-X", "-A", "-t", "-q", args.url, "-c", query], capture_output=True, text=True, timeout=60,
+                         check=True).stdout.strip()
+    check(sid in streams, f"tools/demo-subscriber.sql names {sid!r}, not a subscriber of the simulated ledger")
+    b.eval(f"location.hash = {json.dumps('#subscriber/' + urllib.parse.quote(sid))}")
+    b.wait(f"document.getElementById('timeline').dataset.source?.includes({json.dumps(urllib.parse.quote(sid))}) && "
+           "document.getElementById('page-subscriber').dataset.state === 'ready'", timeout=60, what="the demo banner's subscriber")
+    events = streams[sid]
+    bought = {e["data"].get("product_id") for e in events if e["type"] in ("purchase", "renewal")}
+    shown = set(b.eval("[...document.querySelectorAll('#timeline g.window')].map(g => g.dataset.product).filter(p => p)"))
+    check(shown <= bought, f"{sid}: the timeline shows products never bought: {sorted(shown - bought)} (bought {sorted(bought)})")
+    rows = b.eval("[...document.querySelectorAll('#entitlements tr[data-entitlement]')].map(r => ({entitlement: r.dataset.entitlement, "
+                  "active: r.dataset.active, renew: r.dataset.willRenew, product: r.dataset.product}))")
+    check(rows, f"{sid}: no entitlement on the page")
+    listed = {r["product"] for r in rows if r["product"]}
+    check(listed <= bought, f"{sid}: the entitlements name products never bought: {sorted(listed - bought)}")
+    stale = [r["entitlement"] for r in rows if r["active"] == "false" and r["renew"] == "true"]
+    if stale:  # will_renew on lapsed entitlements is being fixed on another branch: noted, not failed
+        NOTES.append(f"{sid}: 'will renew: yes' on inactive entitlement(s) {', '.join(stale)}")
+    check(b.eval("document.querySelectorAll('#timeline line.cut').length") > 0, f"{sid}: the banner promises a refund cut; none is drawn")
+    shot(b, "05-subscriber-demo")
+    return sid
+
+
+def check_timeline_range(b, streams):
+    """A history that ended long ago fills the timeline's width; "show until today" stretches it to today."""
+    now = time.time()
+    old = sorted(s for s, es in streams.items() if len(es) <= 20 and now - max(ts(e["occurred_at"]) for e in es) > 300 * 86400)
+    sid = next((s for s in old[:20] if all(w["end"] and now - ts(w["end"]) > 300 * 86400
+                                             for w in api(f"/v1/subscribers/{urllib.parse.quote(s)}/windows")["windows"])), None)
+    check(sid, "the simulated ledger has no subscriber whose history ended 300 days ago")
+    lookup(b, sid, "a subscriber of long ago")
+    svg = "document.querySelector('#timeline svg').dataset"
+    zoomed = b.eval(f"({{range: {svg}.range, t0: {svg}.t0, t1: {svg}.t1, beyond: {svg}.atBeyond}})")
+    last = max([ts(e["occurred_at"]) for e in streams[sid]])
+    check(zoomed["range"] == "history" and zoomed["beyond"] == "true", f"{sid}: the timeline is not zoomed to the history: {zoomed}")
+    span = ts(zoomed["t1"]) - ts(zoomed["t0"])
+    check(ts(zoomed["t1"]) < now - 60 * 86400 and (last - ts(zoomed["t0"])) / span > 0.5,
+          f"{sid}: the history (last event {time.strftime('%Y-%m-%d', time.gmtime(last))}) does not fill the timeline {zoomed}")
+    b.click("#until-today")
+    b.wait(f"document.querySelector('#timeline svg')?.dataset.range === 'today' && "
+           "document.getElementById('page-subscriber').dataset.state === 'ready'", what="the timeline until today")
+    today = b.eval(f"({{t1: {svg}.t1, beyond: {svg}.atBeyond}})")
+    check(ts(today["t1"]) >= now - 86400 and today["beyond"] == "false", f"{sid}: 'show until today' does not reach today: {today}")
+    shot(b, "05-subscriber-until-today")
+    b.click("#until-today")  # back to the history for the lookups that follow
+    b.wait("document.querySelector('#timeline svg')?.dataset.range === 'history'", what="the timeline zoomed again")
+    return sid
+
+
+def check_definitions(b):
+    """Both report pages' number tables start open, and the terms that need one have a definition on screen."""
+    check(go(b, "revenue") == "ready", f"revenue: {status_text(b, 'revenue')}")
+    closed = b.eval("[...document.querySelectorAll('#page-revenue details, #page-churn details')].filter(d => !d.open).length")
+    check(closed == 0, f"{closed} number table(s) start closed")
+    terms = b.eval("[...document.querySelectorAll('#revenue-body dl.definitions dt')].map(d => d.dataset.term)")
+    check({"refunded_unrecognized", "refunds_recognized"} <= set(terms), f"revenue definitions: {terms}")
+    titled = b.eval("[...document.querySelectorAll('#revenue-body th[title]')].map(t => t.innerText)")
+    check("refunded unrecognized" in titled and "refunds recognized" in titled, f"revenue column tooltips: {titled}")
+    check(go(b, "churn") == "ready", f"churn: {status_text(b, 'churn')}")
+    check(b.eval("!!document.querySelector('#churn-table dl.definitions dt[data-term=churned_other]')"), "churn: no definition of churned: other")
+    check(b.eval("!!document.querySelector('#churn-legend .legend-item[title]')"), "churn: the legend's 'churned: other' has no tooltip")
+
+
+def check_try_it():
+    """docs/stripe.md's and docs/google.md's "Try it in five minutes" with their tools against this server (no
+    browser needed): a catalog entry, a signed Stripe event and a signed Google push, each subscriber entitled."""
+    admin_call("PUT", "/v1/catalog/products/try.monthly", {"entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M",
+                                                          "price_minor": 999, "currency": "USD", "commission_rate": "0.15"})
+    runs = [("stripe", "try-stripe", [os.path.join(ROOT, "tools", "stripe-sign"), "--secret", STRIPE_SECRET, "--url", BASE,
+                                      "--subscriber", "try-stripe", "--price", "try.monthly"]),
+            ("google", "try-google", [os.path.join(ROOT, "tools", "google-push"), "--subscriber", "try-google", "--product", "try.monthly"])]
+    for store, sid, command in runs:
+        r = subprocess.run(command, capture_output=True, text=True, timeout=90, env={**os.environ, "SUBLEDGER_GOOGLE_TRY_DIR": GOOGLE_TRY_DIR})
+        check(r.returncode == 0 and '"applied"' in r.stdout, f"{store} try-it: {r.stdout.strip()} {r.stderr.strip()[-600:]}")
+        ents = api(f"/v1/subscribers/{sid}/entitlements")["entitlements"]
+        check(any(e["entitlement"] == "pro" and e["active"] for e in ents), f"{store} try-it: {sid} is not entitled: {ents}")
+    return [s for s, _, _ in runs]
 
 
 def check_audit(b):
@@ -346,6 +438,17 @@ def check_webhooks(b):
     failures = b.eval("document.querySelectorAll('#webhooks-failures tr[data-delivery]').length")
     check(failures >= 1, "the page shows no failed attempt of an endpoint that answers 500")
     shot(b, "10-webhooks")
+    # Disabled by an admin: the page says why (status_reason) and how many messages are held, as the API does.
+    admin_call("PATCH", f"/v1/webhooks/{hook['id']}", {"enabled": False})
+    b.eval("document.getElementById('webhooks-refresh').requestSubmit()")
+    row = f"document.querySelector('#webhooks-table tr[data-endpoint=\"{hook['id']}\"]')"
+    b.wait(f"{row}?.dataset.status === 'disabled' && document.getElementById('page-webhooks').dataset.state === 'ready'",
+           what="the disabled endpoint")
+    endpoint = api(f"/v1/webhooks/{hook['id']}")
+    reason = b.eval(f"{row}.querySelector('.status-reason')?.innerText")
+    check(endpoint["status_reason"] and reason == endpoint["status_reason"], f"status_reason: page {reason!r}, API {endpoint['status_reason']!r}")
+    held = b.eval(f"{row}.querySelector('[data-held]').dataset.held")
+    check(same(held, endpoint["held_messages"]), f"held_messages: page {held}, API {endpoint['held_messages']}")
     b.eval("window.confirm = () => true")
     b.eval(f"document.querySelector('form.replay[data-endpoint=\"{hook['id']}\"] input').value = '1'")
     b.eval(f"document.querySelector('form.replay[data-endpoint=\"{hook['id']}\"] button').click()")
@@ -388,8 +491,11 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     for f in os.listdir(args.out):
         if f.endswith(".png"): os.remove(os.path.join(args.out, f))
+    google_flags = subprocess.run([os.path.join(ROOT, "tools", "google-push"), "flags", "--url", BASE, "--stand-in-port", str(free_port())],
+                                  capture_output=True, text=True, timeout=120, check=True,
+                                  env={**os.environ, "SUBLEDGER_GOOGLE_TRY_DIR": GOOGLE_TRY_DIR}).stdout.split()
     server = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(PORT), "--log-level", "error",
-                               "--webhooks-allow-http", "--webhooks-allow-private"],
+                               "--webhooks-allow-http", "--webhooks-allow-private", "--stripe-webhook-secret", STRIPE_SECRET, *google_flags],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     b = None
     started = time.time()
@@ -430,12 +536,16 @@ def main():
         check(go(b, "revenue") == "ready", f"revenue: {status_text(b, 'revenue')}")
         currencies = check_revenue(b)
         shot(b, "04-revenue")
+        check_definitions(b)
         sid, events, streams = interesting_subscriber()
+        demo = check_demo_subscriber(b, streams)
         n_events, asof = check_subscriber(b, sid, events)
         stores = check_stores(b, streams)
+        old_sid = check_timeline_range(b, streams)
         check(go(b, "audit") == "ready", f"audit: {status_text(b, 'audit')}")
         check_audit(b)
         hooks = check_webhooks(b)
+        tried = check_try_it()
         console.assert_clean("admin pages")
         api_calls = [r for r in requests_made(b) if "/v1/" in r["url"]]
         check(api_calls, "chromedriver's performance log shows no API request: the URL and header checks would see nothing")
@@ -446,7 +556,10 @@ def main():
         check_roles(b, console)
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
-            f"as of {asof}), stores ({'; '.join(stores)}), audit, webhooks ({hooks} endpoint, failures, replay), 401/403 messages; screenshots in {args.out}")
+            f"as of {asof}), demo banner's subscriber {demo}, stores ({'; '.join(stores)}), timeline zoomed to {old_sid}'s history, "
+            f"definitions, audit, webhooks ({hooks} endpoint, failures, replay), try it ({', '.join(tried)}), 401/403 messages; "
+            f"screenshots in {args.out}")
+        for n in NOTES: say("note (not a failure):", n)
     except (Failed, TimeoutError, RuntimeError, ConnectionError, WebDriverException, DriverUnreachable) as e:
         say("FAILED:", e)
         if b:

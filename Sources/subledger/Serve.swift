@@ -272,12 +272,12 @@ struct Serve: AsyncParsableCommand {
             configuration: configuration,
             primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
             metrics: registry, logger: logger)
-        logger.info(
-            "starting",
-            metadata: [
-                "http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)",
-                "db.replicas": "\(replicas.map(\.name).joined(separator: ","))",
-            ])
+        var starting: Logger.Metadata = [
+            "http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)",
+            "db.replicas": "\(replicas.map(\.name).joined(separator: ","))",
+        ]
+        for (store, summary) in configuration.storesSummary { starting["store.\(store)"] = "\(summary)" }
+        logger.info("starting", metadata: starting)
         do {
             try await runUntilSignalled(app, logger: logger)
         } catch let error as IOError where error.errnoCode == EADDRINUSE {

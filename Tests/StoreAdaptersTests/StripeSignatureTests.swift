@@ -70,4 +70,19 @@ struct StripeSignatureTests {
         let long = "t=\(Self.t),v1=\(sig)," + String(repeating: "x", count: 5000)
         #expect(throws: StripeSignatureVerifier.Failure.self) { try v.verify(header: long, body: Self.body, now: Self.t) }
     }
+
+    @Test("a v1 that is there but is not the body's HMAC (deadbeef) is told it did not match, not that it is missing")
+    func mismatchMessage() throws {
+        let v = StripeSignatureVerifier(secrets: [Self.secret])
+        func reason(_ header: String) -> String? {
+            do {
+                try v.verify(header: header, body: Self.body, now: Self.t)
+                return nil
+            } catch { return error.reason }
+        }
+        #expect(reason("t=\(Self.t),v1=deadbeef") == "no v1 signature matches a configured secret")
+        #expect(reason("t=\(Self.t),v1=\(String(repeating: "0", count: 64))") == "no v1 signature matches a configured secret")
+        #expect(reason("t=\(Self.t),v0=deadbeef") == "has no v1 signature")
+        #expect(reason("t=\(Self.t - 1000),v1=deadbeef")?.hasPrefix("t is outside the tolerance") == true)
+    }
 }

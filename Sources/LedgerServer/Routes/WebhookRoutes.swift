@@ -253,11 +253,14 @@ extension WebhookEndpoint {
 }
 
 extension WebhookDelivery {
+    /// `message_id` is the `webhook-id` header (`msg_…`, one per message); `webhook_id` was its first name, which
+    /// read as the endpoint's id, and stays with the same value so that clients reading it do not break.
     var json: JSONValue {
         .object([
             "id": .number(JSONNumber(id)),
             "position": .number(JSONNumber(position)),
             "event_id": .string(eventID.lowercasedString),
+            "message_id": .string(webhookID),
             "webhook_id": .string(webhookID),
             "attempt": .number(JSONNumber(Int64(attempt))),
             "outcome": .string(outcome.rawValue),

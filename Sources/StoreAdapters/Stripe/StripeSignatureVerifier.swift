@@ -33,11 +33,18 @@ public struct StripeSignatureVerifier: Sendable {
 
     public var isConfigured: Bool { !keys.isEmpty }
 
+    /// What a header that names a `v1` none of whose entries is the body's HMAC is told: a `v1` too short to be
+    /// an HMAC (`v1=deadbeef`) is such an entry too, not a missing one.
+    static let noMatch = "no v1 signature matches a configured secret"
+
     /// The header's parts: one `t` and the `v1` signatures; other schemes (`v0`) and unknown keys are ignored.
-    public static func parse(_ header: String) throws(Failure) -> (timestamp: Int64, signatures: [[UInt8]]) {
+    /// `v1Entries` counts every `v1` item, malformed ones too, so that a header with only malformed ones is
+    /// told its signature did not match rather than that it has none.
+    public static func parse(_ header: String) throws(Failure) -> (timestamp: Int64, signatures: [[UInt8]], v1Entries: Int) {
         guard header.utf8.count <= maxHeaderBytes else { throw Failure("is longer than \(maxHeaderBytes) bytes") }
         var timestamp: Int64?
         var signatures: [[UInt8]] = []
+        var v1Entries = 0
         for item in header.split(separator: ",", omittingEmptySubsequences: true) {
             let pair = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard pair.count == 2 else { continue }
@@ -50,6 +57,7 @@ public struct StripeSignatureVerifier: Sendable {
                 else { throw Failure("t is not a Unix time in seconds") }
                 timestamp = t
             case "v1":
+                v1Entries += 1
                 // A malformed entry cannot match; it is skipped like a signature made with another secret.
                 if !value.isEmpty, let bytes = Hex.decode(value), bytes.count == SHA256.byteCount {
                     guard signatures.count < maxSignatures else { throw Failure("has more than \(maxSignatures) v1 signatures") }
@@ -60,15 +68,15 @@ public struct StripeSignatureVerifier: Sendable {
             }
         }
         guard let timestamp else { throw Failure("has no timestamp (t=…)") }
-        guard !signatures.isEmpty else { throw Failure("has no v1 signature") }
-        return (timestamp, signatures)
+        guard v1Entries > 0 else { throw Failure("has no v1 signature") }
+        return (timestamp, signatures, v1Entries)
     }
 
     /// Checks `header` against `body` (the exact bytes received) at `now` (Unix seconds).
     public func verify(header: String?, body: [UInt8], now: Int64) throws(Failure) {
         guard isConfigured else { throw Failure("no webhook secret is configured") }
         guard let header, !header.isEmpty else { throw Failure("the header is missing") }
-        let (t, signatures) = try Self.parse(header)
+        let (t, signatures, _) = try Self.parse(header)
         let (age, overflow) = now.subtractingReportingOverflow(t)
         guard !overflow, age <= tolerance, age >= -tolerance else {
             throw Failure("t is outside the tolerance of \(tolerance) seconds (an old or replayed delivery)")
@@ -81,7 +89,7 @@ public struct StripeSignatureVerifier: Sendable {
                 return
             }
         }
-        throw Failure("no v1 signature matches a configured secret")
+        throw Failure(Self.noMatch)
     }
 
     /// `v1` for `body` at `t` with `secret`: what Stripe sends (for tests and `tools/smoke`).

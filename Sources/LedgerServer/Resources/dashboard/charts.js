@@ -164,18 +164,19 @@ export function barChart({ periods, labels, bars, lines = [], stacked = true, le
 
 /** A legend: a coloured swatch and a label per series; lines get a line swatch. */
 export function legend(items) {
-  return h("div", { class: "legend-items" }, items.map((it) => h("span", { class: "legend-item" },
+  return h("div", { class: "legend-items" }, items.map((it) => h("span", { class: "legend-item", title: it.title ?? null },
     s("svg", { viewBox: "0 0 14 14", width: 14, height: 14, "aria-hidden": "true" },
       it.line ? s("line", { x1: 0, x2: 14, y1: 7, y2: 7, stroke: it.color, "stroke-width": 3 })
         : s("rect", { x: 1, y: 1, width: 12, height: 12, fill: it.color, stroke: it.stroke ?? "none", "stroke-dasharray": it.dash ?? null })),
     ` ${it.label}`)));
 }
 
-/** A table from column definitions: [{label, value(row), cls}] — every cell also carries data-key. */
+/** A table from column definitions: [{label, value(row), title?}] — every cell also carries data-key; a
+ * column's `title` is its header's tooltip. */
 export function table(rows, columns, { caption = "" } = {}) {
   return h("table", { class: "numbers" },
     caption ? h("caption", {}, caption) : null,
-    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.num ? "num" : null }, c.label)))),
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.num ? "num" : null, title: c.title ?? null }, c.label)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, columns.map((c) => h("td", {
       class: c.num ? "num" : null, "data-key": c.key ?? null, "data-value": c.raw ? String(c.raw(r)) : null,
     }, c.value(r)))))));

@@ -4,6 +4,7 @@
 import { get, needs, path } from "./api.js";
 import { barChart, legend, palette, table } from "./charts.js";
 import { count, dateInput, lastPeriods, percent, periodLabel, shortPeriodLabel, ymd } from "./format.js";
+import { definitionList, definitions } from "./definitions.js";
 import { controls, countField, fill, run } from "./page.js";
 
 let read = () => ({});
@@ -41,16 +42,20 @@ async function load(section) {
     box.dataset.periods = String(rows.length);
     fill(box, chart);
     fill(section.querySelector("#churn-legend"), legend([
-      ...series.map((s) => ({ color: palette[s.key], label: s.label })),
+      ...series.map((s) => ({ color: palette[s.key], label: s.label, title: definitions[s.key] ?? null })),
       { color: palette.churn_rate, label: "churn rate (right axis)", line: true },
     ]));
-    const n = (k) => ({ label: k.replace("churned_", "churned: ").replace("_", " "), key: k, num: true, value: (r) => count(r[k]), raw: (r) => r[k] });
+    const n = (k) => ({
+      label: k.replace("churned_", "churned: ").replace("_", " "), key: k, num: true, title: definitions[k] ?? null, value: (r) => count(r[k]),
+      raw: (r) => r[k],
+    });
     fill(section.querySelector("#churn-table"), table(rows, [
       { label: "period", key: "period_start", value: (r) => periodLabel(r.period_start, interval), raw: (r) => r.period_start },
       n("active_start"), n("new"), n("reactivated"), n("churned"),
       n("churned_voluntary"), n("churned_involuntary"), n("churned_refund"), n("churned_other"), n("active_end"),
       { label: "churn rate", key: "churn_rate", num: true, value: (r) => percent(r.churn_rate), raw: (r) => r.churn_rate },
-    ], { caption: `${report.entitlement ? `Entitlement ${report.entitlement}` : "All entitlements"}, per ${interval}, production only` }));
+    ], { caption: `${report.entitlement ? `Entitlement ${report.entitlement}` : "All entitlements"}, per ${interval}, production only` }),
+    definitionList(["churned_other"], () => "churned: other"));
   });
 }
 

@@ -4,6 +4,7 @@
 import { get, needs, path } from "./api.js";
 import { barChart, h, legend, palette, table } from "./charts.js";
 import { dateInput, lastPeriods, money, periodLabel, shortPeriodLabel, ymd } from "./format.js";
+import { definitionList, definitions } from "./definitions.js";
 import { controls, countField, fill, run } from "./page.js";
 
 let read = () => ({});
@@ -35,10 +36,13 @@ function currencyBlock(currency, rows, interval) {
       { color: palette.billings, label: "billings" }, { color: palette.recognized, label: "recognized" },
       { color: palette.refunds, label: "refunds (paid back)" }, { color: palette.deferred_end, label: "deferred balance (end of period)", line: true },
     ]),
-    h("details", {}, h("summary", {}, `Numbers (${currency})`), table(rows, [
+    // Open, as on the Churn page: the numbers are what an accountant comes for.
+    h("details", { open: "" }, h("summary", {}, `Numbers (${currency})`), table(rows, [
       { label: "period", key: "period_start", value: (r) => periodLabel(r.period_start, interval), raw: (r) => r.period_start },
-      ...columns.map((k) => ({ label: k.replaceAll("_", " "), key: k, num: true, value: (r) => money(r[k], currency), raw: (r) => r[k] })),
-    ])));
+      ...columns.map((k) => ({
+        label: k.replaceAll("_", " "), key: k, num: true, title: definitions[k] ?? null, value: (r) => money(r[k], currency), raw: (r) => r[k],
+      })),
+    ]), definitionList(["refunded_unrecognized", "refunds_recognized"])));
 }
 
 async function load(section) {

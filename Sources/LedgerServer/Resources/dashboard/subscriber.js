@@ -54,7 +54,9 @@ function entitlementsTable(answer) {
   if (!answer.entitlements.length) return h("p", { class: "note" }, "No entitlement known to the ledger at that point.");
   return h("table", { class: "numbers" },
     h("thead", {}, h("tr", {}, ["entitlement", "active", "expires at", "grace", "trial", "will renew", "product"].map((t) => h("th", {}, t)))),
-    h("tbody", {}, answer.entitlements.map((e) => h("tr", { "data-entitlement": e.entitlement, "data-active": String(e.active) },
+    h("tbody", {}, answer.entitlements.map((e) => h("tr", {
+      "data-entitlement": e.entitlement, "data-active": String(e.active), "data-will-renew": String(e.will_renew), "data-product": e.product_id ?? "",
+    },
       h("td", {}, e.entitlement), h("td", { class: e.active ? "yes" : "no" }, e.active ? "active" : "not active"),
       h("td", {}, when(e.expires_at)), h("td", {}, e.in_grace ? "in grace" : "—"), h("td", {}, e.in_trial ? "in trial" : "—"),
       h("td", {}, e.will_renew ? "yes" : "no"), h("td", {}, e.product_id ?? "—")))));
@@ -82,7 +84,8 @@ async function replay(section) {
       `position ${asOf} (${when(recorded)}) · event ${index + 1} of ${positions.length}${latest ? " · latest" : ""}`;
     const box = section.querySelector("#timeline");
     Object.assign(box.dataset, { source: windowsPath, asOf: String(asOf), windows: String(windows.windows.length) });
-    fill(box, timeline({ windows: windows.windows, events: known, at: at ? new Date(at) : new Date(entitlements.at) }));
+    const untilToday = section.querySelector("#until-today").checked;
+    fill(box, timeline({ windows: windows.windows, events: known, at: at ? new Date(at) : new Date(entitlements.at), untilToday }));
     fill(section.querySelector("#timeline-legend"), timelineLegend());
     const ent = section.querySelector("#entitlements");
     Object.assign(ent.dataset, { source: entitlementsPath, at: entitlements.at });
@@ -128,6 +131,7 @@ export default {
     });
     section.querySelector("#asof-slider").addEventListener("input", () => replay(section));
     section.querySelector("#at-input").addEventListener("change", () => replay(section));
+    section.querySelector("#until-today").addEventListener("change", () => replay(section));
     section.querySelector("#at-now").addEventListener("click", () => { section.querySelector("#at-input").value = ""; replay(section); });
   },
   show(section, id) {

@@ -41,7 +41,12 @@ function axisTicks(t0, t1) {
   return out;
 }
 
-export function timeline({ windows, events, at }) {
+/**
+ * The axis spans the subscriber's history (events, windows, granted ends; an open window runs to today):
+ * a history that ended a year ago fills the width instead of a sliver of it. `untilToday` stretches it to
+ * today; the "at" line outside the history is drawn as an arrow at the right edge.
+ */
+export function timeline({ windows, events, at, untilToday = false }) {
   const now = new Date();
   const byId = new Map(events.map((e) => [e.event_id, e]));
   const items = windows.map((w) => {
@@ -52,13 +57,15 @@ export function timeline({ windows, events, at }) {
     // Where the window came from: the source of its event (apple, google, stripe, support, …).
     return { w, start, end, granted, source: event?.source ?? null, isVoid: end !== null && end.getTime() === start.getTime() };
   });
-  const times = [at.getTime()];
+  const times = [];
   for (const i of items) times.push(i.start.getTime(), ...(i.end ? [i.end.getTime()] : []), ...(i.granted ? [i.granted.getTime()] : []));
   for (const e of events) times.push(new Date(e.occurred_at).getTime());
-  let t0 = Math.min(...times), t1 = Math.max(...times);
+  let t0 = Math.min(...times, at.getTime()), t1 = Math.max(...times);
   if (items.some((i) => !i.end)) t1 = Math.max(t1, now.getTime());
+  if (untilToday) t1 = Math.max(t1, now.getTime(), at.getTime());
   const pad = Math.max((t1 - t0) * 0.04, 86400000);
   t0 -= pad; t1 += pad;
+  const atBeyond = at.getTime() > t1;
 
   const W = 820, L = 64, R = 14, top = 30, rowH = 24, gap = 6;
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
@@ -87,7 +94,11 @@ export function timeline({ windows, events, at }) {
   for (const lane of lanes) { laneY.set(lane, y); y += laneRows.get(lane) * (rowH + gap) + 14; }
   const H = Math.max(y + 6, top + 80);
 
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "entitlement windows over time" },
+  const svg = s("svg", {
+    viewBox: `0 0 ${W} ${H}`, class: "timeline", role: "img", "aria-label": "entitlement windows over time",
+    "data-t0": new Date(t0).toISOString(), "data-t1": new Date(t1).toISOString(), "data-range": untilToday ? "today" : "history",
+    "data-at-beyond": String(atBeyond),
+  },
     s("defs", {},
       s("pattern", { id: "tl-stripes", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
         s("rect", { width: 3, height: 6, fill: "#ffffff", "fill-opacity": 0.55 })),
@@ -121,6 +132,7 @@ export function timeline({ windows, events, at }) {
     const attrs = {
       class: "window", "data-entitlement": w.entitlement, "data-kind": w.kind, "data-start": w.start, "data-end": w.end ?? "",
       "data-cut-at": w.cut_at ?? "", "data-cut-cause": w.cut_cause ?? "", "data-void": String(i.isVoid), "data-event-source": i.source ?? "",
+      "data-product": w.product_id ?? "",
     };
     const desc = `${w.kind} ${w.entitlement}${w.product_id ? ` (${w.product_id})` : ""}${i.source ? ` from ${i.source}` : ""}: ${when(w.start)} → ${when(w.end)}`
       + (w.cut_at ? ` · cut at ${when(w.cut_at)} by ${w.cut_cause ?? "an event"}` : "") + (i.isVoid ? " · void" : "");
@@ -154,11 +166,19 @@ export function timeline({ windows, events, at }) {
   }
   svg.append(bars);
 
-  const atX = x(at.getTime());
-  svg.append(s("g", { class: "at-line", "data-at": at.toISOString() },
-    s("line", { x1: atX, x2: atX, y1: top, y2: H - 2, stroke: "#1f3b73", "stroke-width": 1.5, "stroke-dasharray": "5 3" }),
-    s("text", { x: atX > W - 120 ? atX - 4 : atX + 4, y: H - 6, "text-anchor": atX > W - 120 ? "end" : "start", class: "axis at" },
-      `at ${at.toISOString().slice(0, 10)}`)));
+  if (atBeyond) {
+    // After the history: an arrow at the right edge says when, without squeezing the history to reach it.
+    const xr = W - R;
+    svg.append(s("g", { class: "at-line beyond", "data-at": at.toISOString() },
+      s("path", { d: `M${xr - 8},${H - 16}L${xr},${H - 11}L${xr - 8},${H - 6}Z`, fill: "#1f3b73" }),
+      s("text", { x: xr - 12, y: H - 6, "text-anchor": "end", class: "axis at" }, `at ${at.toISOString().slice(0, 10)} →`)));
+  } else {
+    const atX = x(at.getTime());
+    svg.append(s("g", { class: "at-line", "data-at": at.toISOString() },
+      s("line", { x1: atX, x2: atX, y1: top, y2: H - 2, stroke: "#1f3b73", "stroke-width": 1.5, "stroke-dasharray": "5 3" }),
+      s("text", { x: atX > W - 120 ? atX - 4 : atX + 4, y: H - 6, "text-anchor": atX > W - 120 ? "end" : "start", class: "axis at" },
+        `at ${at.toISOString().slice(0, 10)}`)));
+  }
   if (!windows.length) svg.append(s("text", { x: W / 2, y: top + 50, "text-anchor": "middle", class: "axis" }, "no windows at this point of the log"));
   return svg;
 }

@@ -39,12 +39,17 @@ async function load(section) {
     fill(table, webhooks.length === 0
       ? h("p", { class: "note" }, "No webhook endpoint is registered (POST /v1/webhooks).")
       : h("table", { class: "numbers" },
-        h("thead", {}, h("tr", {}, ["URL", "status", "delivered through", "lag", "failed attempts", "next attempt", "last error", "replay from"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["URL", "status", "delivered through", "lag", "held messages", "failed attempts", "next attempt", "last error", "replay from"]
+          .map((c) => h("th", {}, c)))),
         h("tbody", {}, webhooks.map((e) => h("tr", { "data-endpoint": e.id, "data-status": e.status, "data-lag": String(e.lag_positions) },
           h("td", { title: e.description ?? "" }, e.url),
-          h("td", { class: e.status === "active" ? "yes" : "no", title: e.status_reason ?? "" }, e.status),
+          // Why it is failing or disabled is what an operator opens this page for: on screen, not in a tooltip.
+          h("td", { class: e.status === "active" ? "yes" : "no", "data-status-reason": e.status_reason ?? "" }, e.status,
+            e.status_reason ? h("span", { class: "status-reason" }, e.status_reason) : null),
           h("td", { class: "num" }, count(e.delivered_through)),
           h("td", {}, lag(e)),
+          h("td", { class: "num", "data-held": String(e.held_messages ?? 0), title: "messages held for a retry, and their subscribers' later messages queued behind them" },
+            count(e.held_messages ?? 0)),
           h("td", { class: "num" }, count(e.failed_attempts)),
           h("td", {}, when(e.next_attempt_at)),
           h("td", {}, e.last_error ?? "—"),
