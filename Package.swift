@@ -135,7 +135,9 @@ let package = Package(
                 "LedgerCore", "LedgerStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Tests/LedgerTestSupport"
         ),
@@ -177,6 +179,7 @@ let package = Package(
                 "LedgerCore", "LedgerStore", "LedgerWebhooks", "LedgerTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(

@@ -85,13 +85,8 @@ struct ClientDisconnectTests {
         }
     }
 
-    /// swift-metrics takes one factory per process: Hummingbird's request counters (`hb_requests`) go to this
-    /// registry from the first test that needs them.
-    static let metrics: PrometheusCollectorRegistry = {
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        return registry
-    }()
+    /// Hummingbird's request counters (`hb_requests`) go to the test process's one registry.
+    static var metrics: PrometheusCollectorRegistry { TestMetrics.registry }
 
     /// The sum of `hb_requests` counters for `route` answered with `status`.
     static func requests(_ http: any TestClientProtocol, route: String, status: Int) async throws -> Double {

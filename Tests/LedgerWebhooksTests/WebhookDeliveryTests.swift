@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import LedgerCore
-import LedgerStore
 import LedgerTestSupport
 import Logging
 import NIOCore
@@ -9,6 +8,7 @@ import PostgresNIO
 import Synchronization
 import Testing
 
+@testable import LedgerStore
 @testable import LedgerWebhooks
 
 /// A local webhook receiver: verifies every signature, records what arrived, and answers as told.
@@ -346,6 +346,33 @@ struct WebhookNoStallTests {
             }
             #expect(late > 10)
         }
+    }
+}
+
+@Suite("Webhook metrics")
+struct WebhookMetricsTests {
+    static func endpoint(_ id: UUID) -> WebhookEndpoint {
+        WebhookEndpoint(
+            id: id, url: "https://example.com/h", description: nil, eventTypes: nil, entitlements: nil, status: .active,
+            statusReason: nil, deliveredThrough: 0, failedAttempts: 0, failingSince: nil, nextAttemptAt: nil, lastError: nil,
+            previousSecretUntil: nil, createdAt: Timestamp(microseconds: 0), updatedAt: Timestamp(microseconds: 0), lagPositions: 3,
+            lagSeconds: 1, heldMessages: 2)
+    }
+
+    @Test("a deleted endpoint's metrics, its delivery counters included, leave /metrics at the next report")
+    func deletedEndpointLeaves() {
+        _ = TestMetrics.registry
+        let (gone, kept) = (UUID(), UUID())
+        Metrics.count(endpoint: gone, outcome: .delivered)
+        Metrics.count(endpoint: gone, outcome: .failed)
+        Metrics.report([Self.endpoint(gone), Self.endpoint(kept)])
+        var text = TestMetrics.text()
+        #expect(text.contains("subledger_webhook_deliveries_total{endpoint=\"\(gone.lowercasedString)\""))
+        #expect(text.contains("subledger_webhook_held_messages{endpoint=\"\(gone.lowercasedString)\"} 2"))
+        Metrics.report([Self.endpoint(kept)])
+        text = TestMetrics.text()
+        #expect(!text.contains(gone.lowercasedString))
+        #expect(text.contains("subledger_webhook_lag_positions{endpoint=\"\(kept.lowercasedString)\"}"))
     }
 }
 
