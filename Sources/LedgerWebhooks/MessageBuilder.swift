@@ -10,7 +10,7 @@ import Synchronization
 /// of CPU), and every endpoint and replay repeated it. Here a subscriber's fold is kept after the last event
 /// built and extended by the next ones; the stream is read from PostgreSQL only for a subscriber not kept
 /// (or kept at an older version), and folded whole again only for a late fact (an event that sorts before
-/// one already folded). Bodies are cached by position for the endpoints that walk the same stretch of the
+/// one already folded; its stream is read once per page however many late facts the page holds). Bodies are cached by position for the endpoints that walk the same stretch of the
 /// feed, and builds run one at a time, so concurrent endpoints wait for one build instead of each doing it.
 final class MessageBuilder: Sendable {
     /// What every endpoint needs of one event's message: the changes (for the entitlement filter) and the body.
@@ -112,15 +112,19 @@ final class MessageBuilder: Sendable {
             let read = try await readStreams(unread, first.position - 1)
             for s in unread { folds[s] = IncrementalFold(read[s] ?? []) }
         }
+        let last = page.last!.position
         for (s, events) in streams {
             var fold = folds[s] ?? IncrementalFold()
             var before: SubscriberLedger? = nil
+            // The subscriber's stream through the page, read at its first late fact: once per page, not per fact.
+            var whole: [FoldEvent]? = nil
             for e in events {
                 let wantedHere = missing.contains(e.position)
                 if wantedHere && before == nil { before = fold.ledger }
                 if !fold.apply(FoldEvent(e)) {
                     // A late fact: it sorts before an event already folded, so the stream is folded again.
-                    fold = IncrementalFold(try await readStreams([s], e.position)[s] ?? [])
+                    if whole == nil { whole = try await readStreams([s], last)[s] ?? [] }
+                    fold = IncrementalFold(whole!.filter { $0.position <= e.position })
                 }
                 guard wantedHere, let earlier = before else {
                     before = nil

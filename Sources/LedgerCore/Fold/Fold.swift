@@ -119,12 +119,34 @@ private struct FoldState {
     /// Credit windows by their event id (credit reversals).
     var creditWindow: [UUID: Int] = [:]
 
+    /// Per entitlement, the merged runs of its non-void windows (with credits, and without), kept as windows
+    /// are added; a cut drops them and the next stacked grant rebuilds them. A stacked grant (a pack, a credit)
+    /// then finds its coverage by binary search instead of sweeping every window.
+    var runsWithCredits: [String: CoverageRuns] = [:]
+    var runsWithoutCredits: [String: CoverageRuns] = [:]
+
+    /// Window indexes in `(entitlement, start, source position)` order, kept as windows are added (none of
+    /// the three ever changes): the result is read in that order without sorting every window each time, which
+    /// an incremental fold asks for after every event.
+    var resultOrder: [Int] = []
+
     var result: SubscriberLedger {
-        let seen = Set(byTransaction.keys)
         return SubscriberLedger(
-            windows: windows.sorted { ($0.entitlement, $0.start, $0.sourcePosition) < ($1.entitlement, $1.start, $1.sourcePosition) },
-            autoRenew: autoRenew, lapsed: lapsed,
-            unmatchedRefunds: refunds.filter { !$0.reversed && !seen.contains($0.transactionID) }.map(\.eventID))
+            windows: resultOrder.map { windows[$0] }, autoRenew: autoRenew, lapsed: lapsed,
+            unmatchedRefunds: refunds.isEmpty
+                ? [] : refunds.filter { !$0.reversed && byTransaction[$0.transactionID] == nil }.map(\.eventID))
+    }
+
+    /// Inserts window `i` into `resultOrder` after the windows with an equal key (as a stable sort would).
+    mutating func insertInResultOrder(_ i: Int) {
+        let key = (windows[i].entitlement, windows[i].start, windows[i].sourcePosition)
+        var (low, high) = (0, resultOrder.count)
+        while low < high {
+            let mid = (low + high) / 2
+            let w = resultOrder[mid]
+            if (windows[w].entitlement, windows[w].start, windows[w].sourcePosition) <= key { low = mid + 1 } else { high = mid }
+        }
+        resultOrder.insert(i, at: low)
     }
 
     mutating func add(_ window: Window) {
@@ -133,6 +155,12 @@ private struct FoldState {
         if let txn = window.transactionID { byTransaction[txn, default: []].append(i) }
         byEntitlement[window.entitlement, default: []].append(i)
         insertByStart(i)
+        insertInResultOrder(i)
+        let end = window.end
+        if end != window.start {
+            runsWithCredits[window.entitlement]?.insert(window.start, end)
+            if window.kind != .credit { runsWithoutCredits[window.entitlement]?.insert(window.start, end) }
+        }
         uncancelled[window.entitlement, default: []].append(i)
         if window.kind == .grace { unexpiredGrace[window.entitlement, default: []].append(i) }
         if window.kind == .credit { creditWindow[window.sourceEventID] = i }
@@ -159,6 +187,7 @@ private struct FoldState {
         var cut = (isCancellation ? uncancelled.removeValue(forKey: e) : unexpiredGrace.removeValue(forKey: e)) ?? []
         if let previous = isCancellation ? lastCancellation[e] : lastExpiration[e], previous.at == at { cut += previous.windows }
         for i in cut { windows[i].cuts.append(.init(at: at, eventID: eventID, cause: cause)) }
+        if !cut.isEmpty { runsChanged(e) }
         if isCancellation { lastCancellation[e] = (at, cut) } else { lastExpiration[e] = (at, cut) }
     }
 
@@ -172,6 +201,7 @@ private struct FoldState {
             guard r.cut else { return }
             for i in byTransaction[txn] ?? [] {
                 windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .refund))
+                runsChanged(windows[i].entitlement)
             }
         case .refundReversal(let r):
             guard let txn = r.transactionID,
@@ -179,7 +209,10 @@ private struct FoldState {
             else { return }
             refunds[i].reversed = true
             let refundID = refunds[i].eventID
-            for w in byTransaction[txn] ?? [] { windows[w].cuts.removeAll { $0.eventID == refundID } }
+            for w in byTransaction[txn] ?? [] {
+                windows[w].cuts.removeAll { $0.eventID == refundID }
+                runsChanged(windows[w].entitlement)
+            }
         case .cancellation(let c):
             let entitlements = c.entitlements.isEmpty ? Array(byEntitlement.keys) : c.entitlements.filter { byEntitlement[$0] != nil }
             for e in entitlements {
@@ -191,6 +224,7 @@ private struct FoldState {
             guard let id = r.creditEventID else { return }
             if let i = creditWindow[id] {
                 windows[i].cuts.append(.init(at: windows[i].start, eventID: event.eventID, cause: .creditReversal))
+                runsChanged(windows[i].entitlement)
             } else {
                 pendingCreditReversals[id] = (event.eventID, event.occurredAt)
             }
@@ -269,21 +303,76 @@ private struct FoldState {
 
     /// The end of the entitlement's contiguous coverage containing `t`: `t` itself when nothing covers it,
     /// nil when the coverage never ends (then a stacked grant starts at `t`, beside it).
-    func coverageEnd(_ entitlement: String, at t: Timestamp, includingCredits: Bool) -> Timestamp? {
-        // Read in place, without copying each window: this runs for every stacked grant (a pack, a credit),
-        // once per such event over all of the entitlement's windows.
-        guard let indexes = byEntitlementByStart[entitlement] else { return t }
-        var intervals: [(Timestamp, Timestamp?)] = []
-        intervals.reserveCapacity(indexes.count)
-        for i in indexes {
+    mutating func coverageEnd(_ entitlement: String, at t: Timestamp, includingCredits: Bool) -> Timestamp? {
+        let cached = includingCredits ? runsWithCredits[entitlement] : runsWithoutCredits[entitlement]
+        let runs = cached ?? buildRuns(entitlement, includingCredits: includingCredits)
+        guard let end = runs.runEnd(containing: t) else { return t }
+        return end
+    }
+
+    /// The entitlement's runs from its windows in start order (after a cut, or at the first stacked grant).
+    mutating func buildRuns(_ entitlement: String, includingCredits: Bool) -> CoverageRuns {
+        var runs = CoverageRuns()
+        for i in byEntitlementByStart[entitlement] ?? [] {
             if !includingCredits && windows[i].kind == .credit { continue }
             let start = windows[i].start
             let end = windows[i].end
             if end == start { continue }
-            intervals.append((start, end))
+            runs.insert(start, end)
         }
-        guard let end = Coverage.runEnd(intervals, containing: t) else { return t }
-        return end
+        if includingCredits { runsWithCredits[entitlement] = runs } else { runsWithoutCredits[entitlement] = runs }
+        return runs
+    }
+
+    /// A window of the entitlement changed its end: its runs are built again when next needed.
+    mutating func runsChanged(_ entitlement: String) {
+        runsWithCredits[entitlement] = nil
+        runsWithoutCredits[entitlement] = nil
+    }
+}
+
+/// Disjoint runs of overlapping or touching half-open intervals, in start order: `Coverage.runEnd` by binary
+/// search. An interval is merged in by finding the runs it overlaps or touches.
+struct CoverageRuns: Sendable {
+    /// Sorted by start, pairwise neither overlapping nor touching; a nil end never ends.
+    private(set) var runs: [(start: Timestamp, end: Timestamp?)] = []
+
+    /// The index of the first run whose end is at or after `t` (touching counts), i.e. that could merge with
+    /// an interval starting at `t`.
+    private func firstReaching(_ t: Timestamp) -> Int {
+        var (low, high) = (0, runs.count)
+        while low < high {
+            let mid = (low + high) / 2
+            if let end = runs[mid].end, end < t { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
+    mutating func insert(_ start: Timestamp, _ end: Timestamp?) {
+        let i = firstReaching(start)
+        var (s, e) = (start, end)
+        var j = i
+        // Merge every run that starts at or before the interval's end (touching included).
+        while j < runs.count, e.map({ runs[j].start <= $0 }) ?? true {
+            s = min(s, runs[j].start)
+            e = (e == nil || runs[j].end == nil) ? nil : max(e!, runs[j].end!)
+            j += 1
+        }
+        runs.replaceSubrange(i..<j, with: [(s, e)])
+    }
+
+    /// As `Coverage.runEnd`: nil if no interval contains `t`, `.some(nil)` if its run never ends.
+    func runEnd(containing t: Timestamp) -> Timestamp?? {
+        // The last run starting at or before t.
+        var (low, high) = (0, runs.count)
+        while low < high {
+            let mid = (low + high) / 2
+            if runs[mid].start <= t { low = mid + 1 } else { high = mid }
+        }
+        guard low > 0 else { return nil }
+        let run = runs[low - 1]
+        guard run.end.map({ t < $0 }) ?? true else { return nil }
+        return .some(run.end)
     }
 }
 
