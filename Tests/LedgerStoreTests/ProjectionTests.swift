@@ -68,7 +68,7 @@ struct ProjectionTests {
             try await client.query("DELETE FROM windows", logger: TestDatabase.logger)
             try await client.query("DELETE FROM report_runs", logger: TestDatabase.logger)
             try await client.query("DELETE FROM report_transactions", logger: TestDatabase.logger)
-            try await client.query("UPDATE subscriber_state SET version = 0, auto_renew = '{}'", logger: TestDatabase.logger)
+            try await client.query("UPDATE subscriber_state SET version = 0, will_renew = '{}'", logger: TestDatabase.logger)
             let progress = try await Rebuilder(client: client, logger: TestDatabase.logger, chunkSize: 7).rebuild()
             #expect(progress.events == events.count)
             #expect(progress.subscribers == 60)
