@@ -36,6 +36,12 @@ struct EntitlementChangeTests {
         early.subscription("t1", from: "2026-01-01", to: "2026-02-01", offer: "trial")
         early.subscription(type: .renewal, "t2", from: "2026-02-01", to: "2026-03-01", occurred: "2026-01-20")
         #expect(Self.changes(early) == ["pro": ["extended"]])
+        // Auto-renew turned back on at the boundary, after being off: that is a change.
+        var back = S()
+        back.subscription("t1", from: "2026-01-01", to: "2026-02-01")
+        back.add(.autoRenewChanged, "2026-01-10", ["enabled": false, "product_id": "pro.monthly", "entitlements": ["pro"]])
+        back.subscription("t2", from: "2026-02-01", to: "2026-03-01")
+        #expect(Self.changes(back) == ["pro": ["extended", "renewal_enabled"]])
     }
 
     @Test("a refund revokes; turning renewal off disables renewal only")
@@ -56,7 +62,8 @@ struct EntitlementChangeTests {
         #expect(Self.changes(s) == ["pro": ["extended"]])
         var f = S()
         f.subscription("t1", from: "2026-05-01", to: "2026-06-01", occurred: "2026-01-01")
-        #expect(Self.changes(f) == ["pro": ["renewal_enabled"]])
+        // Not active yet at its occurred_at: it will renew only once its period starts.
+        #expect(Self.changes(f) == ["pro": ["windows_changed"]])
         var g = S()
         g.pack("p1", at: "2026-01-01", duration: "P1M")
         g.refund("p1", at: "2026-03-01")

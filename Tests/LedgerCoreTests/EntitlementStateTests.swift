@@ -62,7 +62,7 @@ import Testing
             return EntitlementState(
                 entitlement: e, active: active, expiresAt: expiresAt, inGrace: active && covering.allSatisfy { $0.kind == .grace },
                 inTrial: covering.contains { $0.kind == .trial } && !covering.contains { $0.kind == .paid },
-                willRenew: (ledger.autoRenew[e] ?? false) && !ledger.lapsed.contains(e), productID: product)
+                willRenew: active && ledger.willRenew(e, at: t), productID: product)
         }
     }
 

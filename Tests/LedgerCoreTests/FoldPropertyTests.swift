@@ -134,8 +134,7 @@ struct FoldPropertyTests {
             let a = Fold.fold(events)
             let b = Fold.fold(other)
             #expect(comparable(a) == comparable(b))
-            #expect(a.autoRenew == b.autoRenew)
-            #expect(a.lapsed == b.lapsed)
+            #expect(a.renewing == b.renewing)
             for t in stride(from: StreamBuilder.t("2026-01-01").microseconds, to: StreamBuilder.t("2027-01-01").microseconds, by: 7 * 86_400_000_000)
             {
                 #expect(a.entitlements(at: Timestamp(microseconds: t)) == b.entitlements(at: Timestamp(microseconds: t)))

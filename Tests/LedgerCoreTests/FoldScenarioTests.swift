@@ -151,12 +151,7 @@ struct FoldScenarioTests {
     @Test("lifetime and free windows never end", arguments: ["lifetime", "free"])
     func unbounded(kind: String) {
         var s = S()
-        s.add(
-            .purchase, "2026-03-01",
-            [
-                "product_id": "pro.forever", "entitlements": ["pro"], "transaction_id": "l1", "kind": .string(kind),
-                "price_minor": kind == "free" ? 0 : 9999, "currency": "USD",
-            ])
+        s.unbounded(kind, "l1", at: "2026-03-01")
         let w = s.ledger.windows[0]
         #expect(w.end == nil && w.kind.rawValue == kind)
         let st = s.state(at: "2090-01-01")!
@@ -182,15 +177,6 @@ struct FoldScenarioTests {
         #expect(early.ledger.windows[0].end == S.t("2026-03-01"))
         #expect(early.ledger.unmatchedRefunds.isEmpty)
         #expect(!early.state(at: "2026-03-05")!.active)
-    }
-
-    @Test("auto-renew off keeps access until the end but will_renew turns false")
-    func autoRenewOff() {
-        var s = S()
-        s.subscription("t1", from: "2026-03-01", to: "2026-04-01")
-        s.add(.autoRenewChanged, "2026-03-05", ["enabled": false, "product_id": "pro.monthly", "entitlements": ["pro"]])
-        let st = s.state(at: "2026-03-10")!
-        #expect(st.active && !st.willRenew)
     }
 
     @Test("a cut at or before a window's start voids it but keeps it for the audit trail")

@@ -51,6 +51,17 @@ struct StreamBuilder {
             ])
     }
 
+    /// A `lifetime` or `free` purchase: a window from `at` that never ends.
+    @discardableResult
+    mutating func unbounded(_ kind: String, _ txn: String, at: String) -> UUID {
+        add(
+            .purchase, at,
+            [
+                "product_id": "pro.forever", "entitlements": ["pro"], "transaction_id": .string(txn), "kind": .string(kind),
+                "price_minor": kind == "free" ? 0 : 9999, "currency": "USD",
+            ])
+    }
+
     @discardableResult
     mutating func refund(_ txn: String, at: String, amount: Int64 = 999, cut: Bool = true) -> UUID {
         var data: [String: JSONValue] = [

@@ -13,6 +13,43 @@ struct EntitlementsAPITests {
         "commission_rate": "0.30",
     ]
 
+    @Test("will_renew read from the projection (and the cache) answers each `at`: on, off after auto-renew off, false once inactive")
+    func willRenewAtT() async throws {
+        try await APIHarness.run { http, api in
+            let events: [JSONValue] = [
+                [
+                    "subscriber_id": "u2", "type": "purchase", "occurred_at": "2026-03-01T10:00:00Z", "source": "web",
+                    "environment": "production", "idempotency_key": "order-2",
+                    "data": [
+                        "product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": "order-2", "kind": "auto_renewable",
+                        "period_start": "2026-03-01T10:00:00Z", "period_end": "2026-04-01T10:00:00Z", "period": "P1M",
+                        "price_minor": 999, "currency": "USD",
+                    ],
+                ],
+                [
+                    "subscriber_id": "u2", "type": "auto_renew_changed", "occurred_at": "2026-03-10T00:00:00Z", "source": "web",
+                    "environment": "production", "idempotency_key": "off-2",
+                    "data": ["enabled": false, "product_id": "pro.monthly", "entitlements": ["pro"]],
+                ],
+            ]
+            for event in events {
+                #expect(try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(event)).status == .created)
+            }
+            func state(at: String) async throws -> [String: JSONValue]? {
+                let answer = try await http.execute(uri: "/v1/subscribers/u2/entitlements?at=\(at)", method: .get, headers: api.headers(.reader))
+                return try answer.json.objectValue?["entitlements"]?.arrayValue?.first?.objectValue
+            }
+            // Twice each: the second read may come from the entitlement cache.
+            for _ in 0..<2 {
+                #expect(try await state(at: "2026-03-05T00:00:00Z")?["will_renew"] == true)
+                #expect(try await state(at: "2026-03-20T00:00:00Z")?["will_renew"] == false)
+                #expect(try await state(at: "2026-03-20T00:00:00Z")?["active"] == true)
+                let lapsed = try await state(at: "2026-05-01T00:00:00Z")
+                #expect(lapsed?["active"] == false && lapsed?["will_renew"] == false)
+            }
+        }
+    }
+
     @Test("a purchase naming only its product unlocks pro at once; a refund takes it away; as_of shows before")
     func purchaseRefundAsOf() async throws {
         try await APIHarness.run { http, api in

@@ -13,7 +13,7 @@ struct LedgerCacheTests {
                 productID: product, transactionID: "transaction-\(i)-with-a-long-id", sourceEventID: UUID(),
                 sourcePosition: Int64(i + 1), environment: .production, cuts: [])
         }
-        return SubscriberLedger(windows: windows, autoRenew: ["pro": true], lapsed: [], unmatchedRefunds: [])
+        return SubscriberLedger(windows: windows, renewing: ["pro": [Timestamp(microseconds: 0)]], unmatchedRefunds: [])
     }
 
     @Test("disabled, it neither answers nor stores")

@@ -10,6 +10,10 @@ import Testing
 /// reach it through LISTEN/NOTIFY, and a lost listener disables it.
 @Suite("Entitlement cache kept honest by change notifications")
 struct ProjectionChangesTests {
+    /// After `SampleEvents.autoRenewOff` (2026-03-05), inside the purchase's period: will_renew is false only
+    /// once the cache serves the new ledger.
+    static let afterAutoRenewOff = try! Timestamp(rfc3339: "2026-03-06T00:00:00Z")
+
     /// Runs `body` while a `ProjectionChanges` service listens for `cache`, once it is enabled.
     static func listening(
         _ client: PostgresClient, _ cache: LedgerCache, retryDelay: Duration = .milliseconds(100),
@@ -53,7 +57,7 @@ struct ProjectionChangesTests {
 
                 _ = try await elsewhere.append([SampleEvents.autoRenewOff(subscriber: "s1", key: "k3")])
                 try await Self.eventually("s1 is forgotten") { cache.lookup("s1").0 == nil }
-                #expect(try await reader.ledger(subscriberID: "s1").autoRenew["pro"] == false)
+                #expect(try await reader.ledger(subscriberID: "s1").willRenew("pro", at: Self.afterAutoRenewOff) == false)
                 #expect(cache.lookup("s2").0 != nil)
             }
         }
@@ -118,8 +122,8 @@ struct ProjectionChangesTests {
                 // Meanwhile the ledger changes; once listening again the cache serves the new state.
                 _ = try await store.append([SampleEvents.autoRenewOff(subscriber: "s1", key: "k2")])
                 try await Self.eventually("the listener is back") { cache.isEnabled }
-                #expect(try await reader.ledger(subscriberID: "s1").autoRenew["pro"] == false)
-                #expect(try await reader.ledger(subscriberID: "s1").autoRenew["pro"] == false)
+                #expect(try await reader.ledger(subscriberID: "s1").willRenew("pro", at: Self.afterAutoRenewOff) == false)
+                #expect(try await reader.ledger(subscriberID: "s1").willRenew("pro", at: Self.afterAutoRenewOff) == false)
                 #expect(cache.statistics.hits >= 1)
             }
         }

@@ -271,9 +271,10 @@ e AS (INSERT INTO ceiling_events (subscriber_id, version, position, event_id, ty
   FROM g RETURNING subscriber_id, position, event_id),
 w AS (INSERT INTO ceiling_windows SELECT subscriber_id, position, 'pro', '2026-03-01T10:00:00Z', '2026-04-01T10:00:00Z',
   '2026-04-01T10:00:00Z', 'paid', 'pro.monthly', 'k' || position, event_id, position, 'production', NULL, NULL, NULL FROM e),
-st AS (INSERT INTO ceiling_state SELECT subscriber_id, position, '{"pro": true}', '[]', '[]' FROM e
-  ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, auto_renew = excluded.auto_renew,
-    lapsed = excluded.lapsed, unmatched_refunds = excluded.unmatched_refunds),
+st AS (INSERT INTO ceiling_state
+  SELECT subscriber_id, position, '{"pro": ["2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z"]}', '[]' FROM e
+  ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, will_renew = excluded.will_renew,
+    unmatched_refunds = excluded.unmatched_refunds),
 r AS (INSERT INTO ceiling_runs SELECT x.entitlement, subscriber_id, position, position + 1, position, NULL
   FROM e, (VALUES ('pro'), ('')) x(entitlement)),
 tx AS (INSERT INTO ceiling_transactions (source_event_id, subscriber_id, entitlements, kind, currency, gross, commission,

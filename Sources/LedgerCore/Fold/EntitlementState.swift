@@ -77,7 +77,8 @@ extension SubscriberLedger {
             expiresAt = lastEnd
             product = ended.flatMap { windows[$0].productID }
         }
-        let willRenew = (autoRenew[e] ?? false) && !lapsed.contains(e)
+        // Through an auto-renewable or grace window covering t, as the fold's timeline says (it is a function of t).
+        let willRenew = active && self.willRenew(e, at: t)
         return EntitlementState(
             entitlement: e, active: active, expiresAt: expiresAt, inGrace: active && allGrace, inTrial: anyTrial && !anyPaid,
             willRenew: willRenew, productID: product)

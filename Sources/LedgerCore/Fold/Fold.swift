@@ -3,21 +3,32 @@ import Foundation
 /// What one subscriber's events say: every window (cut and void ones included) and the renewal state.
 public struct SubscriberLedger: Sendable, Hashable {
     public var windows: [Window]
-    /// Per entitlement: the last `auto_renew_changed.enabled`, or true after an auto-renewable purchase.
-    public var autoRenew: [String: Bool]
-    /// Entitlements whose subscription lapsed (an `expiration` or `cancellation`) with no purchase since.
-    public var lapsed: Set<String>
+    /// Per entitlement: the instants at which `will_renew` turns on and off, alternately (on first), in
+    /// ascending order; it is false before the first and for an entitlement not listed. A function of the
+    /// instant asked about (docs/semantics.md section 3, "Entitlement state at a time T"): `willRenew(_:at:)`.
+    public var renewing: [String: [Timestamp]]
     /// Refunds whose transaction never appeared in the fold (flagged for the audit trail).
     public var unmatchedRefunds: [UUID]
 
-    public init(windows: [Window], autoRenew: [String: Bool], lapsed: Set<String>, unmatchedRefunds: [UUID]) {
+    public init(windows: [Window], renewing: [String: [Timestamp]], unmatchedRefunds: [UUID]) {
         self.windows = windows
-        self.autoRenew = autoRenew
-        self.lapsed = lapsed
+        self.renewing = renewing
         self.unmatchedRefunds = unmatchedRefunds
     }
 
-    public static let empty = SubscriberLedger(windows: [], autoRenew: [:], lapsed: [], unmatchedRefunds: [])
+    public static let empty = SubscriberLedger(windows: [], renewing: [:], unmatchedRefunds: [])
+
+    /// Whether the entitlement will renew at `t`: an odd number of `renewing` instants at or before it
+    /// (a binary search).
+    public func willRenew(_ entitlement: String, at t: Timestamp) -> Bool {
+        guard let toggles = renewing[entitlement] else { return false }
+        var (low, high) = (0, toggles.count)
+        while low < high {
+            let mid = (low + high) / 2
+            if toggles[mid] <= t { low = mid + 1 } else { high = mid }
+        }
+        return low % 2 == 1
+    }
 }
 
 /// The window fold (docs/semantics.md section 3): a pure function of one subscriber's events.
@@ -94,8 +105,13 @@ private struct Refund {
 
 private struct FoldState {
     var windows: [Window] = []
-    var autoRenew: [String: Bool] = [:]
-    var lapsed: Set<String> = []
+    /// Per window (same index): granted by an auto-renewable transaction or a grace period, so that
+    /// `will_renew` can be true through it.
+    var renewable: [Bool] = []
+    /// Per entitlement, in fold order: the events that decide whether it will renew.
+    var renewalSteps: [String: [RenewalTimeline.Step]] = [:]
+    /// Cancellations that name no entitlement (every entitlement's subscription ends), in fold order.
+    var cancellationsOfAll: [RenewalTimeline.Step] = []
     var refunds: [Refund] = []
     /// Indexes into `refunds` per transaction id.
     var refundsByTransaction: [String: [Int]] = [:]
@@ -131,8 +147,16 @@ private struct FoldState {
     var resultOrder: [Int] = []
 
     var result: SubscriberLedger {
+        var renewing: [String: [Timestamp]] = [:]
+        for (e, indexes) in byEntitlement {
+            let covered = indexes.filter { renewable[$0] && !windows[$0].isVoid }.map { (windows[$0].start, windows[$0].end) }
+            guard !covered.isEmpty else { continue }
+            let toggles = RenewalTimeline.toggles(
+                steps: RenewalTimeline.merged(renewalSteps[e] ?? [], cancellationsOfAll), covered: covered)
+            if !toggles.isEmpty { renewing[e] = toggles }
+        }
         return SubscriberLedger(
-            windows: resultOrder.map { windows[$0] }, autoRenew: autoRenew, lapsed: lapsed,
+            windows: resultOrder.map { windows[$0] }, renewing: renewing,
             unmatchedRefunds: refunds.isEmpty
                 ? [] : refunds.filter { !$0.reversed && byTransaction[$0.transactionID] == nil }.map(\.eventID))
     }
@@ -149,9 +173,10 @@ private struct FoldState {
         resultOrder.insert(i, at: low)
     }
 
-    mutating func add(_ window: Window) {
+    mutating func add(_ window: Window, renewable: Bool = false) {
         let i = windows.count
         windows.append(window)
+        self.renewable.append(renewable)
         if let txn = window.transactionID { byTransaction[txn, default: []].append(i) }
         byEntitlement[window.entitlement, default: []].append(i)
         insertByStart(i)
@@ -191,6 +216,11 @@ private struct FoldState {
         if isCancellation { lastCancellation[e] = (at, cut) } else { lastExpiration[e] = (at, cut) }
     }
 
+    /// Records what `event` did to the entitlement's renewal (docs/semantics.md section 3).
+    mutating func step(_ e: String, _ event: FoldEvent, _ change: RenewalTimeline.Change) {
+        renewalSteps[e, default: []].append(.init(at: event.occurredAt, position: event.position, change: change))
+    }
+
     mutating func apply(_ event: FoldEvent) {
         switch event.payload {
         case .transaction(let t): transaction(event, t)
@@ -215,9 +245,12 @@ private struct FoldState {
             }
         case .cancellation(let c):
             let entitlements = c.entitlements.isEmpty ? Array(byEntitlement.keys) : c.entitlements.filter { byEntitlement[$0] != nil }
-            for e in entitlements {
-                cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .cancellation)
-                lapsed.insert(e)
+            for e in entitlements { cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .cancellation) }
+            // The subscription ends for every entitlement named (all of them when none is), windows or not.
+            if c.entitlements.isEmpty {
+                cancellationsOfAll.append(.init(at: event.occurredAt, position: event.position, change: .end))
+            } else {
+                for e in c.entitlements { step(e, event, .end) }
             }
         case .credit(let c): credit(event, c)
         case .creditReversal(let r):
@@ -230,7 +263,7 @@ private struct FoldState {
             }
         case .autoRenewChanged(let a):
             guard let enabled = a.enabled else { return }
-            for e in a.entitlements { autoRenew[e] = enabled }
+            for e in a.entitlements { step(e, event, .autoRenew(enabled)) }
         case .billingIssue(let b):
             guard let until = b.graceUntil, until > event.occurredAt else { return }
             for e in b.entitlements {
@@ -238,14 +271,15 @@ private struct FoldState {
                     Window(
                         entitlement: e, start: event.occurredAt, grantedEnd: until, kind: .grace,
                         productID: b.productID, transactionID: nil, sourceEventID: event.eventID,
-                        sourcePosition: event.position, environment: event.environment))
+                        sourcePosition: event.position, environment: event.environment),
+                    renewable: true)
             }
         case .storeNotice:
             return
         case .expiration(let x):
             for e in x.entitlements {
                 cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .expiration)
-                lapsed.insert(e)
+                step(e, event, .end)
             }
         }
     }
@@ -253,7 +287,10 @@ private struct FoldState {
     mutating func transaction(_ event: FoldEvent, _ t: TransactionData) {
         let txn = t.transactionID
         let windowKind = t.windowKind
+        let renews = t.kind == .autoRenewable
         for e in t.entitlements {
+            // A purchase starts a subscription with auto-renew on; a renewal continues one.
+            if renews { step(e, event, event.type == .purchase ? .purchase : .renewal) }
             let start: Timestamp
             let end: Timestamp?
             if let ps = t.periodStart, let pe = t.periodEnd {
@@ -274,9 +311,7 @@ private struct FoldState {
             for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed && refunds[r].cuts {
                 window.cuts.append(.init(at: refunds[r].at, eventID: refunds[r].eventID, cause: .refund))
             }
-            add(window)
-            lapsed.remove(e)
-            if t.kind == .autoRenewable && (event.type == .purchase || autoRenew[e] == nil) { autoRenew[e] = true }
+            add(window, renewable: renews)
         }
     }
 

@@ -47,8 +47,9 @@ public struct EntitlementChange: Sendable, Hashable {
         let old = Dictionary(before.entitlements(at: instant).map { ($0.entitlement, $0) }, uniquingKeysWith: { a, _ in a })
         let new = Dictionary(afterStates.map { ($0.entitlement, $0) }, uniquingKeysWith: { a, _ in a })
         var out: [EntitlementChange] = []
+        let justBefore = Timestamp(microseconds: instant.microseconds - 1)
         for e in Set(old.keys).union(new.keys).sorted() {
-            var kinds = kinds(old[e], new[e], at: instant)
+            var kinds = kinds(old[e], new[e], at: instant, renewingUntilNow: before.willRenew(e, at: justBefore))
             if kinds.isEmpty
                 && !before.windows.lazy.filter({ $0.entitlement == e }).elementsEqual(after.windows.lazy.filter { $0.entitlement == e })
             {
@@ -60,7 +61,8 @@ public struct EntitlementChange: Sendable, Hashable {
         return out
     }
 
-    static func kinds(_ b: EntitlementState?, _ a: EntitlementState?, at instant: Timestamp) -> [Kind] {
+    /// `renewingUntilNow`: whether the entitlement would renew just before the instant (before the event).
+    static func kinds(_ b: EntitlementState?, _ a: EntitlementState?, at instant: Timestamp, renewingUntilNow: Bool = false) -> [Kind] {
         let wasActive = b?.active ?? false
         // A window that ends exactly at the instant is not active then (windows are half-open), but a renewal
         // continuing it extends the entitlement rather than granting it anew.
@@ -76,7 +78,10 @@ public struct EntitlementChange: Sendable, Hashable {
             if b?.productID != a?.productID { kinds.insert(.productChanged) }
         case (false, false): break
         }
-        let (renewedBefore, renews) = (b?.willRenew ?? false, a?.willRenew ?? false)
+        // Likewise, a subscription that was renewing up to a window ending at the instant and renews after it
+        // (a renewal at the period boundary) did not have renewal enabled anew.
+        let renewedBefore = (b?.willRenew ?? false) || (endedNow && isActive && renewingUntilNow)
+        let renews = a?.willRenew ?? false
         if renews && !renewedBefore { kinds.insert(.renewalEnabled) }
         if renewedBefore && !renews { kinds.insert(.renewalDisabled) }
         let (graceBefore, grace) = (wasActive && (b?.inGrace ?? false), isActive && (a?.inGrace ?? false))

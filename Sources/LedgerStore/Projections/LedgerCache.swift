@@ -277,8 +277,10 @@ public final class LedgerCache: Sendable {
             bytes += heap(window.entitlement) + heap(window.productID) + heap(window.transactionID)
             if !window.cuts.isEmpty { bytes += allocation(32 + window.cuts.count * MemoryLayout<Window.Cut>.stride) }
         }
-        bytes += ledger.autoRenew.isEmpty ? 0 : allocation(64 + ledger.autoRenew.count * 48)
-        bytes += ledger.lapsed.isEmpty ? 0 : allocation(64 + ledger.lapsed.count * 32)
+        bytes += ledger.renewing.isEmpty ? 0 : allocation(64 + ledger.renewing.count * 48)
+        for (entitlement, toggles) in ledger.renewing {
+            bytes += heap(entitlement) + allocation(32 + toggles.count * MemoryLayout<Timestamp>.stride)
+        }
         bytes += ledger.unmatchedRefunds.isEmpty ? 0 : allocation(32 + ledger.unmatchedRefunds.count * 16)
         return bytes
     }

@@ -72,28 +72,32 @@ public struct ProjectionReader: Sendable {
         // multiply it by the window count (issue 13: gigabytes of temporary files for one read).
         return try await database.withConnection { connection in
             var windows: [Window] = []
-            var state: (String, String, String)?
+            var state: (String, String)?
             let rows = try await connection.query(
                 """
-                SELECT s.auto_renew::text, s.lapsed::text, s.unmatched_refunds::text, \(unescaped: WindowRow.nulls), 0 AS part, 0 AS seq
+                SELECT s.will_renew::text, s.unmatched_refunds::text, \(unescaped: WindowRow.nulls), 0 AS part, 0 AS seq
                 FROM subscriber_state s WHERE s.subscriber_id = \(subscriberID)
                 UNION ALL
-                SELECT NULL, NULL, NULL, \(unescaped: WindowRow.columns), 1, w.seq
+                SELECT NULL, NULL, \(unescaped: WindowRow.columns), 1, w.seq
                 FROM windows w WHERE w.subscriber_id = \(subscriberID)
                 ORDER BY part, seq
                 """, logger: logger)
             for try await row in rows {
                 guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let (autoRenew, lapsed, unmatched) = (try c.optionalString(), try c.optionalString(), try c.optionalString())
-                if state == nil, let autoRenew, let lapsed, let unmatched { state = (autoRenew, lapsed, unmatched) }
+                let (willRenew, unmatched) = (try c.optionalString(), try c.optionalString())
+                if state == nil, let willRenew, let unmatched { state = (willRenew, unmatched) }
                 if let window = try WindowRow.decode(&c) { windows.append(window) }
             }
             // An exact-size copy: appending left up to twice the capacity, which a cached ledger would keep.
             let exact = windows.withUnsafeBufferPointer { Array($0) }
-            var ledger = SubscriberLedger(windows: exact, autoRenew: [:], lapsed: [], unmatchedRefunds: [])
-            if let (autoRenew, lapsed, unmatched) = state {
-                if case .object(let o) = try JSONParser.parse(autoRenew) { ledger.autoRenew = o.compactMapValues(\.boolValue) }
-                ledger.lapsed = Set(try JSONParser.parse(lapsed).arrayValue?.compactMap(\.stringValue) ?? [])
+            var ledger = SubscriberLedger(windows: exact, renewing: [:], unmatchedRefunds: [])
+            if let (willRenew, unmatched) = state {
+                // Anything but a list of instants (a row from before schema 0020, not yet rebuilt) is no timeline.
+                if case .object(let o) = try JSONParser.parse(willRenew) {
+                    ledger.renewing = o.compactMapValues { value in
+                        value.arrayValue.map { $0.compactMap { $0.stringValue.flatMap { try? Timestamp(rfc3339: $0) } } }
+                    }.filter { !$0.value.isEmpty }
+                }
                 ledger.unmatchedRefunds =
                     try JSONParser.parse(unmatched).arrayValue?.compactMap {
                         $0.stringValue.flatMap(UUID.init(uuidString:))

@@ -109,9 +109,11 @@ struct ProjectionWriter {
     }
 
     /// The `subscriber_state` row's JSON columns, as both the append path and the rebuild's COPY write them.
-    static func stateJSON(_ ledger: SubscriberLedger) -> (autoRenew: JSONValue, lapsed: JSONValue, unmatchedRefunds: JSONValue) {
+    /// `will_renew` keeps each entitlement's instants as RFC 3339 text (schema 0020), so reads at any T
+    /// answer from the row as the fold would.
+    static func stateJSON(_ ledger: SubscriberLedger) -> (willRenew: JSONValue, unmatchedRefunds: JSONValue) {
         (
-            .object(ledger.autoRenew.mapValues(JSONValue.bool)), .array(ledger.lapsed.sorted().map(JSONValue.string)),
+            .object(ledger.renewing.mapValues { .array($0.map { .string($0.rfc3339) }) }),
             .array(ledger.unmatchedRefunds.map { .string($0.lowercasedString) })
         )
     }
