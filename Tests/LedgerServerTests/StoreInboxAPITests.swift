@@ -105,7 +105,8 @@ struct StoreInboxAPITests {
                 ("stripe/inbox?status=waiting", "'status'"), ("stripe/inbox?status=", "'status'"),
                 ("stripe/inbox?limit=0", "'limit'"), ("stripe/inbox?limit=1001", "'limit'"), ("stripe/inbox?limit=x", "'limit'"),
                 ("stripe/inbox?after=x", "'after'"), ("stripe/inbox?after=12.", "'after'"), ("stripe/inbox?after=-1.ZXZ0", "'after'"),
-                ("stripe/inbox?after=99999999999999999999.ZXZ0", "'after'"),
+                ("stripe/inbox?after=99999999999999999999.ZXZ0", "'after'"), ("stripe/inbox?after=%2B1.ZXZ0", "'after'"),
+                ("stripe/inbox?after=1.ZX%2BZ0", "'after'"), ("stripe/inbox?after=1.ZXZ0%3D", "'after'"),
             ]
             for (query, parameter) in cases {
                 let r = try await Self.inbox(http, api, query)

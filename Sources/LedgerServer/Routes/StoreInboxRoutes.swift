@@ -73,8 +73,13 @@ struct StoreInboxRoutes {
         guard let text = request.uri.queryParameters["after"] else { return nil }
         let invalid = APIError.invalidRequest("query parameter 'after' must be a page's next_after, not '\(text.prefix(100))'")
         let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, let micros = Int64(parts[0]), micros >= 0, micros <= Timestamp.maximum.microseconds,
-            parts[1].utf8.count <= 400
+        // Exactly what `cursorText` writes (digits, then base64url without padding), nothing a lenient parser would also take.
+        func isBase64URL(_ b: UInt8) -> Bool {
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == UInt8(ascii: "-") || b == UInt8(ascii: "_")
+        }
+        guard parts.count == 2, !parts[0].isEmpty, parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let micros = Int64(parts[0]), micros <= Timestamp.maximum.microseconds,
+            (1...400).contains(parts[1].utf8.count), parts[1].utf8.allSatisfy(isBase64URL)
         else { throw invalid }
         var b64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         b64 += String(repeating: "=", count: (4 - b64.utf8.count % 4) % 4)
