@@ -3,7 +3,7 @@
 tools/browser-test; Selenium and chromedriver from Debian, tools/browser.py). Enters the key through the page's form, opens every page,
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
 with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
-webhook endpoint and replays it, checks the 401/403 messages, and writes a PNG screenshot of each page."""
+webhook endpoint and replays it, counts the stores' waiting messages, checks the 401/403 messages, and writes a PNG screenshot of each page."""
 import argparse, datetime, http.client, http.server, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -371,6 +371,57 @@ def check_definitions(b):
     check(b.eval("!!document.querySelector('#churn-legend .legend-item[title]')"), "churn: the legend's 'churned: other' has no tooltip")
 
 
+def post_unlinked_stripe_event():
+    """A signed Stripe invoice.paid whose customer names no subscriber (tools/stripe-sign's body without
+    subscription_details.metadata.subscriber_id): the ledger keeps it waiting in the inbox."""
+    printed = subprocess.run([os.path.join(ROOT, "tools", "stripe-sign"), "--secret", STRIPE_SECRET, "--url", BASE, "--price", "try.monthly",
+                              "--print"], capture_output=True, text=True, timeout=60, check=True).stdout
+    event = json.loads(printed.split("\n", 1)[1])
+    event["data"]["object"]["subscription_details"]["metadata"] = {}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(event, f)
+    try:
+        r = subprocess.run([os.path.join(ROOT, "tools", "stripe-sign"), "--secret", STRIPE_SECRET, "--url", BASE, "--body", f.name],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        os.remove(f.name)
+    check(r.returncode == 0 and '"pending"' in r.stdout, f"an unlinked Stripe event was not kept pending: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
+    return event["data"]["object"]["customer"]
+
+
+def check_inbox(b):
+    """The stores page: per store, the number of waiting messages and their top reasons are the API's; the
+    store's link lists its messages as the API does, newest first."""
+    customers = [post_unlinked_stripe_event() for _ in range(2)]
+    check(go(b, "stores") == "ready", f"stores: {status_text(b, 'stores')}")
+    lines = b.eval("[...document.querySelectorAll('#stores-lines [data-store]')].map(l => ({store: l.dataset.store, waiting: l.dataset.waiting, "
+                   "shown: l.querySelector('.waiting-count').innerText, href: l.querySelector('a').getAttribute('href'), "
+                   "reasons: [...l.querySelectorAll('[data-reason]')].map(r => [r.dataset.status, r.dataset.reason, +r.dataset.count])}))")
+    check([x["store"] for x in lines] == ["apple", "google", "stripe"], f"store lines: {[x['store'] for x in lines]}")
+    for x in lines:
+        answer = api(f"/v1/stores/{x['store']}/inbox?limit=1")
+        total = answer["waiting"]["total"]
+        check(same(x["waiting"], total) and x["shown"] == f"{total:,}", f"{x['store']}: page says {x['shown']!r} ({x['waiting']}) waiting, API {total}")
+        expected = [[r["status"], r["reason"], r["messages"]] for r in answer["top_reasons"]]
+        check(x["reasons"] == expected, f"{x['store']} reasons: page {x['reasons']}, API {expected}")
+        check(x["href"] == f"#stores/{x['store']}", f"{x['store']}: the line links to {x['href']!r}")
+    stripe = next(x for x in lines if x["store"] == "stripe")
+    check(int(stripe["waiting"]) >= 2, f"the two unlinked Stripe events are not counted: {stripe}")
+    check(any(r[0] == "pending" and r[1].startswith("customer … names no subscriber") and r[2] >= 2 for r in stripe["reasons"]),
+          f"the Stripe line does not say why its events wait: {stripe['reasons']}")
+    b.click("#stores-lines [data-store=stripe] a")
+    b.wait("document.getElementById('stores-list').dataset.store === 'stripe' && document.getElementById('page-stores').dataset.state === 'ready'",
+           what="the Stripe inbox list")
+    source = b.eval("document.getElementById('stores-list').dataset.source")
+    listed = api(source)["messages"]
+    rows = b.eval("[...document.querySelectorAll('#stores-list tr[data-message]')].map(r => [r.dataset.message, r.dataset.status, "
+                  "r.querySelector('td.reason').innerText])")
+    check(rows == [[m["message_id"], m["status"], m["reason"] or "—"] for m in listed], f"Stripe inbox rows: page {rows}, API {listed}")
+    check(any(c in r[2] for r in rows for c in customers), f"no row names its customer: {rows}")
+    shot(b, "11-stores")
+    return f"stripe {stripe['waiting']} waiting"
+
+
 def check_try_it():
     """docs/stripe.md's and docs/google.md's "Try it in five minutes" with their tools against this server (no
     browser needed): a catalog entry, a signed Stripe event and a signed Google push, each subscriber entitled."""
@@ -470,6 +521,9 @@ def check_roles(b, console):
     check(not b.eval("document.getElementById('checkpoint').innerText.trim()"), "the admin key's checkpoint is still on the page")
     shot(b, "08-audit-403-analyst")
     check(go(b, "overview") == "ready", "an analyst key could not read the overview")
+    check(go(b, "stores") == "error", "an analyst key read the stores' inboxes")
+    text = status_text(b, "stores")
+    check("role cannot read the stores' inboxes" in text, f"stores with an analyst key says {text!r}")
     forget(b)
     enter_key(b, args.auditor)
     check(go(b, "churn") == "error", "an auditor key read the churn report")
@@ -546,6 +600,7 @@ def main():
         check_audit(b)
         hooks = check_webhooks(b)
         tried = check_try_it()
+        inbox = check_inbox(b)
         console.assert_clean("admin pages")
         api_calls = [r for r in requests_made(b) if "/v1/" in r["url"]]
         check(api_calls, "chromedriver's performance log shows no API request: the URL and header checks would see nothing")
@@ -557,7 +612,7 @@ def main():
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
             f"as of {asof}), demo banner's subscriber {demo}, stores ({'; '.join(stores)}), timeline zoomed to {old_sid}'s history, "
-            f"definitions, audit, webhooks ({hooks} endpoint, failures, replay), try it ({', '.join(tried)}), 401/403 messages; "
+            f"definitions, audit, webhooks ({hooks} endpoint, failures, replay), try it ({', '.join(tried)}), inboxes ({inbox}), 401/403 messages; "
             f"screenshots in {args.out}")
         for n in NOTES: say("note (not a failure):", n)
     except (Failed, TimeoutError, RuntimeError, ConnectionError, WebDriverException, DriverUnreachable) as e:

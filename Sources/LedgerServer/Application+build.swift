@@ -136,6 +136,7 @@ public func buildApplication(
                 interval: configuration.stripeLookupInterval, logger: logger))
     }
     services.append(DatabaseWatch(database: database))
+    services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
     services.append(RevenueDayWorker(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
@@ -224,6 +225,7 @@ func buildRouterAndServices(
         reader: try appleReader(configuration),
         intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
     ).register(on: v1)
+    StoreInboxRoutes(inbox: intake.inbox).register(on: v1)
     // Outside the v1 group: Stripe authenticates with its signature, not an API key.
     StripeStoreRoutes(
         verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),

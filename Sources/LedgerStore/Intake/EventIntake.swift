@@ -89,10 +89,10 @@ public struct EventIntake: Sendable {
             self.drafts = drafts
         }
 
-        func record(_ status: StoreInbox.Status, subscriber: String? = nil) -> StoreInbox.Message {
+        func record(_ status: StoreInbox.Status, subscriber: String? = nil, reason: String? = nil) -> StoreInbox.Message {
             StoreInbox.Message(
                 store: store, messageID: messageID, kind: kind, subtype: subtype, environment: environment, accountID: accountID,
-                subscriberID: subscriber, status: status, raw: raw, payload: payload)
+                subscriberID: subscriber, status: status, raw: raw, payload: payload, reason: reason)
         }
     }
 
@@ -121,11 +121,19 @@ public struct EventIntake: Sendable {
             return .notice
         }
         guard let subscriber = try await resolve(message) else {
-            try await inbox.record(message.record(.pending))
+            try await inbox.record(
+                message.record(.pending, reason: StoreInbox.unlinkedReason(store: message.store, accountID: message.accountID)))
             return .pending
         }
         try await inbox.record(message.record(.received, subscriber: subscriber))
-        let result = try await append(drafts: message.drafts, subscriber: subscriber, source: message.store)
+        let result: AppendResult
+        do {
+            result = try await append(drafts: message.drafts, subscriber: subscriber, source: message.store)
+        } catch let error as EventValidationError {
+            // It stays `received` until the store's retry gets through (a product added to the catalog): say why.
+            try? await inbox.explain(store: message.store, messageID: message.messageID, reason: error.description)
+            throw error
+        }
         try await inbox.mark(store: message.store, messageID: message.messageID, status: .applied, subscriberID: subscriber)
         return .applied(subscriber: subscriber, events: result.events)
     }
@@ -158,6 +166,7 @@ public struct EventIntake: Sendable {
                 try await inbox.mark(store: store, messageID: pending.messageID, status: .applied, subscriberID: subscriber)
                 applied += 1
             } catch let error as EventValidationError {
+                try? await inbox.explain(store: store, messageID: pending.messageID, reason: "linked to \(subscriber), but \(error)")
                 logger.warning(
                     "pending store message still cannot be applied",
                     metadata: ["store.name": "\(store)", "store.message_id": "\(pending.messageID)", "error.message": "\(error)"])

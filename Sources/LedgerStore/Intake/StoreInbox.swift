@@ -8,7 +8,7 @@ import PostgresNIO
 /// and kept whatever happens next, so that nothing a store delivered is lost when the subscriber is not
 /// known yet, the store's API is down, or the database refuses an append.
 public struct StoreInbox: Sendable {
-    public enum Status: String, Sendable {
+    public enum Status: String, Sendable, CaseIterable {
         /// Recorded; not yet resolved (a store's API must be asked first).
         case received
         /// Its events are in the ledger.
@@ -36,12 +36,15 @@ public struct StoreInbox: Sendable {
         public var attempts: Int
         public var raw: String
         public var payload: [String: JSONValue]
+        /// Why it waits (`pending`: what would link it), recorded with it.
+        public var reason: String?
 
         public init(
             store: String, messageID: String, kind: String, subtype: String? = nil, environment: LedgerEnvironment,
             accountID: String? = nil, subscriberID: String? = nil, status: Status, attempts: Int = 0, raw: String,
-            payload: [String: JSONValue]
+            payload: [String: JSONValue], reason: String? = nil
         ) {
+            self.reason = reason
             self.store = store
             self.messageID = messageID
             self.kind = kind
@@ -78,19 +81,21 @@ public struct StoreInbox: Sendable {
         }
     }
 
-    /// Records a message, or moves a recorded one to a new status; the first delivery's payload is kept.
+    /// Records a message, or moves a recorded one to a new status (and reason); the first delivery's payload is kept.
     public func record(_ m: Message) async throws {
         let logger = database.logger
         try await database.withConnection { c in
             try await c.query(
                 """
                 INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
-                    raw, payload)
+                    raw, payload, reason)
                 VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
-                        \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb)
+                        \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
+                        \(m.reason.map(Self.bounded)))
                 ON CONFLICT (store, message_id) DO UPDATE SET status = excluded.status,
                     account_id = coalesce(excluded.account_id, store_inbox.account_id),
-                    subscriber_id = coalesce(excluded.subscriber_id, store_inbox.subscriber_id)
+                    subscriber_id = coalesce(excluded.subscriber_id, store_inbox.subscriber_id),
+                    reason = excluded.reason, updated_at = clock_timestamp()
                 """, logger: logger)
         }
     }
@@ -104,10 +109,10 @@ public struct StoreInbox: Sendable {
             let rows = try await c.query(
                 """
                 INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
-                    raw, payload, next_attempt_at)
+                    raw, payload, next_attempt_at, reason)
                 VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
                         \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
-                        clock_timestamp() + \(ms) * interval '1 millisecond')
+                        clock_timestamp() + \(ms) * interval '1 millisecond', \(m.reason.map(Self.bounded)))
                 ON CONFLICT (store, message_id) DO NOTHING
                 RETURNING 1
                 """, logger: logger)
@@ -162,7 +167,19 @@ public struct StoreInbox: Sendable {
             try await c.query(
                 """
                 UPDATE store_inbox SET status = \(status.rawValue), subscriber_id = coalesce(\(subscriberID), subscriber_id),
-                    next_attempt_at = NULL, last_error = NULL
+                    next_attempt_at = NULL, last_error = NULL, reason = NULL, updated_at = clock_timestamp()
+                WHERE store = \(store) AND message_id = \(messageID)
+                """, logger: logger)
+        }
+    }
+
+    /// Says why a message still waits (a pending one whose link came but whose events still cannot be applied).
+    public func explain(store: String, messageID: String, reason: String) async throws {
+        let logger = database.logger
+        try await database.withConnection { c in
+            try await c.query(
+                """
+                UPDATE store_inbox SET reason = \(Self.bounded(reason)), updated_at = clock_timestamp()
                 WHERE store = \(store) AND message_id = \(messageID)
                 """, logger: logger)
         }
@@ -175,13 +192,17 @@ public struct StoreInbox: Sendable {
         try await database.withConnection { c in
             try await c.query(
                 """
-                UPDATE store_inbox SET attempts = attempts + 1, last_error = \(String(error.prefix(1000))),
+                UPDATE store_inbox SET attempts = attempts + 1, last_error = \(Self.bounded(error)), reason = \(Self.bounded(error)),
+                    updated_at = clock_timestamp(),
                     status = CASE WHEN \(giveUp) THEN 'failed' ELSE status END,
                     next_attempt_at = CASE WHEN \(giveUp) THEN NULL ELSE clock_timestamp() + \(ms) * interval '1 millisecond' END
                 WHERE store = \(store) AND message_id = \(messageID)
                 """, logger: logger)
         }
     }
+
+    /// Reasons and errors are kept to 1,000 characters: they are read, not parsed.
+    static func bounded(_ text: String) -> String { String(text.prefix(1000)) }
 
     private static let columns =
         "store, message_id, kind, subtype, environment, account_id, subscriber_id, status, attempts, raw, payload::text"

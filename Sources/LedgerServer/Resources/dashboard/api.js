@@ -15,6 +15,7 @@ export const needs = {
   history: "read event history and as-of answers (roles: auditor, admin)",
   entitlements: "read entitlements (roles: reader, auditor, admin)",
   manage: "manage webhooks (role: admin)",
+  stores: "read the stores' inboxes (role: admin)",
 };
 
 /** An API answer other than 2xx, with a message meant for the person looking at the page. */

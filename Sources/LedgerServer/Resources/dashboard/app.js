@@ -9,8 +9,9 @@ import revenue from "./revenue.js";
 import subscriber from "./subscriber.js";
 import audit from "./audit.js";
 import webhooks from "./webhooks.js";
+import stores from "./stores.js";
 
-const pages = { overview, churn, retention, revenue, subscriber, audit, webhooks };
+const pages = { overview, churn, retention, revenue, subscriber, audit, webhooks, stores };
 const $ = (sel) => document.querySelector(sel);
 
 function showLogin(message) {
