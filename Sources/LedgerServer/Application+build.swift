@@ -53,6 +53,8 @@ public struct ServerConfiguration: Sendable {
     public var stripeAPIBaseURL: String
     /// How often pending Stripe customers are looked up.
     public var stripeLookupInterval: Duration
+    /// The Connect accounts whose Stripe events are applied, and the longest past-due grace (docs/stripe.md).
+    public var stripe: StripeSettings
     /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
     public var google: GooglePlayConfiguration
 
@@ -64,12 +66,14 @@ public struct ServerConfiguration: Sendable {
         webhooks: WebhookConfiguration = WebhookConfiguration(), stripeWebhookSecrets: [String] = [],
         stripeSignatureTolerance: Int64 = StripeSignatureVerifier.defaultTolerance, stripeAPIKey: String? = nil,
         stripeAPIBaseURL: String = StripeAPIClient.defaultBaseURL, stripeLookupInterval: Duration = .seconds(60),
+        stripe: StripeSettings = StripeSettings(),
         google: GooglePlayConfiguration = GooglePlayConfiguration()
     ) {
         self.google = google
         self.stripeAPIKey = stripeAPIKey
         self.stripeAPIBaseURL = stripeAPIBaseURL
         self.stripeLookupInterval = stripeLookupInterval
+        self.stripe = stripe
         self.stripeWebhookSecrets = stripeWebhookSecrets
         self.stripeSignatureTolerance = stripeSignatureTolerance
         self.replicaWait = replicaWait
@@ -133,7 +137,7 @@ public func buildApplication(
         services.append(
             StripeCustomerLookup(
                 client: StripeAPIClient(apiKey: key, baseURL: configuration.stripeAPIBaseURL), intake: intake,
-                interval: configuration.stripeLookupInterval, logger: logger))
+                interval: configuration.stripeLookupInterval, options: configuration.stripe.mapping, logger: logger))
     }
     services.append(DatabaseWatch(database: database))
     services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
@@ -200,9 +204,10 @@ func buildRouterAndServices(
     if registry != nil { router.add(middleware: MetricsMiddleware()) }
     router.add(middleware: ErrorMiddleware())
 
+    let stripeVersions = StripeVersionWatch()
     OperationsRoutes(
         migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache,
-        readRouter: readRouter
+        readRouter: readRouter, stripeVersions: stripeVersions
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
@@ -229,7 +234,7 @@ func buildRouterAndServices(
     // Outside the v1 group: Stripe authenticates with its signature, not an API key.
     StripeStoreRoutes(
         verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions
     ).register(on: router)
     var services: [any Service] = []
     let google = configuration.google

@@ -159,6 +159,18 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("stripe-api-base-url"), help: "Stripe's API (default: $SUBLEDGER_STRIPE_API_BASE_URL or https://api.stripe.com).")
     var stripeAPIBaseURL: String?
 
+    @Option(
+        name: .customLong("stripe-account"),
+        help:
+            "A Stripe Connect account (acct_…) whose events are applied; repeatable (default: $SUBLEDGER_STRIPE_ACCOUNTS, comma-separated; none: events that carry an account are ignored)."
+    )
+    var stripeAccounts: [String] = []
+
+    @Option(
+        name: .customLong("stripe-grace-max"),
+        help: "The longest a past-due Stripe subscription keeps access while Stripe retries, e.g. 30d (default: $SUBLEDGER_STRIPE_GRACE_MAX or 30d).")
+    var stripeGraceMax: String?
+
     @OptionGroup var google: GoogleOptions
 
     func validate() throws {
@@ -212,6 +224,17 @@ struct Serve: AsyncParsableCommand {
         guard stripeBase.hasPrefix("https://") || stripeBase.hasPrefix("http://") else {
             throw ValidationError("--stripe-api-base-url must be an http:// or https:// URL, not '\(stripeBase)'")
         }
+        let stripeAccountList =
+            stripeAccounts.isEmpty
+            ? (env["SUBLEDGER_STRIPE_ACCOUNTS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : stripeAccounts
+        var stripeGrace = StripeMappingOptions.defaultGraceMaxSeconds
+        if let text = stripeGraceMax ?? env["SUBLEDGER_STRIPE_GRACE_MAX"], !text.isEmpty {
+            guard let seconds = Self.longSeconds(text), (3600...366 * 86_400).contains(seconds) else {
+                throw ValidationError("--stripe-grace-max must be a duration from 1h to 366d, such as 30d, not '\(text)'")
+            }
+            stripeGrace = seconds
+        }
         let leaseTimeout = Duration.milliseconds(Int64(dbTimeout * 1000))
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -233,6 +256,7 @@ struct Serve: AsyncParsableCommand {
             entitlementCacheBytes: max(0, entitlementCacheMiB) << 20, appleMaxAge: .seconds(Int64(maxAgeDays) * 86_400),
             replicaWait: replicaWait, webhooks: webhooks, stripeWebhookSecrets: stripeSecrets,
             stripeSignatureTolerance: Int64(stripeTolerance), stripeAPIKey: stripeKey, stripeAPIBaseURL: stripeBase,
+            stripe: StripeSettings(accounts: stripeAccountList, mapping: StripeMappingOptions(graceMaxSeconds: stripeGrace)),
             google: try google.configuration())
         // The App Store Server API, for the periodic backfill and the consumption answers: its HTTP client
         // lives as long as the server.
@@ -340,6 +364,16 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// `5s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+    /// `30d`, `12h`, `90m` or seconds, for settings measured in days.
+    static func longSeconds(_ text: String) -> Int64? {
+        for (suffix, unit) in [("d", Int64(86_400)), ("h", 3600), ("m", 60), ("s", 1)] where text.hasSuffix(suffix) {
+            guard let n = Int64(text.dropLast()), n >= 0, n <= 10_000 * 86_400 / unit else { return nil }
+            return n * unit
+        }
+        guard let n = Int64(text), n >= 0, n <= 10_000 * 86_400 else { return nil }
+        return n
+    }
+
     static func duration(_ text: String) -> Duration? {
         let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]
         for (suffix, ms) in units where text.hasSuffix(suffix) {

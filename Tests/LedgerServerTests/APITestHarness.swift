@@ -19,7 +19,8 @@ struct APIHarness {
 
     static func run(
         maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
-        stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", live: Bool = false,
+        stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", stripe: StripeSettings = StripeSettings(),
+        live: Bool = false,
         metrics: PrometheusCollectorRegistry? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
@@ -41,7 +42,7 @@ struct APIHarness {
                     maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15), appleRootsDER: appleRootsDER,
                     appleMaxAge: .seconds(100 * 365 * 86_400),
                     stripeWebhookSecrets: stripeSecrets, stripeAPIKey: stripeAPIKey, stripeAPIBaseURL: stripeAPIBaseURL,
-                    stripeLookupInterval: .milliseconds(100)),
+                    stripeLookupInterval: .milliseconds(100), stripe: stripe),
                 client: client,
                 migrations: try TestDatabase.migrations(), metrics: metrics, logger: TestDatabase.logger)
             // Background services (the Stripe customer look-up) run only in a live application.

@@ -645,6 +645,8 @@ struct StripeLookupTests {
                                     paidAt: "2026-04-01T10:00:00Z",
                                     lines: [S.line("il_cus_L_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")]))))
                         == "applied")
+                // The same pass asks about cus_N after applying cus_L's events.
+                for _ in 0..<50 where !standIn.seen.withLock({ $0.contains("cus_N") }) { try await Task.sleep(for: .milliseconds(100)) }
             }
         }
         #expect(standIn.seen.withLock { $0.contains("cus_L") && $0.contains("cus_N") })
@@ -766,6 +768,439 @@ struct StripeHostileTests {
             deep += String(repeating: "]", count: 5000)
             #expect(try await S.post(http, Array("{\"id\":\"evt_d\",\"data\":\(deep)}".utf8)).status == .badRequest)
             #expect(try await http.execute(uri: "/health", method: .get).status == .ok)
+        }
+    }
+}
+
+extension StripeHelpers {
+    /// An event as an endpoint of API `version` receives it, from a Connect `account` when given.
+    static func versioned(
+        _ id: String, _ type: String, at: String, _ object: [String: JSONValue], version: String = "2025-03-31.basil", account: String? = nil,
+        previous: [String: JSONValue]? = nil
+    ) -> [UInt8] {
+        var e = fixtures["event"]!.objectValue!
+        e["id"] = .string(id)
+        e["type"] = .string(type)
+        e["created"] = n(at)
+        e["livemode"] = true
+        e["api_version"] = .string(version)
+        if let account { e["account"] = .string(account) }
+        var data: [String: JSONValue] = ["object": .object(object)]
+        if let previous { data["previous_attributes"] = .object(previous) }
+        e["data"] = .object(data)
+        return JSONValue.object(e).canonicalBytes()
+    }
+
+    /// An invoice line as API 2025-03-31.basil and later send it: the price only as an id under
+    /// `pricing.price_details`, the proration under `parent.subscription_item_details`.
+    static func basilLine(
+        _ id: String, _ amount: Int64, _ from: String, _ to: String, price: String, sub: String, proration: Bool = false, credited: String? = nil
+    ) -> JSONValue {
+        var l = fixtures["invoice"]!.objectValue!["lines"]!.objectValue!["data"]!.arrayValue![0].objectValue!
+        for k in ["price", "plan", "proration", "proration_details", "subscription", "type", "invoice_item", "subscription_item"] { l[k] = nil }
+        l["id"] = .string(id)
+        l["amount"] = .number(JSONNumber(amount))
+        l["period"] = ["start": n(from), "end": n(to)]
+        l["pricing"] = [
+            "type": "price_details", "price_details": ["price": .string(price), "product": "prod_1"], "unit_amount_decimal": .string("\(amount)"),
+        ]
+        l["parent"] = [
+            "type": "subscription_item_details", "invoice_item_details": .null,
+            "subscription_item_details": [
+                "invoice_item": .null, "proration": .bool(proration),
+                "proration_details": ["credited_items": credited.map { ["invoice": .string($0), "invoice_line_items": ["il_x"]] } ?? .null],
+                "subscription": .string(sub), "subscription_item": "si_1",
+            ],
+        ]
+        return .object(l)
+    }
+
+    /// An invoice as API 2025-03-31.basil and later send it: no `subscription`, `payment_intent` or `charge`.
+    static func basilInvoice(
+        _ id: String, _ reason: String, customer: String, sub: String, paidAt: String, lines: [JSONValue], subscriber: String? = nil
+    ) -> [String: JSONValue] {
+        var o = object(
+            "invoice",
+            [
+                "id": .string(id), "billing_reason": .string(reason), "customer": .string(customer), "currency": "usd", "status": "paid",
+                "lines": ["object": "list", "data": .array(lines)],
+                "status_transitions": ["paid_at": n(paidAt), "finalized_at": .null, "marked_uncollectible_at": .null, "voided_at": .null],
+                "parent": [
+                    "type": "subscription_details", "quote_details": .null,
+                    "subscription_details": [
+                        "subscription": .string(sub), "metadata": subscriber.map { ["subscriber_id": .string($0)] } ?? [:],
+                        "subscription_proration_date": .null,
+                    ],
+                ],
+            ])
+        for k in ["subscription", "payment_intent", "charge", "subscription_details", "paid"] { o[k] = nil }
+        return o
+    }
+
+    /// `invoice_payment.paid`'s object: the invoice and the payment intent that paid it.
+    static func invoicePayment(_ id: String, invoice: String, pi: String, at: String) -> [String: JSONValue] {
+        object(
+            "invoice_payment",
+            [
+                "id": .string(id), "invoice": .string(invoice), "payment": ["type": "payment_intent", "payment_intent": .string(pi)],
+                "status": "paid", "amount_paid": 1000, "currency": "usd", "created": n(at),
+                "status_transitions": ["canceled_at": .null, "paid_at": n(at)],
+            ])
+    }
+
+    static func windows(_ http: any TestClientProtocol, _ api: APIHarness, _ who: String) async throws -> [[String: JSONValue]] {
+        let r = try await http.execute(uri: "/v1/subscribers/\(who)/windows", method: .get, headers: api.headers(.reader))
+        return try (r.json.objectValue?["windows"]?.arrayValue ?? []).compactMap(\.objectValue)
+    }
+
+    static func refunds(_ http: any TestClientProtocol, _ api: APIHarness) async throws -> Int64 {
+        let r = try await http.execute(uri: "/v1/reports/revenue?from=2026-01-01&to=2027-01-01", method: .get, headers: api.headers(.analyst))
+        let rows = try r.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        return rows.compactMap { $0["refunds"]?.numberValue?.int64Value }.reduce(0, +)
+    }
+}
+
+/// The stores as they really behave: Stripe's current API version, events in any order, Connect accounts.
+@Suite("Stripe webhooks as Stripe really sends them", .serialized)
+struct StripeRealWorldTests {
+    typealias S = StripeHelpers
+
+    @Test(
+        "API 2025-03-31.basil and later: the price by its lookup key, payments by invoice_payment.paid; refunds, full refunds and disputes reach the payment"
+    )
+    func currentAPIVersion() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            for (x, version) in [("b", "2025-03-31.basil"), ("c", "2026-07-29.dahlia")] {
+                let c = "cus_\(x)"
+                let sub = "sub_\(x)"
+                let who = "web-\(x)"
+                // The subscription names its price with the lookup key; the invoice names only the price's id.
+                let created = try await S.post(
+                    http,
+                    S.versioned(
+                        "evt_\(x)_s", "customer.subscription.created", at: "2026-03-01T10:00:00Z",
+                        S.subscription(sub, customer: c, subscriber: who, status: "active"), version: version))
+                #expect(created.status == .ok, "\(String(buffer: created.body))")
+                let invoice = S.basilInvoice(
+                    "in_\(x)1", "subscription_create", customer: c, sub: sub, paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.basilLine("il_\(x)1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", price: "price_pro.monthly", sub: sub)],
+                    subscriber: who)
+                let paid = try await S.post(http, S.versioned("evt_\(x)_i", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice, version: version))
+                #expect(S.status(paid) == "applied", "\(version): \(String(buffer: paid.body))")
+                #expect(try await S.active(http, api, who, at: "2026-03-15T00:00:00Z"))
+                let pay = try await S.post(
+                    http,
+                    S.versioned(
+                        "evt_\(x)_p", "invoice_payment.paid", at: "2026-03-01T10:00:02Z",
+                        S.invoicePayment("inpay_\(x)", invoice: "in_\(x)1", pi: "pi_\(x)1", at: "2026-03-01T10:00:00Z"), version: version))
+                #expect(pay.status == .ok, "\(String(buffer: pay.body))")
+                // A partial refund: money back on the invoice's transaction, access continues.
+                let re1 = S.object(
+                    "refund",
+                    [
+                        "id": .string("re_\(x)1"), "amount": 300, "payment_intent": .string("pi_\(x)1"), "charge": .string("ch_\(x)1"),
+                        "created": S.n("2026-03-10T10:00:00Z"), "currency": "usd",
+                    ])
+                let partial = try await S.post(http, S.versioned("evt_\(x)_r1", "refund.created", at: "2026-03-10T10:00:01Z", re1, version: version))
+                #expect(S.status(partial) == "applied", "\(version): \(String(buffer: partial.body))")
+                let paidWindow = try await S.windows(http, api, who).first
+                #expect(
+                    try partial.events.first?["data"]?.objectValue?["transaction_id"] == paidWindow?["transaction_id"],
+                    "the refund names the paid invoice's transaction")
+                #expect(try await S.active(http, api, who, at: "2026-03-12T00:00:00Z"))
+                // The rest refunded: refund.created brings the money, charge.refunded (no refunds list, no invoice) ends access.
+                var re2 = re1
+                re2["id"] = .string("re_\(x)2")
+                re2["amount"] = 700
+                re2["created"] = S.n("2026-03-20T10:00:00Z")
+                #expect(
+                    S.status(try await S.post(http, S.versioned("evt_\(x)_r2", "refund.created", at: "2026-03-20T10:00:01Z", re2, version: version)))
+                        == "applied")
+                var charge = S.object(
+                    "charge",
+                    [
+                        "id": .string("ch_\(x)1"), "payment_intent": .string("pi_\(x)1"), "customer": .string(c), "amount": 1000,
+                        "amount_refunded": 1000,
+                        "refunded": true, "currency": "usd",
+                    ])
+                charge["refunds"] = nil
+                let full = try await S.post(http, S.versioned("evt_\(x)_ch", "charge.refunded", at: "2026-03-20T10:00:02Z", charge, version: version))
+                #expect(S.status(full) == "applied", "\(version): \(String(buffer: full.body))")
+                #expect(try await S.active(http, api, who, at: "2026-03-21T00:00:00Z") == false, "\(version): a full refund ends access")
+            }
+            // A dispute names only the charge and payment intent: invoice_payment.paid tells whose they are.
+            let invoice = S.basilInvoice(
+                "in_d1", "subscription_create", customer: "cus_d", sub: "sub_d", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.basilLine("il_d1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", price: "price_pro.monthly", sub: "sub_d")],
+                subscriber: "web-d")
+            #expect(
+                S.status(
+                    try await S.post(
+                        http,
+                        S.versioned(
+                            "evt_d_s", "customer.subscription.created", at: "2026-03-01T10:00:00Z",
+                            S.subscription("sub_d", customer: "cus_d", subscriber: "web-d", status: "active")))) != nil)
+            #expect(S.status(try await S.post(http, S.versioned("evt_d_i", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice))) == "applied")
+            let dispute = S.object(
+                "dispute",
+                [
+                    "id": "dp_d", "charge": "ch_d1", "payment_intent": "pi_d1", "amount": 1000, "currency": "usd",
+                    "created": S.n("2026-03-10T10:00:00Z"),
+                    "status": "needs_response",
+                ])
+            // The dispute first, then the payment that names its invoice.
+            _ = try await S.post(http, S.versioned("evt_d_dp", "charge.dispute.created", at: "2026-03-10T10:00:01Z", dispute))
+            let pay = try await S.post(
+                http,
+                S.versioned(
+                    "evt_d_p", "invoice_payment.paid", at: "2026-03-01T10:00:02Z",
+                    S.invoicePayment("inpay_d", invoice: "in_d1", pi: "pi_d1", at: "2026-03-01T10:00:00Z")))
+            #expect(pay.status == .ok)
+            #expect(try await S.active(http, api, "web-d", at: "2026-03-12T00:00:00Z") == false, "the dispute cut access")
+            #expect(try await S.refunds(http, api) == 1000 + 1000 + 1000, "each refund's and the chargeback's money")
+
+            // A version the ledger does not know is still read, and said: /ready names it.
+            let odd = try await S.post(
+                http,
+                S.versioned(
+                    "evt_odd", "plan.created", at: "2026-03-01T10:00:00Z",
+                    S.fixtures["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!,
+                    version: "2031-01-01.zebra"))
+            #expect(odd.status == .ok)
+            let ready = try await http.execute(uri: "/ready", method: .get)
+            #expect(
+                try ready.json.objectValue?["stripe"]?.objectValue?["unknown_api_versions"]?.arrayValue?.contains("2031-01-01.zebra") == true,
+                "\(String(buffer: ready.body))")
+        }
+    }
+
+    @Test("payments applied from the inbox link their payment intent and charge: a later refund or dispute finds them")
+    func pendingPaymentsLinked() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            // An invoice before the checkout that names its subscriber.
+            let invoice = S.invoice(
+                "in_q1", "subscription_create", customer: "cus_Q", sub: "sub_Q", pi: "pi_q1", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_q1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")])
+            #expect(S.status(try await S.post(http, S.event("evt_q1", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice))) == "pending")
+            let checkout = S.object("checkout.session", ["id": "cs_Q", "mode": "subscription", "client_reference_id": "web-q", "customer": "cus_Q"])
+            #expect(try await S.post(http, S.event("evt_q2", "checkout.session.completed", at: "2026-03-01T10:00:02Z", checkout)).status == .ok)
+            #expect(try await S.active(http, api, "web-q", at: "2026-03-05T00:00:00Z"))
+            let refund = S.object(
+                "refund", ["id": "re_q", "amount": 300, "payment_intent": "pi_q1", "created": S.n("2026-03-05T10:00:00Z"), "currency": "usd"])
+            let r = try await S.post(http, S.event("evt_q3", "refund.created", at: "2026-03-05T10:00:01Z", refund))
+            #expect(S.status(r) == "applied", "\(String(buffer: r.body))")
+            let dispute = S.object(
+                "dispute",
+                [
+                    "id": "dp_q", "charge": "ch_q1", "payment_intent": "pi_q1", "amount": 1000, "currency": "usd",
+                    "created": S.n("2026-03-10T10:00:00Z"),
+                ])
+            let d = try await S.post(http, S.event("evt_q4", "charge.dispute.created", at: "2026-03-10T10:00:01Z", dispute))
+            #expect(S.status(d) == "applied", "\(String(buffer: d.body))")
+            var lost = dispute
+            lost["status"] = "lost"
+            #expect(try await S.post(http, S.event("evt_q5", "charge.dispute.closed", at: "2026-03-20T10:00:00Z", lost)).status == .ok)
+            #expect(try await S.active(http, api, "web-q", at: "2026-03-21T00:00:00Z") == false, "a lost dispute keeps access cut")
+
+            // A pass paid before the customer names its subscriber.
+            let pi = S.object(
+                "payment_intent",
+                [
+                    "id": "pi_r", "amount": 500, "amount_received": 500, "currency": "usd", "customer": "cus_R", "status": "succeeded",
+                    "latest_charge": "ch_r", "created": S.n("2026-03-01T10:00:00Z"), "metadata": ["lookup_key": "week.pass"],
+                ])
+            #expect(S.status(try await S.post(http, S.event("evt_r1", "payment_intent.succeeded", at: "2026-03-01T10:00:01Z", pi))) == "pending")
+            let customer = S.object("customer", ["id": "cus_R", "metadata": ["subscriber_id": "web-r"]])
+            #expect(try await S.post(http, S.event("evt_r2", "customer.updated", at: "2026-03-01T10:00:02Z", customer)).status == .ok)
+            #expect(try await S.active(http, api, "web-r", at: "2026-03-02T00:00:00Z"))
+            let passDispute = S.object(
+                "dispute",
+                ["id": "dp_r", "charge": "ch_r", "payment_intent": "pi_r", "amount": 500, "currency": "usd", "created": S.n("2026-03-03T10:00:00Z")])
+            let pd = try await S.post(http, S.event("evt_r3", "charge.dispute.created", at: "2026-03-03T10:00:01Z", passDispute))
+            #expect(S.status(pd) == "applied", "\(String(buffer: pd.body))")
+            #expect(try await S.active(http, api, "web-r", at: "2026-03-04T00:00:00Z") == false)
+        }
+    }
+
+    @Test("a full refund of an invoice with several paid lines cuts every line's window")
+    func fullRefundOfSeveralLines() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let invoice = S.invoice(
+                "in_m1", "subscription_cycle", customer: "cus_M", sub: "sub_M", pi: "pi_m1", paidAt: "2026-03-01T10:00:00Z",
+                lines: [
+                    S.line("il_m1a", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly"),
+                    S.line("il_m1b", 500, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "max.monthly", proration: true),
+                ], subscriber: "web-m")
+            #expect(S.status(try await S.post(http, S.event("evt_m1", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice))) == "applied")
+            #expect(try await S.active(http, api, "web-m", "max", at: "2026-03-05T00:00:00Z"))
+            var charge = S.object(
+                "charge",
+                [
+                    "id": "ch_m1", "payment_intent": "pi_m1", "customer": "cus_M", "amount": 1500, "amount_refunded": 1500, "refunded": true,
+                    "currency": "usd",
+                ])
+            charge["refunds"] = nil
+            let r = try await S.post(http, S.event("evt_m2", "charge.refunded", at: "2026-03-10T10:00:00Z", charge))
+            #expect(S.status(r) == "applied", "\(String(buffer: r.body))")
+            #expect(try await S.active(http, api, "web-m", "pro", at: "2026-03-11T00:00:00Z") == false)
+            #expect(try await S.active(http, api, "web-m", "max", at: "2026-03-11T00:00:00Z") == false)
+        }
+    }
+
+    @Test("an upgrade's credit delivered before the replaced invoice gives the ledger of the delivery in order")
+    func creditBeforeReplacedInvoice() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            func events(_ x: String) -> [[UInt8]] {
+                [
+                    S.event(
+                        "evt_\(x)_1", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                        S.invoice(
+                            "in_\(x)_1", "subscription_create", customer: "cus_\(x)", sub: "sub_\(x)", pi: "pi_\(x)_1",
+                            paidAt: "2026-03-01T10:00:00Z",
+                            lines: [S.line("il_\(x)_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-\(x)")
+                    ),
+                    S.event(
+                        "evt_\(x)_2", "invoice.paid", at: "2026-03-15T10:00:01Z",
+                        S.invoice(
+                            "in_\(x)_2", "subscription_update", customer: "cus_\(x)", sub: "sub_\(x)", pi: "pi_\(x)_2",
+                            paidAt: "2026-03-15T10:00:00Z",
+                            lines: [
+                                S.line(
+                                    "il_\(x)_2a", -500, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly", proration: true,
+                                    credited: "in_\(x)_1"),
+                                S.line("il_\(x)_2b", 1000, "2026-03-15T10:00:00Z", "2026-04-01T10:00:00Z", "max.monthly", proration: true),
+                            ], subscriber: "web-\(x)")),
+                ]
+            }
+            for e in events("u1") { #expect(try await S.post(http, e).status == .ok) }
+            for e in events("u2").reversed() { #expect(try await S.post(http, e).status == .ok) }
+            func shape(_ w: [[String: JSONValue]]) -> [JSONValue] {
+                w.map { .object($0.filter { ["entitlement", "start", "end", "kind", "product_id", "cut_at"].contains($0.key) }) }
+            }
+            let a = try await S.windows(http, api, "web-u1")
+            let b = try await S.windows(http, api, "web-u2")
+            #expect(shape(a) == shape(b), "\(a) vs \(b)")
+            #expect(b.first { $0["product_id"] == "pro.monthly" }?["cut_at"] == "2026-03-15T10:00:00Z", "\(b)")
+            #expect(try await S.refunds(http, api) == 1000, "both credits are refunds of a known payment")
+        }
+    }
+
+    @Test("an extended trial ends at its new date, whichever of the subscription's events is stored first")
+    func trialExtended() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            for (x, inOrder) in [("ta", true), ("tb", false)] {
+                let first = S.subscription(
+                    "sub_\(x)", customer: "cus_\(x)", subscriber: "web-\(x)", status: "trialing",
+                    ["trial_start": S.n("2026-03-01T10:00:00Z"), "trial_end": S.n("2026-03-08T10:00:00Z")])
+                var extended = first
+                extended["trial_end"] = S.n("2026-03-15T10:00:00Z")
+                let created = S.event("evt_\(x)_c", "customer.subscription.created", at: "2026-03-01T10:00:00Z", first)
+                let updated = S.event(
+                    "evt_\(x)_u", "customer.subscription.updated", at: "2026-03-05T10:00:00Z", extended,
+                    previous: ["trial_end": S.n("2026-03-08T10:00:00Z")])
+                for e in inOrder ? [created, updated] : [updated, created] { #expect(S.status(try await S.post(http, e)) == "applied") }
+                let e = try await S.entitlement(http, api, "web-\(x)", "pro", at: "2026-03-10T00:00:00Z")
+                #expect(e?["active"] == true && e?["expires_at"] == "2026-03-15T10:00:00Z", "\(x): \(String(describing: e))")
+            }
+        }
+    }
+
+    @Test("a subscription canceled at once ends access then, not at its period's end")
+    func immediateCancel() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let invoice = S.invoice(
+                "in_k1", "subscription_create", customer: "cus_K", sub: "sub_K", pi: "pi_k1", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_k1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-k")
+            #expect(S.status(try await S.post(http, S.event("evt_k1", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice))) == "applied")
+            var ended = S.subscription(
+                "sub_K", customer: "cus_K", subscriber: "web-k", status: "canceled",
+                [
+                    "ended_at": S.n("2026-03-10T10:00:00Z"), "canceled_at": S.n("2026-03-10T10:00:00Z"),
+                    "current_period_start": S.n("2026-03-01T10:00:00Z"), "current_period_end": S.n("2026-04-01T10:00:00Z"),
+                ])
+            ended["cancellation_details"] = ["reason": "cancellation_requested", "comment": .null, "feedback": .null]
+            let r = try await S.post(http, S.event("evt_k2", "customer.subscription.deleted", at: "2026-03-10T10:00:00Z", ended))
+            #expect(S.status(r) == "applied", "\(String(buffer: r.body))")
+            #expect(try await S.active(http, api, "web-k", at: "2026-03-09T00:00:00Z"))
+            #expect(try await S.active(http, api, "web-k", at: "2026-03-11T00:00:00Z") == false)
+        }
+    }
+
+    @Test("past-due access lasts while Stripe retries (next_payment_attempt), at most 30 days by default")
+    func graceFollowsRetries() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            for who in ["g1", "g2"] {
+                let paid = S.invoice(
+                    "in_\(who)_1", "subscription_create", customer: "cus_\(who)", sub: "sub_\(who)", pi: "pi_\(who)_1",
+                    paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.line("il_\(who)_1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-\(who)")
+                #expect(S.status(try await S.post(http, S.event("evt_\(who)_1", "invoice.paid", at: "2026-03-01T10:00:01Z", paid))) == "applied")
+            }
+            // g1: retries on days 3, 7 and 10; the payment is recovered on day 10.
+            for (i, (at, next)) in [
+                ("2026-04-01T10:00:00Z", "2026-04-04T10:00:00Z"), ("2026-04-04T10:00:00Z", "2026-04-08T10:00:00Z"),
+                ("2026-04-08T10:00:00Z", "2026-04-11T10:00:00Z"),
+            ].enumerated() {
+                var failed = S.invoice(
+                    "in_g1_2", "subscription_cycle", customer: "cus_g1", sub: "sub_g1", pi: "pi_g1_2", paidAt: at,
+                    lines: [S.line("il_g1_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-g1")
+                failed["status_transitions"] = ["paid_at": .null]
+                failed["attempt_count"] = .number(JSONNumber(Int64(i + 1)))
+                failed["next_payment_attempt"] = S.n(next)
+                failed["created"] = S.n("2026-04-01T09:00:00Z")
+                #expect(S.status(try await S.post(http, S.event("evt_g1_f\(i)", "invoice.payment_failed", at: at, failed))) == "applied")
+            }
+            #expect(try await S.entitlement(http, api, "web-g1", "pro", at: "2026-04-09T00:00:00Z")?["in_grace"] == true)
+            let recovered = S.invoice(
+                "in_g1_2", "subscription_cycle", customer: "cus_g1", sub: "sub_g1", pi: "pi_g1_2", paidAt: "2026-04-11T10:00:00Z",
+                lines: [S.line("il_g1_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-g1")
+            #expect(S.status(try await S.post(http, S.event("evt_g1_p", "invoice.paid", at: "2026-04-11T10:00:01Z", recovered))) == "applied")
+            #expect(try await S.active(http, api, "web-g1", at: "2026-04-10T00:00:00Z"))
+            #expect(try await S.active(http, api, "web-g1", at: "2026-04-25T00:00:00Z"))
+            // g2: the next attempt is far away: grace stops at the cap.
+            var failed = S.invoice(
+                "in_g2_2", "subscription_cycle", customer: "cus_g2", sub: "sub_g2", pi: "pi_g2_2", paidAt: "2026-04-01T10:00:00Z",
+                lines: [S.line("il_g2_2", 1000, "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "pro.monthly")], subscriber: "web-g2")
+            failed["status_transitions"] = ["paid_at": .null]
+            failed["attempt_count"] = 1
+            failed["next_payment_attempt"] = S.n("2026-05-20T10:00:00Z")
+            #expect(S.status(try await S.post(http, S.event("evt_g2_f", "invoice.payment_failed", at: "2026-04-01T10:00:00Z", failed))) == "applied")
+            #expect(try await S.active(http, api, "web-g2", at: "2026-04-25T00:00:00Z"))
+            #expect(try await S.active(http, api, "web-g2", at: "2026-05-02T00:00:00Z") == false)
+        }
+    }
+
+    @Test("an event of another Stripe account (Connect) is answered ignored and grants nothing")
+    func otherAccount() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let invoice = S.invoice(
+                "in_o1", "subscription_create", customer: "cus_O", sub: "sub_O", pi: "pi_o1", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_o1", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-o")
+            let r = try await S.post(
+                http, S.versioned("evt_o1", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice, version: "2024-06-20", account: "acct_other"))
+            #expect(r.status == .ok && S.status(r) == "ignored", "\(String(buffer: r.body))")
+            #expect(try await S.windows(http, api, "web-o").isEmpty)
+        }
+        // Configured: that account's events apply, others' are ignored.
+        try await APIHarness.run(stripe: StripeSettings(accounts: ["acct_mine"])) { http, api in
+            try await S.catalog(http, api)
+            let invoice = S.invoice(
+                "in_o2", "subscription_create", customer: "cus_O", sub: "sub_O", pi: "pi_o2", paidAt: "2026-03-01T10:00:00Z",
+                lines: [S.line("il_o2", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-o")
+            let other = try await S.post(
+                http, S.versioned("evt_o2", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice, version: "2024-06-20", account: "acct_other"))
+            #expect(S.status(other) == "ignored")
+            let mine = try await S.post(
+                http, S.versioned("evt_o3", "invoice.paid", at: "2026-03-01T10:00:01Z", invoice, version: "2024-06-20", account: "acct_mine"))
+            #expect(S.status(mine) == "applied", "\(String(buffer: mine.body))")
         }
     }
 }

@@ -72,7 +72,7 @@ struct StripeMapperTests {
     func purchase() throws {
         let line = StripeFixtures.line(id: "il_1", amount: 1000, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly"))
         let m = try StripeEventMapper.interpret(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
-        #expect(m.accountID == "cus_1" && m.subscriberHint == "web-1" && m.linkedIDs == ["pi_1"])
+        #expect(m.accountID == "cus_1" && m.subscriberHint == "web-1" && m.linkedIDs == ["in_1", "pi_1"])
         let d = try #require(m.drafts.first)
         #expect(m.drafts.count == 1 && d.type == .purchase && d.productID == "pro.monthly")
         #expect(d.idempotencyKey == "stripe:invoice:in_1:il_1" && d.occurredAt == Timestamp(microseconds: Self.mar1 * 1_000_000))
@@ -116,14 +116,23 @@ struct StripeMapperTests {
         #expect(catalogRate.data["commission_rate"] == nil)
     }
 
-    @Test("a failed renewal is a billing issue with seven days of grace; a failed first payment grants nothing")
+    @Test(
+        "a failed renewal is a billing issue with grace until a day after Stripe's next attempt, at most the maximum; a failed first payment grants nothing"
+    )
     func paymentFailed() throws {
         let line = StripeFixtures.line(
             id: "il_1", amount: 1000, start: Self.apr1, end: Self.apr1 + 30 * 86_400, price: StripeFixtures.price("pro.monthly"))
-        let renewal = try StripeEventMapper.map(
-            try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_cycle", lines: [line])))
-        #expect(renewal.map(\.type) == [.billingIssue] && renewal[0].idempotencyKey == "stripe:billing_issue:sub_1:\(Self.apr1)")
-        #expect(renewal[0].data["grace_until"] == "2026-04-08T10:00:00Z")
+        var failed = invoice("subscription_cycle", lines: [line])
+        failed["attempt_count"] = 2
+        failed["next_payment_attempt"] = .number(JSONNumber(Self.apr1 + 3 * 86_400))
+        let renewal = try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", created: Self.apr1, object: failed))
+        #expect(renewal.map(\.type) == [.billingIssue] && renewal[0].idempotencyKey == "stripe:billing_issue:sub_1:\(Self.apr1):2")
+        #expect(renewal[0].data["grace_until"] == "2026-04-05T10:00:00Z")
+        failed["next_payment_attempt"] = .number(JSONNumber(Self.apr1 + 60 * 86_400))
+        let capped = try StripeEventMapper.interpret(
+            try StripeFixtures.event("invoice.payment_failed", created: Self.apr1, object: failed),
+            options: StripeMappingOptions(graceMaxSeconds: 10 * 86_400))
+        #expect(capped.drafts.first?.data["grace_until"] == "2026-04-11T10:00:00Z")
         #expect(
             try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_create", lines: [line])))
                 .isEmpty)
@@ -247,5 +256,70 @@ struct StripeMapperTests {
         #expect(throws: StoreMappingError.self) {
             try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [backwards])))
         }
+    }
+}
+
+@Suite("Stripe event mapping: API 2025-03-31.basil and later (pure)")
+struct StripeBasilMapperTests {
+    static let mar1: Int64 = 1_772_359_200
+    static let apr1: Int64 = 1_775_037_600
+
+    @Test("an invoice without payment intent is its own transaction; its price is named by id; invoice_payment.paid pairs it with its payment")
+    func basilInvoice() throws {
+        var line = StripeFixtures.all["invoice"]!.objectValue!["lines"]!.objectValue!["data"]!.arrayValue![0].objectValue!
+        line["id"] = "il_1"
+        line["amount"] = 1000
+        line["period"] = ["start": .number(JSONNumber(Self.mar1)), "end": .number(JSONNumber(Self.apr1))]
+        line["pricing"] = ["type": "price_details", "price_details": ["price": "price_1", "product": "prod_1"]]
+        line["parent"] = ["type": "subscription_item_details", "subscription_item_details": ["proration": false, "subscription": "sub_1"]]
+        var inv = StripeFixtures.object(
+            "invoice",
+            [
+                "id": "in_1", "billing_reason": "subscription_create", "customer": "cus_1", "lines": ["object": "list", "data": [.object(line)]],
+                "status_transitions": ["paid_at": .number(JSONNumber(Self.mar1))],
+                "parent": [
+                    "type": "subscription_details", "subscription_details": ["subscription": "sub_1", "metadata": ["subscriber_id": "web-1"]],
+                ],
+            ])
+        inv["subscription"] = nil
+        var payload = try StripeFixtures.event("invoice.paid", object: inv).payload
+        payload["api_version"] = "2025-03-31.basil"
+        let e = try StripeEvent(payload: payload)
+        #expect(StripeAPIVersion.isKnown(e.apiVersion) && !StripeAPIVersion.isKnown("2031-01-01.zebra") && !StripeAPIVersion.isKnown(nil))
+        let m = try StripeEventMapper.interpret(e)
+        #expect(m.subscriberHint == "web-1" && m.linkedIDs == ["in_1"])
+        #expect(
+            m.drafts.first?.productID == "price_1" && m.drafts.first?.data["transaction_id"] == "in_1"
+                && m.drafts.first?.data["original_transaction_id"] == "sub_1")
+        let pay = StripeFixtures.object(
+            "invoice_payment", ["invoice": "in_1", "status": "paid", "payment": ["type": "payment_intent", "payment_intent": "pi_1"]])
+        let p = try StripeEventMapper.interpret(try StripeFixtures.event("invoice_payment.paid", object: pay))
+        #expect(!p.ignored && p.drafts.isEmpty && p.accountID == "in_1" && p.invoicePayment?.payments == ["pi_1"])
+    }
+
+    @Test("a subscription deleted before its period's end is also a cancellation (other) then; an extended trial is a credit")
+    func cancelAndTrial() throws {
+        var sub = StripeFixtures.object(
+            "subscription",
+            [
+                "id": "sub_1", "status": "canceled", "ended_at": .number(JSONNumber(Self.mar1 + 86_400)),
+                "current_period_end": .number(JSONNumber(Self.apr1)),
+                "cancellation_details": ["reason": "cancellation_requested"],
+            ])
+        var items = sub["items"]!.objectValue!
+        var item = items["data"]!.arrayValue![0].objectValue!
+        item["price"] = StripeFixtures.price("pro.monthly")
+        items["data"] = [.object(item)]
+        sub["items"] = .object(items)
+        let deleted = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.deleted", object: sub))
+        #expect(deleted.map(\.type) == [.expiration, .cancellation] && deleted[1].data["reason"] == "other")
+        sub["status"] = "trialing"
+        sub["trial_start"] = .number(JSONNumber(Self.mar1))
+        sub["trial_end"] = .number(JSONNumber(Self.mar1 + 14 * 86_400))
+        let extended = try StripeEventMapper.map(
+            try StripeFixtures.event(
+                "customer.subscription.updated", object: sub, previous: ["trial_end": .number(JSONNumber(Self.mar1 + 7 * 86_400))]))
+        #expect(extended.map(\.type) == [.credit, .purchase])
+        #expect(extended[1].data["period_end"] == "2026-03-08T10:00:00Z" && extended[0].data["window_end"] == "2026-03-15T10:00:00Z")
     }
 }

@@ -12,6 +12,7 @@ struct StripeCustomerLookup: Service {
     let client: StripeAPIClient
     let intake: EventIntake
     let interval: Duration
+    let options: StripeMappingOptions
     let logger: Logger
     /// Customers asked per pass.
     static let batch = 100
@@ -72,9 +73,8 @@ struct StripeCustomerLookup: Service {
                 continue
             }
             do {
-                let n = try await intake.link(
-                    store: StripeStoreRoutes.store, accountIDs: [account], to: subscriber, by: "stripe_api", logger: logger,
-                    drafts: try await StripeStoreRoutes.remapper(intake, accounts: [account]))
+                let n = try await StripeStoreRoutes.linkAndApply(
+                    intake, accounts: [account], to: subscriber, by: "stripe_api", logger: logger, options: options)
                 applied += n
                 logger.info("stripe customer linked by API look-up", metadata: ["stripe.customer": "\(account)", "stripe.applied": "\(n)"])
             } catch let conflict as StoreLinks.Conflict {

@@ -11,6 +11,10 @@ public struct StripeEvent: Sendable {
     public var previousAttributes: [String: JSONValue]
     /// The whole event as received.
     public var payload: [String: JSONValue]
+    /// The API version Stripe rendered the object in (the endpoint's version); nil when the event names none.
+    public var apiVersion: String?
+    /// The Connect account the event happened on; nil for the platform's own account.
+    public var account: String?
 
     public var environment: LedgerEnvironment { livemode ? .production : .sandbox }
 
@@ -32,6 +36,38 @@ public struct StripeEvent: Sendable {
         self.object = object
         self.previousAttributes = payload["data"]?.objectValue?["previous_attributes"]?.objectValue ?? [:]
         self.payload = payload
+        self.apiVersion = payload["api_version"]?.stringValue.flatMap { $0.isEmpty || $0.utf8.count > 100 ? nil : $0 }
+        self.account = payload["account"]?.stringValue.flatMap { $0.isEmpty || $0.utf8.count > 255 ? nil : $0 }
+    }
+}
+
+/// The API versions whose shapes the mapper reads (docs/stripe.md). Stripe renders each event in the webhook
+/// endpoint's version: 2024-06-20 to 2025-02-24.acacia name the invoice's subscription, payment intent, charge and
+/// line prices on the invoice; 2025-03-31.basil and later name the subscription under `parent`, the price only by id
+/// under `pricing.price_details`, and pair an invoice with its payment only in `invoice_payment.paid`.
+public enum StripeAPIVersion {
+    public static let known: [String] = [
+        "2024-06-20", "2024-09-30.acacia", "2024-10-28.acacia", "2024-11-20.acacia", "2024-12-18.acacia", "2025-01-27.acacia",
+        "2025-02-24.acacia", "2025-03-31.basil", "2025-04-30.basil", "2025-05-28.basil", "2025-06-30.basil", "2025-07-30.basil",
+        "2025-08-27.basil", "2025-09-30.clover", "2025-10-29.clover", "2025-11-17.clover", "2025-12-15.clover", "2026-01-28.clover",
+        "2026-02-25.clover", "2026-03-25.dahlia", "2026-04-22.dahlia", "2026-05-27.dahlia", "2026-06-24.dahlia", "2026-07-29.dahlia",
+    ]
+
+    /// Whether the mapper knows this version's shapes (an event without a version is not known either).
+    public static func isKnown(_ version: String?) -> Bool {
+        version.map(known.contains) ?? false
+    }
+}
+
+/// The mapping's settings (`serve` options).
+public struct StripeMappingOptions: Sendable {
+    /// The longest a failed period's grace may last, however long Stripe keeps retrying (`--stripe-grace-max`).
+    public var graceMaxSeconds: Int64
+
+    public static let defaultGraceMaxSeconds: Int64 = 30 * 86_400
+
+    public init(graceMaxSeconds: Int64 = Self.defaultGraceMaxSeconds) {
+        self.graceMaxSeconds = graceMaxSeconds
     }
 }
 
@@ -48,6 +84,14 @@ public struct StripeMapping: Sendable {
     public var subscriberHint: String?
     /// Invoice id → its ledger transaction id, for later proration credits of that invoice.
     public var invoiceTransaction: (invoice: String, transaction: String)?
+    /// The transactions of an invoice's further paid lines (`<transaction>:<line id>`): a full refund or a
+    /// dispute of its payment ends them too.
+    public var lineTransactions: [String] = []
+    /// `invoice_payment.paid`: the invoice and the payment intent and charge that paid it.
+    public var invoicePayment: (invoice: String, payments: [String])?
+    /// Price id → catalog product id (its lookup key), from the full prices the event carries: newer invoices
+    /// name only the price id.
+    public var prices: [(price: String, product: String)] = []
     public var drafts: [EventDraft]
 }
 
@@ -58,14 +102,17 @@ public struct StripeMapping: Sendable {
 /// `charge.refunded`) is stored once; `occurred_at` is the object's own time, so delivery order never matters.
 public enum StripeEventMapper: StoreAdapter {
     public static let store = "stripe"
-    /// The grace a failed renewal gets: `grace_until` = the failed period's start + 7 days (docs/stripe.md).
+    /// The grace a subscription turning past due gets before its invoice says when Stripe retries: 7 days
+    /// (Smart Retries' first week), at most the configured maximum (docs/stripe.md).
     public static let graceSeconds: Int64 = 7 * 86_400
+    /// Grace runs this long past Stripe's next attempt, so that the attempt's outcome can arrive.
+    public static let retrySlackSeconds: Int64 = 86_400
 
     public static func map(_ event: StripeEvent) throws(StoreMappingError) -> [EventDraft] {
         try interpret(event).drafts
     }
 
-    public static func interpret(_ e: StripeEvent) throws(StoreMappingError) -> StripeMapping {
+    public static func interpret(_ e: StripeEvent, options: StripeMappingOptions = .init()) throws(StoreMappingError) -> StripeMapping {
         let o = e.object
         var m = StripeMapping(ignored: false, accountID: nil, linkedIDs: [], subscriberHint: nil, invoiceTransaction: nil, drafts: [])
         // Stripe's ids only: whole Stripe objects outgrow the 16 KiB metadata limit; the raw event is kept in the inbox.
@@ -91,15 +138,38 @@ public enum StripeEventMapper: StoreAdapter {
         case "customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted":
             m.accountID = id(o["customer"])
             m.subscriberHint = metadataSubscriber(o)
-            m.drafts = try subscriptionDrafts(e, draft: draft)
+            m.drafts = try subscriptionDrafts(e, options: options, draft: draft)
+            for item in (o["items"]?.objectValue?["data"]?.arrayValue ?? []).compactMap(\.objectValue) {
+                if let price = item["price"]?.objectValue, let priceID = id(price["id"]), let product = productID(price), product != priceID {
+                    m.prices.append((priceID, product))
+                }
+            }
         case "invoice.paid", "invoice.payment_succeeded":
             m.accountID = id(o["customer"])
             m.subscriberHint = invoiceSubscriber(o)
             let (drafts, transaction) = try invoiceDrafts(e, meta: meta)
             m.drafts = drafts
-            if let transaction, let invoice = id(o["id"]) { m.invoiceTransaction = (invoice, transaction) }
+            if let transaction, let invoice = id(o["id"]) {
+                m.invoiceTransaction = (invoice, transaction)
+                m.lineTransactions = drafts.compactMap { $0.type == .refund ? nil : $0.data["transaction_id"]?.stringValue }.filter {
+                    $0 != transaction
+                }
+                // Newer versions pair the invoice with its payment only in `invoice_payment.paid`, which names the invoice.
+                m.linkedIDs.append(invoice)
+            }
             if let pi = invoicePaymentIntent(o) { m.linkedIDs.append(pi) }
-            if let ch = id(o["charge"]) { m.linkedIDs.append(ch) }
+            if let ch = id(o["charge"]) ?? invoiceCharge(o) { m.linkedIDs.append(ch) }
+            for l in subscriptionLines(o) {
+                if let priceID = id(l.price?["id"]), let product = productID(l.price), product != priceID { m.prices.append((priceID, product)) }
+            }
+        case "invoice_payment.paid":
+            // API 2025-03-31.basil and later: the one place an invoice meets the payment intent and charge that
+            // refunds and disputes name.
+            let invoice = try string(o, "invoice")
+            let payment = o["payment"]?.objectValue ?? [:]
+            let payments = [id(payment["payment_intent"]), id(payment["charge"])].compactMap { $0 }
+            m.accountID = invoice
+            if !payments.isEmpty, (o["status"]?.stringValue ?? "paid") == "paid" { m.invoicePayment = (invoice, payments) }
         case "invoice.payment_failed":
             m.accountID = id(o["customer"])
             m.subscriberHint = invoiceSubscriber(o)
@@ -108,7 +178,18 @@ public enum StripeEventMapper: StoreAdapter {
             if o["billing_reason"]?.stringValue != "subscription_create", let line = subscriptionLines(o).first, let product = productID(line.price) {
                 let start = try time(line.line["period"]?.objectValue?["start"], field: "data.object.lines.data.period.start")
                 let sub = invoiceSubscription(o) ?? id(o["id"]) ?? ""
-                m.drafts = [billingIssue(sub: sub, periodStart: start, product: product, draft: draft)]
+                // Grace while Stripe retries: up to a day past the next attempt; no next attempt: Stripe gave up.
+                let cap = start.microseconds + options.graceMaxSeconds * 1_000_000
+                var until = e.created.microseconds
+                if let next = nn(o["next_payment_attempt"]) {
+                    until = max(until, try time(next, field: "data.object.next_payment_attempt").microseconds + retrySlackSeconds * 1_000_000)
+                }
+                let attempt = o["attempt_count"]?.numberValue?.int64Value ?? 0
+                m.drafts = [
+                    draft(
+                        .billingIssue, start, key: "stripe:billing_issue:\(sub):\(start.microseconds / 1_000_000):\(attempt)", product: product,
+                        ["product_id": .string(product), "grace_until": .string(Timestamp(microseconds: min(until, cap)).rfc3339)])
+                ]
             }
         case "payment_intent.succeeded":
             m.accountID = id(o["customer"]) ?? id(o["id"])
@@ -129,7 +210,8 @@ public enum StripeEventMapper: StoreAdapter {
                 ]
             }
         case "charge.refunded":
-            m.accountID = id(o["customer"]) ?? id(o["payment_intent"]) ?? id(o["id"])
+            // Found by its payment (whose transaction is known once the payment is), not by the customer.
+            m.accountID = id(o["payment_intent"]) ?? id(o["id"])
             m.subscriberHint = metadataSubscriber(o)
             let charge = try string(o, "id")
             let transaction = id(o["payment_intent"]) ?? id(o["invoice"]) ?? charge
@@ -151,7 +233,7 @@ public enum StripeEventMapper: StoreAdapter {
                         ]))
             }
         case "refund.created", "charge.refund.updated", "refund.updated":
-            m.accountID = id(o["customer"]) ?? id(o["payment_intent"]) ?? id(o["charge"])
+            m.accountID = id(o["payment_intent"]) ?? id(o["charge"])
             let transaction = id(o["payment_intent"]) ?? id(o["charge"]) ?? ""
             if let d = try refundDraft(o, transaction: transaction, draft: draft) { m.drafts = [d] }
         case "charge.dispute.created":
@@ -180,13 +262,23 @@ public enum StripeEventMapper: StoreAdapter {
             m.ignored = true
         }
         if let hint = m.subscriberHint, !Identifiers.isValidSubscriberID(hint) { m.subscriberHint = nil }
+        if ["charge.refunded", "refund.created", "charge.refund.updated", "refund.updated", "charge.dispute.created", "charge.dispute.closed"]
+            .contains(e.type)
+        {
+            // The payment a refund or dispute names: its transaction is looked up by these (an invoice's, in newer versions).
+            let charge = e.type == "charge.refunded" ? id(o["id"]) : id(o["charge"])
+            for i in m.drafts.indices {
+                if let pi = id(o["payment_intent"]) { m.drafts[i].metadata["payment_intent"] = .string(pi) }
+                if let charge { m.drafts[i].metadata["charge"] = .string(charge) }
+            }
+        }
         return m
     }
 
     // MARK: subscriptions
 
     static func subscriptionDrafts(
-        _ e: StripeEvent, draft: (EventType, Timestamp, String, String?, [String: JSONValue]) -> EventDraft
+        _ e: StripeEvent, options: StripeMappingOptions, draft: (EventType, Timestamp, String, String?, [String: JSONValue]) -> EventDraft
     ) throws(StoreMappingError) -> [EventDraft] {
         let o = e.object
         let sub = try string(o, "id")
@@ -208,13 +300,33 @@ public enum StripeEventMapper: StoreAdapter {
                 case "payment_disputed"?: "other"
                 default: ["past_due", "unpaid", "incomplete_expired"].contains(previousStatus ?? "") ? "billing" : "voluntary"
                 }
-            return [
+            var ending = [
                 draft(.expiration, ended, "stripe:subscription_deleted:\(sub)", product, ["product_id": .string(product), "reason": .string(reason)])
             ]
+            // Ended before its period's end (canceled at once): access ends now, not at the period's end (semantics §7).
+            if let periodEnd = nn(o["current_period_end"]) ?? nn(item["current_period_end"]), let end = try? time(periodEnd, field: ""), ended < end {
+                ending.append(
+                    draft(.cancellation, ended, "stripe:subscription_canceled:\(sub)", product, ["reason": "other"]))
+            }
+            return ending
         }
         if status == "trialing", nn(o["trial_start"]) != nil, nn(o["trial_end"]) != nil {
             let start = try time(o["trial_start"], field: "data.object.trial_start")
-            let end = try time(o["trial_end"], field: "data.object.trial_end")
+            var end = try time(o["trial_end"], field: "data.object.trial_end")
+            if let was = nn(e.previousAttributes["trial_end"]), let old = try? time(was, field: ""), old != end {
+                // The trial moved: the trial stays the one first granted, an extension is a credit beside it
+                // (a developer deferral), so either event may be stored first.
+                if end > old, old > start {
+                    out.append(
+                        draft(
+                            .credit, old, "stripe:trial_extended:\(sub):\(end.microseconds / 1_000_000)", product,
+                            [
+                                "window_start": .string(old.rfc3339), "window_end": .string(end.rfc3339), "reason": "stripe_trial_extended",
+                                "granted_by": "stripe",
+                            ]))
+                }
+                end = old
+            }
             if end > start {
                 var data: [String: JSONValue] = [
                     "product_id": .string(product), "transaction_id": .string("\(sub):trial"), "original_transaction_id": .string(sub),
@@ -245,7 +357,8 @@ public enum StripeEventMapper: StoreAdapter {
                 if ["past_due", "unpaid"].contains(status), !["past_due", "unpaid"].contains(previousStatus), let periodStart {
                     out.append(
                         billingIssue(
-                            sub: sub, periodStart: try time(periodStart, field: "data.object.current_period_start"), product: product, draft: draft))
+                            sub: sub, periodStart: try time(periodStart, field: "data.object.current_period_start"), product: product,
+                            graceSeconds: min(Self.graceSeconds, options.graceMaxSeconds), draft: draft))
                 }
                 if status == "paused" {
                     out.append(draft(.expiration, e.created, "stripe:event:\(e.id)", product, ["product_id": .string(product), "reason": "paused"]))
@@ -255,10 +368,10 @@ public enum StripeEventMapper: StoreAdapter {
         return out
     }
 
-    /// A failed renewal, keyed by the subscription and the failed period's start so that the invoice and the
-    /// subscription's status change record it once, at the same time.
+    /// A subscription turning past due, keyed by the subscription and the failed period's start; the invoice's
+    /// failed attempts add their own grace, as long as Stripe retries.
     static func billingIssue(
-        sub: String, periodStart: Timestamp, product: String,
+        sub: String, periodStart: Timestamp, product: String, graceSeconds: Int64,
         draft: (EventType, Timestamp, String, String?, [String: JSONValue]) -> EventDraft
     ) -> EventDraft {
         let until = Timestamp(microseconds: periodStart.microseconds + graceSeconds * 1_000_000)
@@ -378,6 +491,13 @@ public enum StripeEventMapper: StoreAdapter {
         if let pi = id(o["payment_intent"]) { return pi }
         for p in (o["payments"]?.objectValue?["data"]?.arrayValue ?? []).compactMap(\.objectValue) {
             if let pi = id(p["payment"]?.objectValue?["payment_intent"]) { return pi }
+        }
+        return nil
+    }
+
+    static func invoiceCharge(_ o: [String: JSONValue]) -> String? {
+        for p in (o["payments"]?.objectValue?["data"]?.arrayValue ?? []).compactMap(\.objectValue) {
+            if let ch = id(p["payment"]?.objectValue?["charge"]) { return ch }
         }
         return nil
     }
