@@ -52,6 +52,17 @@ public struct EventIntake: Sendable {
         let needed = DraftCompletion.productsNeeded(drafts)
         let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
         let events = try DraftCompletion.complete(drafts, subscriberID: subscriber, source: source, products: products)
+        // Two facts of one payload under one key (an adapter's mistake) would be a unique violation in the
+        // database: refused here, saying which, so it is never a 500 nor retried for ever.
+        var keys: [String: Int] = [:]
+        for (i, e) in events.enumerated() {
+            if let first = keys[e.idempotencyKey] {
+                throw EventValidationError(
+                    field: "events[\(i)].idempotency_key",
+                    reason: "\(source) mapped two facts to the key \(e.idempotencyKey) (events[\(first)] has it too)")
+            }
+            keys[e.idempotencyKey] = i
+        }
         return try await store.append(events, replays: .keepStored)
     }
 
