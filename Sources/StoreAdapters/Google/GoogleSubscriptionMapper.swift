@@ -173,7 +173,7 @@ public enum GoogleSubscriptionMapper {
     }
 
     /// A `store_notice` of a Google fact that changes no window.
-    static func notice(
+    public static func notice(
         _ n: GoogleNotification, env: LedgerEnvironment, kind: String, order: String?, key: String, meta: [String: JSONValue],
         detail: [String: JSONValue]
     ) -> EventDraft {
