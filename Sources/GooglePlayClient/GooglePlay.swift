@@ -569,6 +569,8 @@ public struct GoogleResolverService: Service {
                     if Task.isCancelled { break }
                     do {
                         try await play.resolveDue()
+                    } catch is CancellationError {
+                        break
                     } catch {
                         play.logger.warning("google inbox resolution failed; retrying at the next wake", metadata: ["error.message": "\(error)"])
                     }
