@@ -158,13 +158,13 @@ public struct EventIntake: Sendable {
     /// Returns how many were applied; one that still cannot be is left pending and logged.
     public func link(
         store: String, accountIDs: [String], to subscriber: String, by origin: String, logger: Logger,
-        drafts: (StoreInbox.Message) throws -> [EventDraft]
+        drafts: (StoreInbox.Message) async throws -> [EventDraft]
     ) async throws -> Int {
         try await links.link(store: store, accountIDs, to: subscriber, by: origin)
         var applied = 0
         for pending in try await inbox.pending(store: store, accountIDs: accountIDs) {
             do {
-                let d = try drafts(pending)
+                let d = try await drafts(pending)
                 if !d.isEmpty { _ = try await append(drafts: d, subscriber: subscriber, source: store) }
                 try await inbox.mark(store: store, messageID: pending.messageID, status: .applied, subscriberID: subscriber)
                 applied += 1
