@@ -85,8 +85,12 @@ public struct AppleSync: Sendable {
             let meta: [String: JSONValue] = ["store": "apple", "origin": "server_api", "raw": .object(t)]
             let environment: LedgerEnvironment = t["environment"]?.stringValue == "Production" ? .production : .sandbox
             drafts.append(try AppleNotificationMapper.transactionDraft(t, environment: environment, meta: meta))
-            if t["revocationDate"] != nil, t["revocationType"]?.stringValue != "FAMILY_REVOKE" {
-                drafts.append(try AppleNotificationMapper.refundDraft(t, environment: environment, meta: meta))
+            if t["revocationDate"] != nil {
+                // Refunded, or revoked from Family Sharing (no money moves, access ends): never dropped.
+                drafts.append(
+                    t["revocationType"]?.stringValue == "FAMILY_REVOKE"
+                        ? try AppleNotificationMapper.revocationDraft(t, environment: environment, meta: meta)
+                        : try AppleNotificationMapper.refundDraft(t, environment: environment, meta: meta))
             }
         }
         var summary = Summary(subscriber: subscriber, transactions: transactions.count)

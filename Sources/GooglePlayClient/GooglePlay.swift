@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import Logging
 import Metrics
+import PostgresNIO
 import ServiceLifecycle
 import StoreAdapters
 
@@ -59,6 +60,7 @@ public final class GooglePlay: Sendable {
     let keys: GoogleKeySource
     let api: GooglePlayAPI?
     let logger: Logger
+    let wakeups = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
 
     public init(configuration: GooglePlayConfiguration, intake: EventIntake, http: HTTPClient, logger: Logger) {
         self.configuration = configuration
@@ -116,8 +118,9 @@ public final class GooglePlay: Sendable {
             .verify(token, keys: jwks, now: Int64(Date().timeIntervalSince1970))
     }
 
-    /// Records a verified notification (committed before this returns), then tries to resolve it at once.
-    public func receive(_ n: GoogleNotification, raw: String) async throws -> Outcome {
+    /// Records a verified notification (committed before this returns) for the background resolver, which
+    /// `wake` wakes at once.
+    public func receive(_ n: GoogleNotification, raw: String, wake: Bool = true) async throws -> Outcome {
         guard configuration.packageNames.contains(n.packageName) else {
             _ = try await intake.inbox.recordIfNew(message(n, raw: raw, status: .ignored))
             Counter(label: "subledger_google_notifications_ignored_total").increment()
@@ -128,8 +131,9 @@ public final class GooglePlay: Sendable {
             return .ignored
         }
         let status: StoreInbox.Status = n.kind == "test" || n.kind == "unknown" ? .notice : .received
-        // The background resolver leaves it to this request for a minute (the API calls' retries and timeouts).
-        let isNew = try await intake.inbox.recordIfNew(message(n, raw: raw, status: status), resolveAfter: .seconds(60))
+        // Pub/Sub waits 10 s by default for the answer: the notification is only recorded here, and resolved
+        // by the background resolver (woken now), however long Google's API takes.
+        let isNew = try await intake.inbox.recordIfNew(message(n, raw: raw, status: status))
         if !isNew {
             guard try await intake.inbox.status(store: Self.store, messageID: n.messageID) == .received else {
                 count(.duplicate)
@@ -140,9 +144,26 @@ public final class GooglePlay: Sendable {
             count(.notice)
             return .notice
         }
-        let outcome = await resolve(n, raw: raw, attempts: 0)
-        count(outcome)
-        return outcome
+        if wake { self.wake() }
+        count(.received)
+        return .received
+    }
+
+    /// Wakes the background resolver (`GoogleResolverService`): a notification waits in the inbox.
+    public func wake() { wakeups.continuation.yield() }
+
+    /// Resolves every notification that is due now; returns how many were tried.
+    @discardableResult
+    public func resolveDue(limit: Int = 20) async throws -> Int {
+        var tried = 0
+        while true {
+            let due = try await intake.inbox.due(store: Self.store, limit: limit)
+            for m in due {
+                count(await resolve(stored: m))
+            }
+            tried += due.count
+            if due.count < limit { return tried }
+        }
     }
 
     /// Resolves a notification the inbox kept (the background resolver's step).
@@ -171,6 +192,11 @@ public final class GooglePlay: Sendable {
         } catch let error as StoreLinks.Conflict {
             // The token is linked to another subscriber than the one Google names: for an operator.
             return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+        } catch let error as EventValidationError {
+            // What the mapping produced is not a valid batch (a repeated key): retrying cannot help.
+            return await failed(n, error: "\(error)", attempts: attempts, giveUp: true)
+        } catch let error as PSQLError {
+            return await failed(n, error: Self.describe(error), attempts: attempts, giveUp: false)
         } catch {
             // The catalog lacks the product, the database refused: try again later.
             return await failed(n, error: "\(error)", attempts: attempts, giveUp: false)
@@ -200,10 +226,11 @@ public final class GooglePlay: Sendable {
         switch n.kind {
         case "subscription":
             let purchase = try await api.subscription(package: n.packageName, token: token)
-            let r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
-            var drafts = await priced(r.drafts, package: n.packageName)
+            let r = try GoogleSubscriptionMapper.resolve(
+                n, purchase: purchase, orders: await orders(of: purchase, package: n.packageName), periods: await periods(of: purchase))
+            var drafts = r.drafts
             if let linked = r.linkedPurchaseToken {
-                // An upgrade or downgrade: the new token belongs to the old one's subscriber, whose time ends now.
+                // The new token belongs to the old one's subscriber (an upgrade, a top-up, a re-subscription).
                 if r.subscriberHint == nil, try await intake.links.subscriber(store: Self.store, accountID: token) == nil,
                     let owner = try await intake.links.subscriber(store: Self.store, accountID: linked)
                 {
@@ -211,10 +238,17 @@ public final class GooglePlay: Sendable {
                 }
                 if let first = drafts.first(where: { $0.type == .purchase }) {
                     let old = try await api.subscription(package: n.packageName, token: linked)
-                    let currency =
-                        (purchase["lineItems"]?.arrayValue?.first?.objectValue?["autoRenewingPlan"]?.objectValue?["recurringPrice"]?
-                        .objectValue?["currencyCode"]?.stringValue).flatMap { Identifiers.isValidCurrency($0) ? $0 : nil }
-                    drafts += GoogleSubscriptionMapper.replacement(old: old, at: first.occurredAt, currency: currency, n: n)
+                    let cause = GoogleSubscriptionMapper.linkCause(new: purchase, old: old)
+                    logger.info(
+                        "google linked purchase token",
+                        metadata: ["google.message_id": "\(n.messageID)", "google.link_cause": "\(cause.rawValue)"])
+                    if cause == .replacement {
+                        // Replaced mid-period: the old order's time ends when the new one starts.
+                        let currency =
+                            (purchase["lineItems"]?.arrayValue?.first?.objectValue?["autoRenewingPlan"]?.objectValue?["recurringPrice"]?
+                            .objectValue?["currencyCode"]?.stringValue).flatMap { Identifiers.isValidCurrency($0) ? $0 : nil }
+                        drafts += GoogleSubscriptionMapper.replacement(old: old, at: first.occurredAt, currency: currency, n: n)
+                    }
                 }
             }
             let outcome = try await ingest(n, raw: raw, drafts: drafts, environment: r.environment, hint: r.subscriberHint)
@@ -228,37 +262,14 @@ public final class GooglePlay: Sendable {
                 }
             }
             return outcome
-        case "voided_purchase" where n.subtype == "1":
-            let purchase: [String: JSONValue]
-            do {
-                purchase = try await api.subscription(package: n.packageName, token: token)
-            } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
-                // Not a subscription's token (reconciliation cannot tell): a one-time purchase, kept as a notice.
-                return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil)
-            }
-            let env: LedgerEnvironment = purchase["testPurchase"] != nil ? .sandbox : .production
-            let product = purchase["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
-            var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env)
-            if let order = try await readOrder(n) {
-                for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
-            }
-            return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
         case "voided_purchase":
-            // A one-time product's: its order names the product (the notification does not).
-            guard let order = try await readOrder(n),
-                let product = order["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
-            else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
-            let purchase = try? await api.product(package: n.packageName, productID: product, token: token)
-            let env: LedgerEnvironment = purchase?["purchaseType"]?.numberValue?.int64Value == 0 ? .sandbox : .production
-            var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env)
-            for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
-            return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
+            return try await resolveVoided(n, raw: raw, token: token, api: api)
         case "one_time_product" where n.subtype == "1":
             guard let sku = n.productID else { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
             let purchase = try await api.product(package: n.packageName, productID: sku, token: token)
-            let r = try GoogleProductMapper.resolve(n, product: sku, purchase: purchase)
-            let outcome = try await ingest(
-                n, raw: raw, drafts: await priced(r.drafts, package: n.packageName), environment: r.environment, hint: r.subscriberHint)
+            let order = try await readOrder(package: n.packageName, id: purchase["orderId"]?.stringValue)
+            let r = try GoogleProductMapper.resolve(n, product: sku, purchase: purchase, order: order)
+            let outcome = try await ingest(n, raw: raw, drafts: r.drafts, environment: r.environment, hint: r.subscriberHint)
             if case .applied = outcome, let product = r.acknowledgeProductID {
                 do {
                     try await api.acknowledgeProduct(package: n.packageName, productID: product, token: token)
@@ -306,16 +317,24 @@ public final class GooglePlay: Sendable {
                 throw StoreMappingError(
                     field: "product_id", reason: "the purchase token is for \(products.joined(separator: ", ")), not \(productID)")
             }
-            r = try GoogleSubscriptionMapper.resolve(n, purchase: purchase)
+            r = try GoogleSubscriptionMapper.resolve(
+                n, purchase: purchase, orders: await orders(of: purchase, package: package), periods: await periods(of: purchase))
         } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
             // Not a subscription token: a one-time product's, or unknown (then products.get refuses it too).
-            r = try GoogleProductMapper.resolve(
-                n, product: productID, purchase: try await api.product(package: package, productID: productID, token: token))
+            let purchase = try await api.product(package: package, productID: productID, token: token)
+            let order = try await readOrder(package: package, id: purchase["orderId"]?.stringValue)
+            r = try GoogleProductMapper.resolve(n, product: productID, purchase: purchase, order: order)
         }
         let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
         try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
-        let drafts = await priced(r.drafts, package: package)
-        let events = drafts.isEmpty ? [] : try await intake.append(drafts: drafts, subscriber: subscriber, source: Self.store).events
+        let drafts = r.drafts
+        let events: [RecordedEvent]
+        do {
+            events = drafts.isEmpty ? [] : try await intake.append(drafts: drafts, subscriber: subscriber, source: Self.store).events
+        } catch let error as PSQLError {
+            logger.error("google purchase not stored", metadata: ["error.message": "\(Self.describe(error))"])
+            throw error
+        }
         _ = try await intake.link(store: Self.store, accountIDs: [token], to: subscriber, by: "purchase", logger: logger) { _ in [] }
         if let product = r.acknowledgeProductID {
             do {
@@ -351,7 +370,7 @@ public final class GooglePlay: Sendable {
                     guard let order = v["orderId"]?.stringValue, let token = v["purchaseToken"]?.stringValue else { continue }
                     read += 1
                     let voided: [String: JSONValue] = [
-                        "purchaseToken": .string(token), "orderId": .string(order), "productType": 1,
+                        "purchaseToken": .string(token), "orderId": .string(order),
                         "refundType": v["voidedQuantity"] == nil ? 1 : 2,
                     ]
                     let n: GoogleNotification
@@ -367,7 +386,12 @@ public final class GooglePlay: Sendable {
                         logger.warning("google voided purchase skipped", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
                         continue
                     }
-                    if case .duplicate = try await receive(n, raw: "") { continue }
+                    // Resolved here, not by the background resolver: `subledger google reconcile` runs without one.
+                    switch try await receive(n, raw: "", wake: false) {
+                    case .duplicate: continue
+                    case .received: count(await resolve(n, raw: "", attempts: 0))
+                    default: break
+                    }
                     new += 1
                 }
                 let next = page["tokenPagination"]?.objectValue?["nextPageToken"]?.stringValue
@@ -378,39 +402,133 @@ public final class GooglePlay: Sendable {
         return (read, new)
     }
 
-    /// A voided purchase's order (`orders.get`); nil when Google does not give it (the orders permission may
-    /// be missing). Unavailability is thrown: the notification is tried again later.
-    func readOrder(_ n: GoogleNotification) async throws -> [String: JSONValue]? {
-        guard let api, let id = n.orderID else { return nil }
+    /// An order (`orders.get`); nil when Google does not give it (the orders permission may be missing).
+    /// Unavailability is thrown: the notification is tried again later.
+    func readOrder(package: String, id: String?) async throws -> [String: JSONValue]? {
+        guard let api, let id, Identifiers.problem(id) == nil else { return nil }
         do {
-            return try await api.order(package: n.packageName, orderID: id)
+            return try await api.order(package: package, orderID: id)
         } catch GooglePlayError.refused(let status, let message) {
             logger.info("google order not read", metadata: ["google.order_id": "\(id)", "http.status": "\(status)", "error.message": "\(message)"])
             return nil
         }
     }
 
-    /// Purchases and renewals priced from their orders (`orders.get`); a draft whose order cannot be read
-    /// keeps the catalog's price (logged: the orders API may not be enabled for the service account).
-    func priced(_ drafts: [EventDraft], package: String) async -> [EventDraft] {
-        guard let api else { return drafts }
-        var out = drafts
-        // A renewal's period: the catalog's billing period back from Google's expiry (a notification resolved
-        // late would otherwise start the period at the notification's time).
-        let renewed = Set(out.filter { $0.type == .renewal }.compactMap(\.productID))
-        if !renewed.isEmpty, let products = try? await intake.catalog.latest(renewed) {
-            out = out.map { d in GoogleSubscriptionMapper.withCatalogPeriod(d, period: d.productID.flatMap { products[$0]?.period }) }
-        }
-        for i in out.indices where out[i].type == .purchase || out[i].type == .renewal {
-            guard let order = out[i].data["transaction_id"]?.stringValue else { continue }
+    /// The orders a subscription's line items name, each read once (line items of one order share it), and
+    /// for a renewal whose order states no period the previous order (its end is this one's start). An
+    /// order that cannot be read is left out: the catalog's price stands (logged).
+    func orders(of purchase: [String: JSONValue], package: String) async -> [String: [String: JSONValue]] {
+        var out: [String: [String: JSONValue]] = [:]
+        var tried: Set<String> = []
+        func read(_ id: String) async {
+            guard tried.insert(id).inserted else { return }
             do {
-                GoogleOrderPricing.apply(order: try await api.order(package: package, orderID: order), to: &out[i])
+                if let o = try await readOrder(package: package, id: id) { out[id] = o }
             } catch {
-                logger.info(
-                    "google order not read; the catalog's price stands", metadata: ["google.order_id": "\(order)", "error.message": "\(error)"])
+                logger.info("google order not read; the catalog's price stands", metadata: ["google.order_id": "\(id)", "error.message": "\(error)"])
+            }
+        }
+        for item in purchase["lineItems"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
+            guard let id = item["latestSuccessfulOrderId"]?.stringValue, let product = item["productId"]?.stringValue else { continue }
+            await read(id)
+            if GoogleSubscriptionMapper.servicePeriod(out[id], product: product) == nil, let previous = GoogleSubscriptionMapper.previousOrder(id) {
+                await read(previous)
             }
         }
         return out
+    }
+
+    /// The catalog's billing periods of a subscription's products (the last resort for a renewal's start).
+    func periods(of purchase: [String: JSONValue]) async -> [String: ISODuration] {
+        let products = Set((purchase["lineItems"]?.arrayValue ?? []).compactMap { $0.objectValue?["productId"]?.stringValue })
+        guard !products.isEmpty, let latest = try? await intake.catalog.latest(products) else { return [:] }
+        return latest.compactMapValues(\.period)
+    }
+
+    /// A voided purchase (a refund or chargeback): a `refund` of its order only once Google confirms it
+    /// (the order is refunded, or `voidedpurchases.list` names it); the push's OIDC token is not bound to
+    /// its body. Unconfirmed, it is kept as a `store_notice` saying why. Subscriptions and one-time products
+    /// alike: the order names the product and its kind.
+    func resolveVoided(_ n: GoogleNotification, raw: String, token: String, api: GooglePlayAPI) async throws -> Outcome {
+        let order = try await readOrder(package: n.packageName, id: n.orderID)
+        let item = order?["lineItems"]?.arrayValue?.first?.objectValue
+        var product = item?["productId"]?.stringValue
+        var env = LedgerEnvironment.production
+        let oneTime = item.map { $0["subscriptionDetails"] == nil && ($0["oneTimePurchaseDetails"] != nil || n.subtype == "2") } ?? (n.subtype == "2")
+        if oneTime {
+            if let product, let p = try? await api.product(package: n.packageName, productID: product, token: token) {
+                env = p["purchaseType"]?.numberValue?.int64Value == 0 ? .sandbox : .production
+            }
+        } else {
+            do {
+                let p = try await api.subscription(package: n.packageName, token: token)
+                env = p["testPurchase"] != nil ? .sandbox : .production
+                product = product ?? p["lineItems"]?.arrayValue?.first?.objectValue?["productId"]?.stringValue
+            } catch GooglePlayError.refused(let status, _) where status == 404 || status == 410 {
+                // Not a subscription's token, and no order to say whose: nothing to refund by.
+                if product == nil { return try await ingest(n, raw: raw, drafts: [], environment: .production, hint: nil) }
+            }
+        }
+        guard let product else { return try await ingest(n, raw: raw, drafts: [], environment: env, hint: nil) }
+        let state = order?["state"]?.stringValue
+        var at = GoogleSubscriptionMapper.refundTime(order)
+        var confirmed = state == "REFUNDED" || state == "PARTIALLY_REFUNDED" || state == "CANCELED"
+        if !confirmed, let listed = try await listedVoid(n) {
+            confirmed = true
+            at = listed
+        }
+        guard confirmed else {
+            logger.warning(
+                "google voided purchase not confirmed by Google: kept as a notice",
+                metadata: [
+                    "google.message_id": "\(n.messageID)", "google.order_id": "\(n.orderID ?? "")", "google.order_state": "\(state ?? "unknown")",
+                ])
+            let notice = GoogleSubscriptionMapper.notice(
+                n, env: env, kind: "void_unconfirmed", order: n.orderID, key: "google:notice:\(n.messageID)",
+                meta: ["store": "google", "origin": "voided_purchase", "message_id": .string(n.messageID)],
+                detail: [
+                    "product_id": .string(product), "order_state": state.map(JSONValue.string) ?? .null,
+                    "why": "orders.get does not say the order was refunded and voidedpurchases.list does not name it",
+                ])
+            return try await ingest(n, raw: raw, drafts: [notice], environment: env, hint: nil)
+        }
+        var drafts = GoogleSubscriptionMapper.voided(n, product: product, environment: env, at: at)
+        if let order {
+            for i in drafts.indices { GoogleOrderPricing.applyRefund(order: order, to: &drafts[i]) }
+        }
+        return try await ingest(n, raw: raw, drafts: drafts, environment: env, hint: nil)
+    }
+
+    /// Google's time of voiding when `voidedpurchases.list` (the 30 days it keeps, a few pages) names the
+    /// notification's order.
+    func listedVoid(_ n: GoogleNotification) async throws -> Timestamp? {
+        guard let api, let order = n.orderID else { return nil }
+        let floor = Int64(Date().timeIntervalSince1970 * 1000) - 30 * 86_400_000 + 60_000
+        let since = max(n.eventTime.microseconds / 1000 - 30 * 86_400_000, floor)
+        var pageToken: String?
+        var cursor = PageCursor("voided purchases of \(n.packageName)", maxPages: 10)
+        repeat {
+            let page: [String: JSONValue]
+            do {
+                page = try await api.voidedPurchases(package: n.packageName, since: since, pageToken: pageToken)
+            } catch GooglePlayError.refused {
+                return nil
+            }
+            for v in page["voidedPurchases"]?.arrayValue?.compactMap(\.objectValue) ?? [] where v["orderId"]?.stringValue == order {
+                let millis = v["voidedTimeMillis"]?.stringValue.flatMap { Int64($0) } ?? v["voidedTimeMillis"]?.numberValue?.int64Value
+                return millis.flatMap(GoogleTime.millis) ?? n.eventTime
+            }
+            let next = page["tokenPagination"]?.objectValue?["nextPageToken"]?.stringValue
+            pageToken = try cursor.next(hasMore: next != nil, token: next)
+        } while pageToken != nil
+        return nil
+    }
+
+    /// A database error with its SQLSTATE and server message (PostgresNIO's description hides both).
+    static func describe(_ error: PSQLError) -> String {
+        let state = error.serverInfo?[.sqlState] ?? "none"
+        let message = error.serverInfo?[.message] ?? "\(error.code)"
+        return "database error \(state): \(message)"
     }
 
     private func message(_ n: GoogleNotification, raw: String, status: StoreInbox.Status) -> StoreInbox.Message {
@@ -436,10 +554,28 @@ public struct GoogleResolverService: Service {
     }
 
     public func run() async throws {
-        // Failures are logged; the next poll retries (nothing in the inbox is dropped).
-        await runPeriodically(every: play.configuration.pollInterval, logger: play.logger, what: "google inbox resolution") {
-            for m in try await inbox.due(store: GooglePlay.store, limit: 20) {
-                _ = await play.resolve(stored: m)
+        // Woken by each notification recorded, and every poll interval for those waiting for a retry.
+        // Failures are logged; the next wake retries (nothing in the inbox is dropped).
+        let play = play
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: play.configuration.pollInterval)
+                        play.wake()
+                    }
+                }
+                for await _ in play.wakeups.stream {
+                    if Task.isCancelled { break }
+                    do {
+                        try await play.resolveDue()
+                    } catch is CancellationError {
+                        break
+                    } catch {
+                        play.logger.warning("google inbox resolution failed; retrying at the next wake", metadata: ["error.message": "\(error)"])
+                    }
+                }
+                group.cancelAll()
             }
         }
     }

@@ -253,6 +253,33 @@ struct AppStoreServerAPITests {
         }
     }
 
+    @Test("a transaction revoked from Family Sharing is a cancellation by sync too, stored once with its REVOKE notification's")
+    func syncFamilyRevoke() async throws {
+        let world = try W()
+        let a = UUID().uuidString.lowercased()
+        let now = W.month(4)
+        let revoked = Timestamp(microseconds: W.month(1).microseconds + 5 * 86_400_000_000)
+        let first = W.transaction("4000", original: "4000", from: W.month(0), to: W.month(1), token: a)
+        let second = W.transaction(
+            "4001", original: "4000", from: W.month(1), to: W.month(2), token: a,
+            extra: ["inAppOwnershipType": "FAMILY_SHARED", "revocationDate": W.ms(revoked), "revocationType": "FAMILY_REVOKE", "revocationReason": 0])
+        world.standIn.state.withLock {
+            $0.transactionPages["4000"] = [[first, second].map { world.signedTransaction($0, signedAt: now) }]
+        }
+        try await world.run { api, intake, client in
+            let sync = AppleSync(client: api, verifier: world.verifier, intake: intake, bundleID: W.bundleID, logger: TestDatabase.logger)
+            let summary = try await sync.sync(originalTransactionID: "4000", subscriber: nil, now: now)
+            #expect(summary.transactions == 2 && summary.appended == 3, "the purchase, the renewal and its revocation")
+            let w = try await windows(client, a)
+            #expect(w.count == 2 && w.last?.hasSuffix(" cancellation") == true, "\(w)")
+            // The REVOKE notification of that transaction, arriving after the sync, is the same fact.
+            let payload = world.notification("REVOKE", at: Timestamp(microseconds: revoked.microseconds + 1_000_000), transaction: second)
+            _ = try await intake.ingest(apple: try await world.reader.read(signedPayload: payload, now: now), signedPayload: payload)
+            #expect(try await eventCount(client, a) == 3)
+            #expect(try await windows(client, a) == w)
+        }
+    }
+
     @Test("the periodic backfill reads from its durable mark (an hour before it), and the first run 179 days back")
     func periodicBackfill() async throws {
         let world = try W()

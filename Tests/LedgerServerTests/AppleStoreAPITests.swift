@@ -28,6 +28,13 @@ struct AppleStoreAPITests {
         return t
     }
 
+    /// A full refund's REFUND notification, revoked and signed at `at`.
+    static func refund(_ signer: AppleTestSigner, _ id: String, from: String, to: String, at: String) -> JSONValue {
+        signer.notificationBody(
+            type: "REFUND", signedDate: t(at),
+            transaction: txn(id, from: from, to: to, extra: ["revocationDate": ms(at), "revocationType": "REFUND_FULL"]))
+    }
+
     func post(_ http: any TestClientProtocol, _ api: APIHarness, _ body: JSONValue, path: String = "notifications") async throws -> TestResponse {
         try await http.execute(uri: "/v1/stores/apple/\(path)", method: .post, headers: api.headers(.writer), body: LedgerServerTests.body(body))
     }
@@ -37,14 +44,25 @@ struct AppleStoreAPITests {
         return try r.json.objectValue?["entitlements"]?.arrayValue?.first { $0.objectValue?["entitlement"] == "pro" }?.objectValue
     }
 
-    @Test("SUBSCRIBED, DID_RENEW, REFUND unlock, extend and cut pro; a duplicate stores nothing; a tampered one is refused")
-    func subscribedRenewRefund() async throws {
+    /// The application with pro.monthly in the catalog, and the SUBSCRIBED notification of transaction 5000
+    /// (March 2026) signed by the test CA.
+    func withPro(
+        _ body: @escaping @Sendable (AppleTestSigner, any TestClientProtocol, APIHarness, JSONValue) async throws -> Void
+    ) async throws {
         let signer = try AppleTestSigner()
         try await APIHarness.run(appleRootsDER: [signer.rootDER]) { http, api in
-            _ = try await http.execute(uri: "/v1/catalog/products/pro.monthly", method: .put, headers: api.headers(.admin), body: body(Self.product))
+            _ = try await http.execute(
+                uri: "/v1/catalog/products/pro.monthly", method: .put, headers: api.headers(.admin), body: LedgerServerTests.body(Self.product))
             let subscribed = signer.notificationBody(
                 type: "SUBSCRIBED", subtype: "INITIAL_BUY", signedDate: Self.t("2026-03-01T10:00:01Z"),
                 transaction: Self.txn("5000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z"))
+            try await body(signer, http, api, subscribed)
+        }
+    }
+
+    @Test("SUBSCRIBED, DID_RENEW, REFUND unlock, extend and cut pro; a duplicate stores nothing; a tampered one is refused")
+    func subscribedRenewRefund() async throws {
+        try await withPro { signer, http, api, subscribed in
             let first = try await post(http, api, subscribed)
             #expect(first.status == .ok)
             #expect(try first.json.objectValue?["status"] == "applied")
@@ -61,11 +79,7 @@ struct AppleStoreAPITests {
             #expect(try await post(http, api, renew).status == .ok)
             #expect(try await pro(http, api, at: "2026-03-15T00:00:00Z")?["expires_at"] == "2026-05-01T10:00:00Z")
 
-            let refund = signer.notificationBody(
-                type: "REFUND", signedDate: Self.t("2026-04-10T00:00:00Z"),
-                transaction: Self.txn(
-                    "5001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z",
-                    extra: ["revocationDate": Self.ms("2026-04-10T00:00:00Z"), "revocationType": "REFUND_FULL"]))
+            let refund = Self.refund(signer, "5001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z", at: "2026-04-10T00:00:00Z")
             #expect(try await post(http, api, refund).status == .ok)
             #expect(try await pro(http, api, at: "2026-04-15T00:00:00Z")?["active"] == false)
             #expect(try await pro(http, api, at: "2026-03-15T00:00:00Z")?["expires_at"] == "2026-04-10T00:00:00Z")
@@ -88,6 +102,33 @@ struct AppleStoreAPITests {
             #expect(try await post(http, api, ["signedPayload": .string(flipped)]).errorCode == "invalid_signature")
             let feed = try await http.execute(uri: "/v1/events", method: .get, headers: api.headers(.auditor))
             #expect(try feed.events.count == 3)
+        }
+    }
+
+    @Test("RENEWAL_EXTENDED credits from the old expiry, not from its own time: a refund of the paid period still cuts it")
+    func renewalExtended() async throws {
+        try await withPro { signer, http, api, subscribed in
+            #expect(try await post(http, api, subscribed).status == .ok)
+            // The developer extended the renewal date by a week on 20 March: Apple states the new expiry only.
+            let extended = signer.notificationBody(
+                type: "RENEWAL_EXTENDED", signedDate: Self.t("2026-03-20T00:00:00Z"),
+                transaction: Self.txn("5000", from: "2026-03-01T10:00:00Z", to: "2026-04-08T10:00:00Z"))
+            #expect(try await post(http, api, extended).status == .ok)
+            let stream = try await http.execute(uri: "/v1/subscribers/\(Self.token)/events", method: .get, headers: api.headers(.auditor))
+            let credit = try #require(try stream.events.first { $0["type"] == "credit" })
+            #expect(credit["data"]?.objectValue?["window_start"] == "2026-04-01T10:00:00Z")
+            #expect(credit["data"]?.objectValue?["window_end"] == "2026-04-08T10:00:00Z")
+            let refund = Self.refund(signer, "5000", from: "2026-03-01T10:00:00Z", to: "2026-04-08T10:00:00Z", at: "2026-03-25T00:00:00Z")
+            #expect(try await post(http, api, refund).status == .ok)
+            #expect(try await pro(http, api, at: "2026-03-28T00:00:00Z")?["active"] == false, "the refunded paid time is not a credit")
+            // An extension of a transaction the ledger has not recorded is kept as a notice, not a credit.
+            let unknown = signer.notificationBody(
+                type: "RENEWAL_EXTENDED", signedDate: Self.t("2026-03-20T00:00:00Z"),
+                transaction: Self.txn("5009", from: "2026-03-10T10:00:00Z", to: "2026-04-17T10:00:00Z"))
+            #expect(try await post(http, api, unknown).status == .ok)
+            let after = try await http.execute(uri: "/v1/subscribers/\(Self.token)/events", method: .get, headers: api.headers(.auditor))
+            #expect(try after.events.last?["type"] == "store_notice")
+            #expect(try after.events.last?["data"]?.objectValue?["kind"] == "renewal_extended")
         }
     }
 

@@ -32,6 +32,10 @@ final class GooglePlayStandIn: Sendable {
         /// The JWKS answers 503, after a while, while this is set.
         var jwksDown = false
         var jwksRequests = 0
+        /// `orders.get` calls per order id (a retry must not repeat one per line item).
+        var orderCalls: [String: Int] = [:]
+        /// How long `subscriptionsv2.get` takes to answer (a hanging Play API).
+        var delay: Duration = .zero
     }
 
     static let email = "ledger@test-project.iam.gserviceaccount.com"
@@ -165,6 +169,8 @@ final class GooglePlayStandIn: Sendable {
                 return s.down
             }
             if down { return Self.unavailable() }
+            let delay = self.state.withLock { $0.delay }
+            if delay > .zero { try await Task.sleep(for: delay) }
             guard self.authorised(request) else { return Self.unauthorised() }
             let token = context.parameters.get("token") ?? ""
             guard context.parameters.get("package") == Self.package, let p = self.state.withLock({ $0.purchases[token] }),
@@ -177,7 +183,10 @@ final class GooglePlayStandIn: Sendable {
         router.get("androidpublisher/v3/applications/:package/orders/:order") { request, context in
             if self.state.withLock({ $0.down }) { return Self.unavailable() }
             guard self.authorised(request) else { return Self.unauthorised() }
-            guard let order = self.state.withLock({ $0.orders[context.parameters.get("order") ?? ""] }) else {
+            let id = context.parameters.get("order") ?? ""
+            self.state.withLock { $0.orderCalls[id, default: 0] += 1 }
+            // Google answers only for the package the order belongs to.
+            guard context.parameters.get("package") == Self.package, let order = self.state.withLock({ $0.orders[id] }) else {
                 return Self.json(["error": ["code": 404, "message": "Order not found.", "status": "NOT_FOUND"]], status: .notFound)
             }
             return Self.json(order)
@@ -346,12 +355,21 @@ struct GoogleStoreAPITests {
         ]
     }
 
+    /// Pushes a notification; with `settle`, waits (up to 5 s) until the background resolver has resolved
+    /// what the push recorded (the push is answered 202 once it is in the inbox).
     @discardableResult
-    static func send(_ c: Context, _ push: JSONValue, token: String? = nil) async throws -> TestResponse {
+    static func send(_ c: Context, _ push: JSONValue, token: String? = nil, settle: Bool = true) async throws -> TestResponse {
         let bearer = try token ?? c.google.oidcToken()
-        return try await c.http.execute(
+        let r = try await c.http.execute(
             uri: "/v1/stores/google/notifications", method: .post,
             headers: [.contentType: "application/json", .authorization: "Bearer \(bearer)"], body: LedgerServerTests.body(push))
+        if settle, r.status == .accepted, let id = push.objectValue?["message"]?.objectValue?["messageId"]?.stringValue {
+            for _ in 0..<100 {
+                if try await inbox(c)[id] != "received" { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        return r
     }
 
     static func entitlement(_ c: Context, _ subscriber: String, _ name: String = "pro", at: String) async throws -> [String: JSONValue]? {
@@ -386,16 +404,15 @@ struct GoogleStoreAPITests {
         try await Self.run { c in
             c.google.set("tok-a", Self.purchase(order: "GPA.1111-2222-3333-44444", expiry: "2026-04-01T10:00:00.5Z"))
             let bought = try await Self.send(c, Self.push(id: "m1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-a"))
-            #expect(bought.status == .ok)
-            #expect(try bought.json.objectValue?["status"] == "applied")
-            #expect(try bought.json.objectValue?["subscriber_id"] == "user-1")
+            #expect(bought.status == .accepted)
+            #expect(try bought.json.objectValue?["status"] == "received")
+            #expect(try await Self.inbox(c)["m1"] == "applied")
             #expect(try await Self.active(c, "user-1", at: "2026-03-15T00:00:00Z"))
             #expect(c.google.acknowledged == ["tok-a"])
 
             c.google.set("tok-a", Self.purchase(order: "GPA.1111-2222-3333-44444..0", expiry: "2026-05-01T10:00:00Z", acknowledged: true))
-            #expect(
-                try await Self.send(c, Self.push(id: "m2", at: "2026-04-01T10:00:00Z", type: 2, token: "tok-a")).json.objectValue?["status"]
-                    == "applied")
+            try await Self.send(c, Self.push(id: "m2", at: "2026-04-01T10:00:00Z", type: 2, token: "tok-a"))
+            #expect(try await Self.inbox(c)["m2"] == "applied")
             #expect(try await Self.active(c, "user-1", at: "2026-04-15T00:00:00Z"))
 
             c.google.set(
@@ -480,8 +497,8 @@ struct GoogleStoreAPITests {
                 Self.purchase(
                     product: "max.monthly", order: "GPA.5000-0000-0000-00001", start: "2026-03-15T10:00:00Z", expiry: "2026-04-15T10:00:00Z",
                     account: nil, linked: "tok-old"))
-            let up = try await Self.send(c, Self.push(id: "u2", at: "2026-03-15T10:00:01Z", type: 4, token: "tok-new"))
-            #expect(try up.json.objectValue?["subscriber_id"] == "user-u")
+            try await Self.send(c, Self.push(id: "u2", at: "2026-03-15T10:00:01Z", type: 4, token: "tok-new"))
+            #expect(try await Self.inbox(c)["u2"] == "applied")
             #expect(try await Self.active(c, "user-u", "max", at: "2026-03-20T00:00:00Z"))
             #expect(try await Self.entitlement(c, "user-u", at: "2026-03-20T00:00:00Z")?["expires_at"] == "2026-04-15T10:00:00Z")
             let events = try await Self.events(c, "user-u")
@@ -522,6 +539,11 @@ struct GoogleStoreAPITests {
         try await Self.run { c in
             c.google.set("tok-v", Self.purchase(order: "GPA.7000-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-v"))
             try await Self.send(c, Self.push(id: "v1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-v"))
+            c.google.void([
+                "kind": "androidpublisher#voidedPurchase", "purchaseToken": "tok-v", "orderId": "GPA.7000-0000-0000-00001",
+                "purchaseTimeMillis": .string(String(Self.t("2026-03-01T10:00:00Z").microseconds / 1000)),
+                "voidedTimeMillis": .string(String(Self.t("2026-03-10T00:00:00Z").microseconds / 1000)), "voidedSource": 0, "voidedReason": 1,
+            ])
             try await Self.send(c, Self.push(id: "v2", at: "2026-03-10T00:00:00Z", token: "tok-v", voided: "GPA.7000-0000-0000-00001"))
             #expect(try await Self.active(c, "user-v", at: "2026-03-15T00:00:00Z") == false)
             let refund = try #require(try await Self.events(c, "user-v").last)
@@ -578,8 +600,8 @@ struct GoogleStoreAPITests {
         try await Self.run { c in
             c.google.set("tok-d", Self.purchase(order: "GPA.9100-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-d"))
             c.google.setDown(true)
-            let r = try await Self.send(c, Self.push(id: "d1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-d"))
-            #expect(r.status == .ok)
+            let r = try await Self.send(c, Self.push(id: "d1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-d"), settle: false)
+            #expect(r.status == .accepted)
             #expect(try r.json.objectValue?["status"] == "received")
             #expect(try await Self.inbox(c) == ["d1": "received"])
             #expect(try await Self.events(c, "user-d").isEmpty)
@@ -607,7 +629,7 @@ struct GoogleStoreAPITests {
             let secret = GoogleOutboundTests.secret
             c.google.state.withLock { $0.issuedToken = "ya29.\(secret)\r\nX-Injected: 1" }
             c.google.set("tok-h", Self.purchase(order: "GPA.9300-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-h"))
-            let r = try await Self.send(c, Self.push(id: "h1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-h"))
+            let r = try await Self.send(c, Self.push(id: "h1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-h"), settle: false)
             #expect(try r.json.objectValue?["status"] == "received")
             let submit: JSONValue = [
                 "subscriber_id": "user-h", "package_name": .string(GooglePlayStandIn.package), "product_id": "pro.monthly", "purchase_token": "tok-h",
@@ -649,8 +671,8 @@ struct GoogleStoreAPITests {
     func submittedPurchase() async throws {
         try await Self.run { c in
             c.google.set("tok-s", Self.purchase(order: "GPA.9200-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: nil))
-            let pending = try await Self.send(c, Self.push(id: "s1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-s"))
-            #expect(try pending.json.objectValue?["status"] == "pending")
+            try await Self.send(c, Self.push(id: "s1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-s"))
+            #expect(try await Self.inbox(c)["s1"] == "pending")
             #expect(c.google.acknowledged.isEmpty, "not acknowledged before it is recorded")
             let submit: JSONValue = [
                 "subscriber_id": "user-s", "package_name": .string(GooglePlayStandIn.package), "product_id": "pro.monthly", "purchase_token": "tok-s",
@@ -702,8 +724,8 @@ struct GoogleStoreAPITests {
                 "oneTimeProductNotification": ["version": "1.0", "notificationType": 1, "purchaseToken": "tok-l", "sku": "lifetime.pro"],
             ]
             let push: JSONValue = ["message": ["data": .string(Data(n.canonicalBytes()).base64EncodedString()), "messageId": "l1"]]
-            let r = try await Self.send(c, push)
-            #expect(try r.json.objectValue?["status"] == "applied")
+            try await Self.send(c, push)
+            #expect(try await Self.inbox(c)["l1"] == "applied")
             #expect(try await Self.active(c, "user-l", at: "2030-01-01T00:00:00Z"))
             #expect(c.google.acknowledged == ["tok-l"])
 
@@ -754,8 +776,6 @@ struct GoogleStoreAPITests {
                 c.google.set("tok-r\(i)", Self.purchase(order: "GPA.9600-0000-0000-0000\(i)", expiry: "2026-04-01T10:00:00Z", account: user))
                 try await Self.send(c, Self.push(id: "r\(i)", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-r\(i)"))
             }
-            // tok-r0's voiding was also notified: reconciliation must not refund it twice.
-            try await Self.send(c, Self.push(id: "rv0", at: "2026-03-10T00:00:00Z", token: "tok-r0", voided: "GPA.9600-0000-0000-00000"))
             for i in 0..<3 {
                 c.google.void([
                     "kind": "androidpublisher#voidedPurchase", "purchaseToken": .string("tok-r\(i)"),
@@ -764,6 +784,8 @@ struct GoogleStoreAPITests {
                     "voidedTimeMillis": .string(String(Self.t("2026-03-10T00:00:00Z").microseconds / 1000)), "voidedSource": 0, "voidedReason": 1,
                 ])
             }
+            // tok-r0's voiding was also notified: reconciliation must not refund it twice.
+            try await Self.send(c, Self.push(id: "rv0", at: "2026-03-10T00:00:00Z", token: "tok-r0", voided: "GPA.9600-0000-0000-00000"))
             var refunded = false
             for _ in 0..<100 where !refunded {
                 try await Task.sleep(for: .milliseconds(100))
@@ -852,4 +874,327 @@ struct GoogleStoreAPITests {
 
 extension Dictionary where Key == String, Value == JSONValue {
     func objectValue(_ key: String) -> [String: JSONValue]? { self[key]?.objectValue }
+}
+
+/// The stores as they really behave: late facts, linked tokens by cause, deferrals, month ends, one-time
+/// products, voids Google must confirm, orders with two line items, unreadable money, Pub/Sub's deadline.
+extension GoogleStoreAPITests {
+    typealias Item = (product: String, start: String, end: String, units: String)
+
+    /// An `Order` (`orders.get`) with one subscription line item per `items`, each with its service period.
+    static func order(_ id: String, token: String, state: String = "PROCESSED", _ items: [Item], history: [String: JSONValue]? = nil) -> JSONValue {
+        func money(_ units: String) -> JSONValue { ["currencyCode": "USD", "units": .string(units), "nanos": 990_000_000] }
+        let total = items.compactMap { Int64($0.units) }.reduce(0, +) + Int64(items.count - 1)
+        var o: [String: JSONValue] = [
+            "orderId": .string(id), "purchaseToken": .string(token), "state": .string(state), "createTime": .string(items[0].start),
+            "total": items.count == 1 ? money(items[0].units) : money(String(total)),
+            "lineItems": .array(
+                items.map { i in
+                    [
+                        "productId": .string(i.product), "total": money(i.units),
+                        "subscriptionDetails": [
+                            "basePlanId": "monthly", "offerPhase": "BASE", "servicePeriodStartTime": .string(i.start),
+                            "servicePeriodEndTime": .string(i.end),
+                        ],
+                    ]
+                }),
+        ]
+        if let history { o["orderHistory"] = .object(history) }
+        return .object(o)
+    }
+
+    static func submit(_ c: Context, subscriber: String, product: String = "pro.monthly", token: String) async throws -> TestResponse {
+        let body: JSONValue = [
+            "subscriber_id": .string(subscriber), "package_name": .string(GooglePlayStandIn.package), "product_id": .string(product),
+            "purchase_token": .string(token),
+        ]
+        return try await c.http.execute(
+            uri: "/v1/stores/google/purchases", method: .post, headers: c.api.headers(.writer), body: LedgerServerTests.body(body))
+    }
+
+    static func types(_ events: [[String: JSONValue]]) -> [String] { events.map { $0["type"]?.stringValue ?? "" } }
+
+    /// A first order with its service period, its token's state, and the push that records it.
+    static func bought(_ c: Context, order o: String, token: String, account: String, from start: String, to end: String) async throws {
+        c.google.order(o, Self.order(o, token: token, [("pro.monthly", start, end, "9")]))
+        c.google.set(token, Self.purchase(order: o, start: start, expiry: end, account: account))
+        try await Self.send(c, Self.push(id: "\(token)-bought", at: start, type: 4, token: token))
+    }
+
+    @Test("a renewal learned after its period ended is recorded, with its order's period and price (push and submitted token)")
+    func lateRenewal() async throws {
+        try await Self.run { c in
+            let base = "GPA.1100-0000-0000-00001"
+            try await Self.bought(c, order: base, token: "tok-late", account: "user-late", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z")
+            // The renewal's notification is resolved after that period ended (a Pub/Sub backlog, a ledger outage).
+            c.google.order(
+                base + "..0", Self.order(base + "..0", token: "tok-late", [("pro.monthly", "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z", "8")]))
+            c.google.set(
+                "tok-late",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_EXPIRED", order: base + "..0", start: "2026-03-01T10:00:00Z", expiry: "2026-05-01T10:00:00Z",
+                    autoRenew: false, account: "user-late", acknowledged: true, canceled: ["userInitiatedCancellation": [:]]))
+            try await Self.send(c, Self.push(id: "late2", at: "2026-05-03T00:00:00Z", type: 2, token: "tok-late"))
+            var events = try await Self.events(c, "user-late")
+            #expect(Self.types(events) == ["purchase", "renewal"])
+            let renewal = events.last?.objectValue("data")
+            #expect(renewal?["period_start"] == "2026-04-01T10:00:00Z" && renewal?["period_end"] == "2026-05-01T10:00:00Z")
+            #expect(renewal?["price_minor"] == 899)
+            #expect(events.last?["occurred_at"] == "2026-04-01T10:00:00Z")
+            #expect(try await Self.active(c, "user-late", at: "2026-04-15T00:00:00Z"))
+
+            // The app submits the token again, a period later still: the order Google now names is recorded.
+            c.google.order(
+                base + "..1", Self.order(base + "..1", token: "tok-late", [("pro.monthly", "2026-05-01T10:00:00Z", "2026-06-01T10:00:00Z", "9")]))
+            c.google.set(
+                "tok-late",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_EXPIRED", order: base + "..1", start: "2026-03-01T10:00:00Z", expiry: "2026-06-01T10:00:00Z",
+                    autoRenew: false, account: "user-late", acknowledged: true, canceled: ["userInitiatedCancellation": [:]]))
+            let r = try await Self.submit(c, subscriber: "user-late", token: "tok-late")
+            #expect(r.status == .ok)
+            events = try await Self.events(c, "user-late")
+            #expect(Self.types(events) == ["purchase", "renewal", "renewal"])
+            #expect(events.last?.objectValue("data")?["period_start"] == "2026-05-01T10:00:00Z")
+        }
+    }
+
+    /// A `ProductPurchase` (`purchases.products.get`).
+    static func productPurchase(_ order: String, token: String, state: Int64 = 0, account: String?) -> [String: JSONValue] {
+        var p: [String: JSONValue] = [
+            "kind": "androidpublisher#productPurchase", "productId": "lifetime.pro", "orderId": .string(order), "purchaseToken": .string(token),
+            "purchaseTimeMillis": .string(String(Self.t("2026-03-01T10:00:00Z").microseconds / 1000)),
+            "purchaseState": .number(JSONNumber(state)), "acknowledgementState": 1, "consumptionState": 0, "regionCode": "US",
+        ]
+        if let account { p["obfuscatedExternalAccountId"] = .string(account) }
+        return p
+    }
+
+    /// An `Order` of one one-time product.
+    static func productOrder(_ id: String, token: String, state: String, refundedAt: String? = nil) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "orderId": .string(id), "purchaseToken": .string(token), "state": .string(state), "createTime": "2026-03-01T10:00:00Z",
+            "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000],
+            "lineItems": [
+                [
+                    "productId": "lifetime.pro", "productTitle": "Pro forever",
+                    "total": ["currencyCode": "USD", "units": "49", "nanos": 990_000_000],
+                    "oneTimePurchaseDetails": ["quantity": 1],
+                ]
+            ],
+        ]
+        if let refundedAt {
+            o["orderHistory"] = ["refundEvent": ["eventTime": .string(refundedAt), "refundReason": "OTHER"]]
+        }
+        return .object(o)
+    }
+
+    static func productPush(id: String, at: String, token: String, type: Int64 = 1) -> JSONValue {
+        let n: JSONValue = [
+            "version": "1.0", "packageName": .string(GooglePlayStandIn.package), "eventTimeMillis": .string(String(t(at).microseconds / 1000)),
+            "oneTimeProductNotification": [
+                "version": "1.0", "notificationType": .number(JSONNumber(type)), "purchaseToken": .string(token), "sku": "lifetime.pro",
+            ],
+        ]
+        return ["message": ["data": .string(Data(n.canonicalBytes()).base64EncodedString()), "messageId": .string(id)]]
+    }
+
+    static func voidedPush(id: String, at: String, token: String, order: String, productType: Int64) -> JSONValue {
+        let n: JSONValue = [
+            "version": "1.0", "packageName": .string(GooglePlayStandIn.package), "eventTimeMillis": .string(String(t(at).microseconds / 1000)),
+            "voidedPurchaseNotification": [
+                "purchaseToken": .string(token), "orderId": .string(order), "productType": .number(JSONNumber(productType)), "refundType": 1,
+            ],
+        ]
+        return ["message": ["data": .string(Data(n.canonicalBytes()).base64EncodedString()), "messageId": .string(id)]]
+    }
+
+    @Test("a one-time purchase resolved after its refund is still recorded, and its refund cuts it at Google's time")
+    func refundedBeforeResolved() async throws {
+        try await Self.run { c in
+            let order = "GPA.1200-0000-0000-00001"
+            c.google.set("tok-rb", Self.productPurchase(order, token: "tok-rb", state: 1, account: "user-rb"))
+            c.google.order(order, Self.productOrder(order, token: "tok-rb", state: "REFUNDED", refundedAt: "2026-03-05T00:00:00Z"))
+            try await Self.send(c, Self.productPush(id: "rb1", at: "2026-03-01T10:00:01Z", token: "tok-rb"))
+            #expect(Self.types(try await Self.events(c, "user-rb")) == ["purchase"])
+            try await Self.send(c, Self.voidedPush(id: "rb2", at: "2026-03-06T00:00:00Z", token: "tok-rb", order: order, productType: 2))
+            let events = try await Self.events(c, "user-rb")
+            #expect(Self.types(events) == ["purchase", "refund"])
+            #expect(events.last?["occurred_at"] == "2026-03-05T00:00:00Z", "at Google's time of the refund")
+            #expect(try await Self.active(c, "user-rb", at: "2026-03-03T00:00:00Z"))
+            #expect(try await Self.active(c, "user-rb", at: "2026-03-10T00:00:00Z") == false)
+        }
+    }
+
+    @Test("a linked token is a refund only for a replacement: a re-subscription continues the chain")
+    func linkedResubscription() async throws {
+        try await Self.run { c in
+            c.google.set("tok-rs1", Self.purchase(order: "GPA.1300-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-rs"))
+            try await Self.send(c, Self.push(id: "rs1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-rs1"))
+            c.google.set(
+                "tok-rs1",
+                Self.purchase(
+                    state: "SUBSCRIPTION_STATE_CANCELED", order: "GPA.1300-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", autoRenew: false,
+                    account: "user-rs", acknowledged: true, canceled: ["userInitiatedCancellation": [:]]))
+            // Re-signed up from the Play Store before the period's end: a new token linked to the old one.
+            c.google.set(
+                "tok-rs2",
+                Self.purchase(
+                    order: "GPA.1400-0000-0000-00001", start: "2026-03-20T10:00:00Z", expiry: "2026-05-01T10:00:00Z", account: nil,
+                    linked: "tok-rs1"))
+            try await Self.send(c, Self.push(id: "rs2", at: "2026-03-20T10:00:01Z", type: 4, token: "tok-rs2"))
+            let events = try await Self.events(c, "user-rs")
+            #expect(Self.types(events) == ["purchase", "purchase"], "no refund that never happened")
+            #expect(try await Self.active(c, "user-rs", at: "2026-03-25T00:00:00Z"))
+        }
+    }
+
+    @Test("a developer deferral is a credit from the old expiry to the new one")
+    func deferral() async throws {
+        try await Self.run { c in
+            let o = "GPA.1500-0000-0000-00001"
+            try await Self.bought(c, order: o, token: "tok-df", account: "user-df", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z")
+            c.google.set(
+                "tok-df",
+                Self.purchase(order: o, start: "2026-03-01T10:00:00Z", expiry: "2026-05-01T10:00:00Z", account: "user-df", acknowledged: true))
+            try await Self.send(c, Self.push(id: "df2", at: "2026-03-10T00:00:00Z", type: 9, token: "tok-df"))
+            let credits = try await Self.events(c, "user-df").filter { $0["type"] == "credit" }
+            #expect(credits.count == 1)
+            #expect(credits.first?.objectValue("data")?["window_start"] == "2026-04-01T10:00:00Z")
+            #expect(credits.first?.objectValue("data")?["window_end"] == "2026-05-01T10:00:00Z")
+        }
+    }
+
+    @Test("a renewal's period at a month's end is its order's, not expiry minus the catalog period")
+    func monthEnd() async throws {
+        try await Self.run { c in
+            let o = "GPA.1600-0000-0000-00001"
+            try await Self.bought(c, order: o, token: "tok-me", account: "user-me", from: "2025-12-30T10:00:00Z", to: "2026-01-30T10:00:00Z")
+            c.google.order(o + "..0", Self.order(o + "..0", token: "tok-me", [("pro.monthly", "2026-01-30T10:00:00Z", "2026-02-28T10:00:00Z", "9")]))
+            c.google.set(
+                "tok-me",
+                Self.purchase(order: o + "..0", start: "2025-12-30T10:00:00Z", expiry: "2026-02-28T10:00:00Z", account: "user-me", acknowledged: true)
+            )
+            try await Self.send(c, Self.push(id: "me2", at: "2026-01-30T10:00:05Z", type: 2, token: "tok-me"))
+            let renewal = try await Self.events(c, "user-me").last?.objectValue("data")
+            #expect(renewal?["period_start"] == "2026-01-30T10:00:00Z")
+        }
+    }
+
+    @Test("reconciliation refunds a voided one-time product")
+    func reconcileOneTime() async throws {
+        try await Self.run(reconcile: .milliseconds(200)) { c in
+            let order = "GPA.1700-0000-0000-00001"
+            c.google.set("tok-ot", Self.productPurchase(order, token: "tok-ot", account: "user-ot"))
+            c.google.order(order, Self.productOrder(order, token: "tok-ot", state: "PROCESSED"))
+            try await Self.send(c, Self.productPush(id: "ot1", at: "2026-03-01T10:00:01Z", token: "tok-ot"))
+            #expect(try await Self.active(c, "user-ot", at: "2026-03-05T00:00:00Z"))
+            c.google.order(order, Self.productOrder(order, token: "tok-ot", state: "REFUNDED", refundedAt: "2026-03-10T00:00:00Z"))
+            c.google.void([
+                "kind": "androidpublisher#voidedPurchase", "purchaseToken": "tok-ot", "orderId": .string(order),
+                "purchaseTimeMillis": .string(String(Self.t("2026-03-01T10:00:00Z").microseconds / 1000)),
+                "voidedTimeMillis": .string(String(Self.t("2026-03-10T00:00:00Z").microseconds / 1000)), "voidedSource": 0, "voidedReason": 1,
+            ])
+            var refunded = false
+            for _ in 0..<60 where !refunded {
+                try await Task.sleep(for: .milliseconds(100))
+                refunded = try await Self.events(c, "user-ot").contains { $0["type"] == "refund" }
+            }
+            #expect(refunded)
+            #expect(try await Self.active(c, "user-ot", at: "2026-03-15T00:00:00Z") == false)
+        }
+    }
+
+    @Test("a voided push Google does not confirm is a store_notice, not a refund")
+    func unconfirmedVoid() async throws {
+        try await Self.run { c in
+            let o = "GPA.1800-0000-0000-00001"
+            try await Self.bought(c, order: o, token: "tok-uv", account: "user-uv", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z")
+            try await Self.send(c, Self.push(id: "uv2", at: "2026-03-10T00:00:00Z", token: "tok-uv", voided: o))
+            let events = try await Self.events(c, "user-uv")
+            #expect(Self.types(events) == ["purchase", "store_notice"])
+            #expect(try await Self.active(c, "user-uv", at: "2026-03-15T00:00:00Z"))
+        }
+    }
+
+    @Test("an order with two line items records both, once; a retry does not read the order again per line item")
+    func twoLineItems() async throws {
+        try await Self.run { c in
+            let o = "GPA.1900-0000-0000-00001"
+            c.google.order(
+                o,
+                Self.order(
+                    o, token: "tok-2",
+                    [
+                        ("pro.monthly", "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "9"),
+                        ("max.monthly", "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "19"),
+                    ]))
+            var p = Self.purchase(order: o, start: "2026-03-01T10:00:00Z", expiry: "2026-04-01T10:00:00Z", account: nil)
+            var second = try #require(p["lineItems"]?.arrayValue?.first?.objectValue)
+            second["productId"] = "max.monthly"
+            p["lineItems"] = .array((p["lineItems"]?.arrayValue ?? []) + [.object(second)])
+            c.google.set("tok-2", p)
+            let r = try await Self.submit(c, subscriber: "user-2", token: "tok-2")
+            #expect(r.status == .ok)
+            #expect(try r.events.count == 2)
+            #expect(c.google.state.withLock { $0.orderCalls[o] } == 1)
+            let events = try await Self.events(c, "user-2")
+            #expect(Set(events.compactMap { $0.objectValue("data")?["price_minor"] }) == [999, 1999])
+            var q = p
+            q["externalAccountIdentifiers"] = ["obfuscatedExternalAccountId": "user-2b"]
+            c.google.set("tok-2b", q)
+            let pushed = try await Self.send(c, Self.push(id: "two1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-2b"))
+            #expect(pushed.status.code < 300)
+            var applied = false
+            for _ in 0..<50 where !applied {
+                applied = try await Self.inbox(c)["two1"] == "applied"
+                if !applied { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(applied)
+        }
+    }
+
+    @Test("unreadable money in an order keeps the catalog price; a price-change consent is a store_notice")
+    func unreadableMoneyAndConsent() async throws {
+        try await Self.run { c in
+            let o = "GPA.2100-0000-0000-00001"
+            c.google.order(
+                o,
+                [
+                    "orderId": .string(o), "purchaseToken": "tok-mn", "state": "PROCESSED",
+                    "total": ["currencyCode": "USD", "units": "abc", "nanos": 0],
+                ])
+            c.google.set("tok-mn", Self.purchase(order: o, start: "2026-03-01T10:00:00Z", expiry: "2026-04-01T10:00:00Z", account: "user-mn"))
+            try await Self.send(c, Self.push(id: "mn1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-mn"))
+            #expect(try await Self.events(c, "user-mn").first?.objectValue("data")?["price_minor"] == 999)
+            c.google.set(
+                "tok-mn",
+                Self.purchase(order: o, start: "2026-03-01T10:00:00Z", expiry: "2026-04-01T10:00:00Z", account: "user-mn", acknowledged: true))
+            try await Self.send(c, Self.push(id: "mn2", at: "2026-03-05T00:00:00Z", type: 19, token: "tok-mn"))
+            let notice = try await Self.events(c, "user-mn").last
+            #expect(notice?["type"] == "store_notice")
+            #expect(notice?.objectValue("data")?["kind"] == "price_increase_consent")
+        }
+    }
+
+    @Test("a push is answered once it is in the inbox, before a hanging Play API answers")
+    func pubsubDeadline() async throws {
+        try await Self.run { c in
+            c.google.set("tok-hg", Self.purchase(order: "GPA.2200-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-hg"))
+            c.google.state.withLock { $0.delay = .seconds(3) }
+            let clock = ContinuousClock()
+            let started = clock.now
+            let r = try await Self.send(c, Self.push(id: "hg1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-hg"), settle: false)
+            #expect(clock.now - started < .seconds(2))
+            #expect(r.status.code >= 200 && r.status.code < 300)
+            #expect(try await Self.inbox(c)["hg1"] != nil)
+            c.google.state.withLock { $0.delay = .zero }
+            var applied = false
+            for _ in 0..<80 where !applied {
+                try await Task.sleep(for: .milliseconds(100))
+                applied = try await Self.inbox(c)["hg1"] == "applied"
+            }
+            #expect(applied)
+        }
+    }
 }

@@ -140,6 +140,14 @@ struct GoogleAdapterTests {
         #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "nanos": 1_000_000_000]) == nil)
         #expect(GoogleOrderPricing.minorUnits(["currencyCode": "dollars", "units": "1"]) == nil)
         #expect(GoogleOrderPricing.minorUnits(nil) == nil)
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "abc"]) == nil, "unreadable is no price, not 0")
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "12345678901234567890"]) == nil)
+        #expect(GoogleOrderPricing.minorUnits(["currencyCode": "USD", "units": "1", "nanos": "x"]) == nil)
+        var draft = EventDraft(
+            type: .purchase, occurredAt: .minimum, environment: .production, idempotencyKey: "k", productID: "p", originalTransactionID: nil,
+            data: [:], metadata: [:])
+        GoogleOrderPricing.apply(order: ["total": ["currencyCode": "USD", "units": "abc"]], to: &draft)
+        #expect(draft.data["price_minor"] == nil, "the catalog's price stands")
     }
 
     static func notification(type: Int, at: String = "2026-04-01T10:00:00Z") throws -> GoogleNotification {
@@ -193,9 +201,15 @@ struct GoogleAdapterTests {
             try Self.notification(type: 4), purchase: Self.state("SUBSCRIPTION_STATE_PENDING", order: nil))
         #expect(pending.drafts.isEmpty, "no access until paid")
         let deferred = try GoogleSubscriptionMapper.resolve(
-            try Self.notification(type: 9), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-06-01T10:00:00Z"))
+            try Self.notification(type: 9), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-06-01T10:00:00Z"),
+            orders: ["GPA.1..0": Self.order("GPA.1..0", "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z")])
         #expect(deferred.drafts.map(\.type) == [.renewal, .credit])
+        #expect(deferred.drafts.first?.data["period_end"] == "2026-05-01T10:00:00Z", "the paid period, not the deferred expiry")
+        #expect(deferred.drafts.last?.data["window_start"] == "2026-05-01T10:00:00Z", "from the old expiry, not the notification")
         #expect(deferred.drafts.last?.data["window_end"] == "2026-06-01T10:00:00Z")
+        let unknown = try GoogleSubscriptionMapper.resolve(
+            try Self.notification(type: 9), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-06-01T10:00:00Z"))
+        #expect(unknown.drafts.map(\.type).contains(.storeNotice) && !unknown.drafts.map(\.type).contains(.credit))
         let revoked = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 12), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"))
         #expect(revoked.drafts.map(\.idempotencyKey).contains("google:refund:GPA.1..0"))
 
@@ -212,9 +226,87 @@ struct GoogleAdapterTests {
         #expect(GoogleSubscriptionMapper.periodStart(expiry: end, period: ISODuration("P1W")!)?.rfc3339 == "2026-03-24T10:00:00Z")
         #expect(GoogleSubscriptionMapper.periodStart(expiry: end, period: ISODuration("P999999Y")!) == nil)
         #expect(GoogleSubscriptionMapper.periodStart(expiry: Timestamp.minimum, period: ISODuration("P1M")!) == nil)
-        let late = GoogleSubscriptionMapper.withCatalogPeriod(renewed.drafts[0], period: ISODuration("P1M"))
-        let april = try Timestamp(rfc3339: "2026-04-01T10:00:00Z")
-        #expect(late.data["period_start"] == "2026-04-01T10:00:00Z")
-        #expect(late.occurredAt == april)
+    }
+
+    /// An `Order` with one subscription line item and its service period.
+    static func order(_ id: String, _ start: String, _ end: String, product: String = "pro.monthly") -> [String: JSONValue] {
+        [
+            "orderId": .string(id), "state": "PROCESSED", "total": ["currencyCode": "USD", "units": "9", "nanos": 990_000_000],
+            "lineItems": [
+                [
+                    "productId": .string(product), "total": ["currencyCode": "USD", "units": "9", "nanos": 990_000_000],
+                    "subscriptionDetails": ["servicePeriodStartTime": .string(start), "servicePeriodEndTime": .string(end)],
+                ]
+            ],
+        ]
+    }
+
+    @Test("a late renewal is recorded over its order's period; month ends come from the order or the previous expiry")
+    func lateAndMonthEnd() throws {
+        // Learned weeks after its period ended, and the subscription has expired since.
+        let late = try GoogleSubscriptionMapper.resolve(
+            try Self.notification(type: 2, at: "2026-05-20T00:00:00Z"), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"),
+            orders: ["GPA.1..0": Self.order("GPA.1..0", "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z")])
+        #expect(late.drafts.map(\.type) == [.renewal])
+        #expect(late.drafts.first?.data["period_start"] == "2026-04-01T10:00:00Z")
+        #expect(late.drafts.first?.occurredAt == (try Timestamp(rfc3339: "2026-04-01T10:00:00Z")))
+        #expect(late.drafts.first?.data["price_minor"] == 999)
+        // Without any order, the catalog period still records it.
+        let bare = try GoogleSubscriptionMapper.resolve(
+            try Self.notification(type: 2, at: "2026-05-20T00:00:00Z"), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"),
+            periods: ["pro.monthly": ISODuration("P1M")!])
+        #expect(bare.drafts.first?.data["period_start"] == "2026-04-01T10:00:00Z")
+        // Jan 30 → Feb 28: the previous order's end, not Feb 28 less a month.
+        let clamped = try GoogleSubscriptionMapper.resolve(
+            try Self.notification(type: 2, at: "2026-01-30T10:00:05Z"),
+            purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-02-28T10:00:00Z"),
+            orders: ["GPA.1": Self.order("GPA.1", "2025-12-30T10:00:00Z", "2026-01-30T10:00:00Z")], periods: ["pro.monthly": ISODuration("P1M")!])
+        #expect(clamped.drafts.first?.data["period_start"] == "2026-01-30T10:00:00Z")
+        #expect(GoogleSubscriptionMapper.previousOrder("GPA.1..0") == "GPA.1")
+        #expect(GoogleSubscriptionMapper.previousOrder("GPA.1..12") == "GPA.1..11")
+        #expect(GoogleSubscriptionMapper.previousOrder("GPA.1") == nil)
+    }
+
+    @Test("a linked token is a replacement only when Google says the old one was replaced")
+    func linkCauses() {
+        func plan(_ prepaid: Bool, extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
+            var item: [String: JSONValue] = ["productId": "pro.monthly"]
+            item[prepaid ? "prepaidPlan" : "autoRenewingPlan"] = [:]
+            for (k, v) in extra { item[k] = v }
+            return ["lineItems": [.object(item)]]
+        }
+        var replaced = plan(false)
+        replaced["canceledStateContext"] = ["replacementCancellation": [:]]
+        #expect(GoogleSubscriptionMapper.linkCause(new: plan(false), old: replaced) == .replacement)
+        #expect(
+            GoogleSubscriptionMapper.linkCause(
+                new: plan(false, extra: ["itemReplacement": ["replacementMode": "WITH_TIME_PRORATION"]]), old: plan(false))
+                == .replacement)
+        #expect(
+            GoogleSubscriptionMapper.linkCause(new: plan(false, extra: ["itemReplacement": ["replacementMode": "DEFERRED"]]), old: plan(false))
+                == .resubscription)
+        var resigned = plan(false)
+        resigned["canceledStateContext"] = ["userInitiatedCancellation": [:]]
+        #expect(GoogleSubscriptionMapper.linkCause(new: plan(false), old: resigned) == .resubscription)
+        #expect(GoogleSubscriptionMapper.linkCause(new: plan(true), old: plan(true)) == .topUp)
+        #expect(GoogleSubscriptionMapper.linkCause(new: plan(false), old: plan(true)) == .conversion)
+        #expect(GoogleSubscriptionMapper.linkCause(new: plan(true), old: replaced) == .conversion)
+    }
+
+    @Test("two line items of one order are two facts with two keys, each priced by its line item")
+    func twoLineItems() throws {
+        var p = Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.2")
+        var addon = try #require(p["lineItems"]?.arrayValue?.first?.objectValue)
+        addon["productId"] = "addon.monthly"
+        p["lineItems"] = .array((p["lineItems"]?.arrayValue ?? []) + [.object(addon)])
+        var order = Self.order("GPA.2", "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z")
+        var second = try #require(order["lineItems"]?.arrayValue?.first?.objectValue)
+        second["productId"] = "addon.monthly"
+        second["total"] = ["currencyCode": "USD", "units": "2", "nanos": 990_000_000]
+        order["lineItems"] = .array((order["lineItems"]?.arrayValue ?? []) + [.object(second)])
+        order["total"] = ["currencyCode": "USD", "units": "12", "nanos": 980_000_000]
+        let r = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 4), purchase: p, orders: ["GPA.2": order])
+        #expect(r.drafts.map(\.idempotencyKey) == ["google:order:GPA.2:pro.monthly", "google:order:GPA.2:addon.monthly"])
+        #expect(r.drafts.map { $0.data["price_minor"] } == [999, 299])
     }
 }

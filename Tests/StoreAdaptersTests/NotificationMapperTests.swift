@@ -35,12 +35,12 @@ struct SignedNotifications {
 
     func events(
         _ type: String, _ subtype: String? = nil, at: String, transaction: [String: JSONValue]? = nil,
-        renewal: [String: JSONValue]? = nil
+        renewal: [String: JSONValue]? = nil, paidUntil: String? = nil
     ) async throws -> [NewEvent] {
         let body = signer.notificationBody(
             type: type, subtype: subtype, signedDate: Self.t(at), transaction: transaction, renewal: renewal)
         let n = try await reader.read(signedPayload: body.objectValue!["signedPayload"]!.stringValue!, now: Self.t(at))
-        let drafts = try AppleNotificationMapper.drafts(for: n)
+        let drafts = try AppleNotificationMapper.drafts(for: n, paidUntil: paidUntil.map(Self.t))
         return try DraftCompletion.complete(drafts, subscriberID: n.appAccountToken ?? "nobody", products: Self.products)
     }
 }
@@ -133,12 +133,19 @@ struct NotificationMapperTests {
             for (k, v) in fields { #expect(e.first?.data[k] == v, "\(type) \(subtype ?? "") \(k)") }
             if type == "DID_FAIL_TO_RENEW" && subtype == nil { #expect(e.first?.data["grace_until"] == nil) }
         }
+        // An extension is the time from the old expiry (the ledger's record of the transaction) to the new one.
         let extended = try await s.events(
             "RENEWAL_EXTENDED", at: "2026-03-20T00:00:00Z",
-            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-08T10:00:00Z"))
+            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-08T10:00:00Z"), paidUntil: "2026-04-01T10:00:00Z")
         #expect(extended.map(\.type) == [.credit])
         #expect(extended[0].data["entitlement"] == "pro")
+        #expect(extended[0].data["window_start"] == "2026-04-01T10:00:00Z", "not the notification's time: that is paid for")
         #expect(extended[0].data["window_end"] == "2026-04-08T10:00:00Z")
+        let unknownPaid = try await s.events(
+            "RENEWAL_EXTENDED", at: "2026-03-20T00:00:00Z",
+            transaction: N.transaction("1000", from: "2026-03-01T10:00:00Z", to: "2026-04-08T10:00:00Z"))
+        #expect(unknownPaid.map(\.type) == [.storeNotice], "the old expiry is not known: no credit over paid time")
+        #expect(unknownPaid.first?.data["kind"] == "renewal_extended")
         for inboxOnly in ["TEST", "EXTERNAL_PURCHASE_TOKEN", "RENEWAL_EXTENSION", "SOMETHING_NEW"] {
             #expect(try await s.events(inboxOnly, at: "2026-04-01T10:00:00Z", transaction: txn).isEmpty, "\(inboxOnly)")
         }

@@ -72,6 +72,9 @@ struct GoogleStoreRoutes {
             answer["subscriber_id"] = .string(subscriber)
             answer["events"] = .array(events.map(\.json))
             return Response.json(.object(answer)).ledgerPosition(events.map(\.position).max() ?? 0)
+        case .received:
+            // Recorded in the inbox, resolved in the background: Pub/Sub needs its 2xx within its deadline.
+            return Response.json(.object(answer), status: .accepted).ledgerPosition(try await router.primaryHead())
         default:
             return Response.json(.object(answer)).ledgerPosition(try await router.primaryHead())
         }

@@ -254,6 +254,19 @@ public struct EventStore: Sendable {
         }
     }
 
+    /// The event a source stored under an idempotency key, if any (a store adapter reading back the fact it
+    /// recorded for a store id, e.g. a transaction's paid period).
+    public func event(source: String, idempotencyKey: String, on database: Database? = nil) async throws -> RecordedEvent? {
+        try await StoreError.mapping {
+            try await collect(
+                on: database,
+                """
+                SELECT \(unescaped: EventRow.columns) FROM events WHERE source = \(source) AND idempotency_key = \(idempotencyKey)
+                """
+            ).first
+        }
+    }
+
     /// The global feed in position order. Gap-safe: positions are assigned and committed in order (see the type's doc).
     public func feed(afterPosition: Int64, limit: Int, on source: Database? = nil) async throws -> [RecordedEvent] {
         try await StoreError.mapping {

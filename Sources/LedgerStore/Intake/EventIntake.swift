@@ -52,6 +52,17 @@ public struct EventIntake: Sendable {
         let needed = DraftCompletion.productsNeeded(drafts)
         let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
         let events = try DraftCompletion.complete(drafts, subscriberID: subscriber, source: source, products: products)
+        // Two facts of one payload under one key (an adapter's mistake) would be a unique violation in the
+        // database: refused here, saying which, so it is never a 500 nor retried for ever.
+        var keys: [String: Int] = [:]
+        for (i, e) in events.enumerated() {
+            if let first = keys[e.idempotencyKey] {
+                throw EventValidationError(
+                    field: "events[\(i)].idempotency_key",
+                    reason: "\(source) mapped two facts to the key \(e.idempotencyKey) (events[\(first)] has it too)")
+            }
+            keys[e.idempotencyKey] = i
+        }
         return try await store.append(events, replays: .keepStored)
     }
 
@@ -155,13 +166,13 @@ public struct EventIntake: Sendable {
     /// Returns how many were applied; one that still cannot be is left pending and logged.
     public func link(
         store: String, accountIDs: [String], to subscriber: String, by origin: String, logger: Logger,
-        drafts: (StoreInbox.Message) throws -> [EventDraft]
+        drafts: (StoreInbox.Message) async throws -> [EventDraft]
     ) async throws -> Int {
         try await links.link(store: store, accountIDs, to: subscriber, by: origin)
         var applied = 0
         for pending in try await inbox.pending(store: store, accountIDs: accountIDs) {
             do {
-                let d = try drafts(pending)
+                let d = try await drafts(pending)
                 if !d.isEmpty { _ = try await append(drafts: d, subscriber: subscriber, source: store) }
                 try await inbox.mark(store: store, messageID: pending.messageID, status: .applied, subscriberID: subscriber)
                 applied += 1

@@ -7,8 +7,24 @@ public enum GoogleOrderPricing {
     /// A `Money` (`units` + `nanos`) in minor units of its currency, or nil if absent or out of range.
     public static func minorUnits(_ money: JSONValue?) -> (amount: Int64, currency: String)? {
         guard let m = money?.objectValue, let currency = m["currencyCode"]?.stringValue, Identifiers.isValidCurrency(currency) else { return nil }
-        let units = m["units"]?.stringValue.flatMap { Int64($0) } ?? m["units"]?.numberValue?.int64Value ?? 0
-        let nanos = m["nanos"]?.numberValue?.int64Value ?? 0
+        // Absent is zero (proto3 JSON omits zero values); present but unreadable is not a price at all.
+        let units: Int64
+        switch m["units"] {
+        case nil, .null?: units = 0
+        case .string(let text)?:
+            guard let u = Int64(text) else { return nil }
+            units = u
+        case let value?:
+            guard let u = value.numberValue?.int64Value else { return nil }
+            units = u
+        }
+        let nanos: Int64
+        switch m["nanos"] {
+        case nil, .null?: nanos = 0
+        case let value?:
+            guard let n = value.numberValue?.int64Value else { return nil }
+            nanos = n
+        }
         guard abs(nanos) < 1_000_000_000, units >= 0, nanos >= 0 else { return nil }
         let exponent = CurrencyExponent.of(currency)
         var scale: Int64 = 1
@@ -36,24 +52,36 @@ public enum GoogleOrderPricing {
         draft.data["currency"] = .string(net.currency)
     }
 
-    /// Applies an order to a purchase or renewal draft; leaves the draft as it is (the catalog's price) when
-    /// the order does not say enough.
-    public static func apply(order: [String: JSONValue], to draft: inout EventDraft) {
-        guard let total = minorUnits(order["total"]) else { return }
-        let tax = minorUnits(order["tax"])
+    /// Applies an order to a purchase or renewal draft: the line item's amounts when the order has several
+    /// (a subscription with an add-on), Google's share from the order's. Leaves the draft as it is (the
+    /// catalog's price, noted in `metadata.order_price`) when the order does not say a readable price.
+    public static func apply(order: [String: JSONValue], product: String? = nil, to draft: inout EventDraft) {
+        let items = order["lineItems"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        let item = items.count > 1 ? items.first { $0["productId"]?.stringValue == product } : nil
+        let priced = item ?? order
+        guard let total = minorUnits(priced["total"]) else {
+            draft.metadata["order_price"] = "unreadable: the catalog's price stands"
+            return
+        }
+        let tax = minorUnits(priced["tax"])
         let net = total.amount - (tax?.currency == total.currency ? tax!.amount : 0)
-        guard net >= 0 else { return }
+        guard net >= 0 else {
+            draft.metadata["order_price"] = "unreadable: the catalog's price stands"
+            return
+        }
         draft.data["price_minor"] = .number(JSONNumber(net))
         draft.data["currency"] = .string(total.currency)
         draft.metadata["order_total_minor"] = .number(JSONNumber(total.amount))
         if let tax { draft.metadata["order_tax_minor"] = .number(JSONNumber(tax.amount)) }
+        // Google's share is the order's: (order net − developer revenue) / order net, for each line item.
+        let orderNet = item == nil ? net : self.net(order)?.amount ?? 0
         if let revenue = minorUnits(order["developerRevenueInBuyerCurrency"]), revenue.currency == total.currency {
-            draft.metadata["developer_revenue_minor"] = .number(JSONNumber(revenue.amount))
-            if net > 0, revenue.amount <= net {
+            if item == nil { draft.metadata["developer_revenue_minor"] = .number(JSONNumber(revenue.amount)) }
+            if orderNet > 0, revenue.amount <= orderNet {
                 // Parts per million, half up: (net − revenue) / net.
-                let (scaled, overflow) = (net - revenue.amount).multipliedReportingOverflow(by: 1_000_000)
+                let (scaled, overflow) = (orderNet - revenue.amount).multipliedReportingOverflow(by: 1_000_000)
                 if !overflow {
-                    let ppm = (scaled + net / 2) / net
+                    let ppm = (scaled + orderNet / 2) / orderNet
                     let digits = String(ppm)
                     let padded = String(repeating: "0", count: max(0, 6 - digits.count)) + digits
                     draft.data["commission_rate"] = .string(ppm >= 1_000_000 ? "1" : "0." + padded)

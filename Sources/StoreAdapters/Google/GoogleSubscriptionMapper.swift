@@ -17,9 +17,12 @@ public struct GoogleResolution: Sendable {
 public enum GoogleSubscriptionMapper {
     public static let store = "google"
 
-    /// Drafts for a subscription notification, from the purchase's current state.
+    /// Drafts for a subscription notification, from the purchase's current state and the orders Google gave
+    /// for it (`orders.get`, by order id: each order's paid period and price). `periods` are the catalog's
+    /// billing periods, the last resort for a renewal whose order and previous order are both unknown.
     public static func resolve(
-        _ n: GoogleNotification, purchase p: [String: JSONValue]
+        _ n: GoogleNotification, purchase p: [String: JSONValue], orders: [String: [String: JSONValue]] = [:],
+        periods: [String: ISODuration] = [:]
     ) throws(StoreMappingError) -> GoogleResolution {
         let env: LedgerEnvironment = p["testPurchase"] != nil ? .sandbox : .production
         let state = p["subscriptionState"]?.stringValue ?? "SUBSCRIPTION_STATE_UNSPECIFIED"
@@ -34,6 +37,8 @@ public enum GoogleSubscriptionMapper {
         ]
         var drafts: [EventDraft] = []
         var acknowledge: String?
+        // Line items of one order share its id: their facts are keyed per product then.
+        let shared = Dictionary(grouping: items.compactMap { $0["latestSuccessfulOrderId"]?.stringValue }, by: { $0 }).filter { $0.value.count > 1 }
         for (i, item) in items.enumerated() {
             let field = "lineItems[\(i)]"
             guard let product = item["productId"]?.stringValue, Identifiers.problem(product) == nil else {
@@ -49,28 +54,44 @@ public enum GoogleSubscriptionMapper {
                     type: type, occurredAt: at, environment: env, idempotencyKey: key, productID: product,
                     originalTransactionID: order.map(baseOrder), data: data, metadata: meta)
             }
+            // `google:<fact>:<orderId>`, with the product when the order has several line items.
+            let keyed = order.map { shared[$0] == nil ? $0 : "\($0):\(product)" }
+            let stated = order.flatMap { servicePeriod(orders[$0], product: product) }
+            // Every paid order Google states is recorded, whatever the subscription's state has become since
+            // (a renewal learned after its period, an order refunded before it was resolved).
+            // In grace, on hold or paused, `expiryTime` is not the paid period's end: only the order's own period counts.
+            let paidState = ["SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_EXPIRED"].contains(state)
+            if let order, let expiry, paidState || stated != nil,
+                var d = orderDraft(
+                    order: order, key: keyed ?? order, product: product, item: item, start: start, expiry: expiry,
+                    period: periodOf(
+                        order: order, product: product, start: start, expiry: expiry, orders: orders, catalog: periods[product],
+                        notified: n.eventTime),
+                    n: n, env: env, meta: meta)
+            {
+                if let o = orders[order] { GoogleOrderPricing.apply(order: o, product: product, to: &d) }
+                drafts.append(d)
+                if state == "SUBSCRIPTION_STATE_ACTIVE" || state == "SUBSCRIPTION_STATE_CANCELED" || state == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD",
+                    p["acknowledgementState"]?.stringValue == "ACKNOWLEDGEMENT_STATE_PENDING"
+                {
+                    acknowledge = product
+                }
+            }
             switch state {
             case "SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_EXPIRED":
-                if let order, let expiry,
-                    let d = orderDraft(order: order, product: product, item: item, start: start, expiry: expiry, n: n, env: env, meta: meta)
-                {
-                    drafts.append(d)
-                    if state != "SUBSCRIPTION_STATE_EXPIRED", p["acknowledgementState"]?.stringValue == "ACKNOWLEDGEMENT_STATE_PENDING" {
-                        acknowledge = product
-                    }
-                }
+                break
             case "SUBSCRIPTION_STATE_IN_GRACE_PERIOD":
                 var data: [String: JSONValue] = ["product_id": .string(product)]
                 if let expiry, expiry > n.eventTime { data["grace_until"] = .string(expiry.rfc3339) }
-                drafts.append(draft(.billingIssue, n.eventTime, key: "google:grace:\(order ?? n.messageID)", data))
+                drafts.append(draft(.billingIssue, n.eventTime, key: "google:grace:\(keyed ?? n.messageID)", data))
             case "SUBSCRIPTION_STATE_ON_HOLD":
                 drafts.append(
                     draft(
-                        .expiration, n.eventTime, key: "google:hold:\(order ?? n.messageID)", ["product_id": .string(product), "reason": "billing"]))
+                        .expiration, n.eventTime, key: "google:hold:\(keyed ?? n.messageID)", ["product_id": .string(product), "reason": "billing"]))
             case "SUBSCRIPTION_STATE_PAUSED":
                 drafts.append(
                     draft(
-                        .expiration, n.eventTime, key: "google:pause:\(order ?? n.messageID)", ["product_id": .string(product), "reason": "paused"]))
+                        .expiration, n.eventTime, key: "google:pause:\(keyed ?? n.messageID)", ["product_id": .string(product), "reason": "paused"]))
             default:
                 // Pending (not paid yet: no access), a cancelled pending purchase, an unknown state: no window.
                 break
@@ -99,24 +120,47 @@ public enum GoogleSubscriptionMapper {
                 let at = expiry.map { min($0, n.eventTime) } ?? n.eventTime
                 drafts.append(
                     draft(
-                        .expiration, at, key: "google:expired:\(order ?? n.messageID)", ["product_id": .string(product), "reason": .string(reason)]))
+                        .expiration, at, key: "google:expired:\(keyed ?? n.messageID)", ["product_id": .string(product), "reason": .string(reason)]))
             case "12"?:
-                // REVOKED: refunded and access ended at once.
-                if let order {
-                    drafts.append(
-                        draft(.refund, n.eventTime, key: "google:refund:\(order)", ["transaction_id": .string(order), "reason": "google_revoked"]))
+                // REVOKED: refunded and access ended at once (at Google's time of the refund when the order says it).
+                if let order, shared[order] == nil || i == items.firstIndex(where: { $0["latestSuccessfulOrderId"]?.stringValue == order }) {
+                    var refund = draft(
+                        .refund, refundTime(orders[order]) ?? n.eventTime, key: "google:refund:\(order)",
+                        ["transaction_id": .string(order), "reason": "google_revoked"])
+                    if let o = orders[order] { GoogleOrderPricing.applyRefund(order: o, to: &refund) }
+                    drafts.append(refund)
                 }
             case "9"?:
-                // DEFERRED: the developer moved the next charge; the extra time is a credit.
-                if let order, let expiry, expiry > n.eventTime {
+                // DEFERRED: the developer moved the next charge; the extra time, from the paid period's end (the
+                // order's) to the new expiry, is a credit. Without the order the old expiry is not known: a notice.
+                if let order, let expiry, let paidUntil = stated?.end {
+                    if expiry > paidUntil {
+                        drafts.append(
+                            draft(
+                                .credit, paidUntil, key: "google:deferred:\(keyed ?? order):\(expiry.rfc3339)",
+                                [
+                                    "window_start": .string(paidUntil.rfc3339), "window_end": .string(expiry.rfc3339),
+                                    "reason": "google_deferral", "granted_by": "google",
+                                ]))
+                    }
+                } else if let order {
                     drafts.append(
-                        draft(
-                            .credit, n.eventTime, key: "google:deferred:\(order):\(expiry.rfc3339)",
-                            [
-                                "window_start": .string(n.eventTime.rfc3339), "window_end": .string(expiry.rfc3339),
-                                "reason": "google_deferral", "granted_by": "google",
+                        notice(
+                            n, env: env, kind: "deferral", order: order, key: "google:notice:\(n.messageID):\(i)", meta: meta,
+                            detail: [
+                                "product_id": .string(product), "expiry_time": expiry.map { .string($0.rfc3339) } ?? .null,
+                                "why": "the order's paid period is not known (orders.get), so the deferred time cannot be told from the paid time",
                             ]))
                 }
+            case "8"?, "19"?, "22"?:
+                // A price change (or step-up) the subscriber confirmed or that was updated: an event of record.
+                let change =
+                    item["autoRenewingPlan"]?.objectValue?["priceChangeDetails"]
+                    ?? item["autoRenewingPlan"]?.objectValue?["priceStepUpConsentDetails"]
+                drafts.append(
+                    notice(
+                        n, env: env, kind: "price_increase_consent", order: order, key: "google:notice:\(n.messageID):\(i)", meta: meta,
+                        detail: ["product_id": .string(product), "notification_type": .string(n.subtype ?? ""), "price_change": change ?? .null]))
             default:
                 break
             }
@@ -126,6 +170,48 @@ public enum GoogleSubscriptionMapper {
             drafts: drafts, subscriberHint: hint, environment: env,
             linkedPurchaseToken: linked.flatMap { $0.isEmpty || $0.utf8.count > GoogleNotification.maxTokenBytes ? nil : $0 },
             acknowledgeProductID: acknowledge)
+    }
+
+    /// A `store_notice` of a Google fact that changes no window.
+    public static func notice(
+        _ n: GoogleNotification, env: LedgerEnvironment, kind: String, order: String?, key: String, meta: [String: JSONValue],
+        detail: [String: JSONValue]
+    ) -> EventDraft {
+        var data: [String: JSONValue] = ["store": "google", "kind": .string(kind), "detail": .object(detail)]
+        if let order { data["transaction_id"] = .string(order) }
+        return EventDraft(
+            type: .storeNotice, occurredAt: n.eventTime, environment: env, idempotencyKey: key, productID: nil,
+            originalTransactionID: order.map(baseOrder), data: data, metadata: meta)
+    }
+
+    /// Why a token names another (`linkedPurchaseToken`), read from the two purchases Google states.
+    public enum LinkCause: String, Sendable {
+        /// An upgrade or downgrade mid-period: the old order's remaining time is refunded (prorated).
+        case replacement
+        /// A prepaid plan topped up: more time on the same chain.
+        case topUp = "top_up"
+        /// Signed up again after cancelling (or after expiry): a new chain, the old one ran its course.
+        case resubscription
+        /// Prepaid ↔ auto-renewing: the old plan's paid time is kept, not refunded.
+        case conversion
+    }
+
+    /// Only a replacement (Google cancelled the old purchase for it, or the new line items name the item
+    /// they replace, not deferred) is a refund; prepaid top-ups and conversions are told by the plans.
+    public static func linkCause(new p: [String: JSONValue], old: [String: JSONValue]) -> LinkCause {
+        func prepaid(_ x: [String: JSONValue]) -> Bool {
+            let items = x["lineItems"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            return !items.isEmpty && items.allSatisfy { $0["prepaidPlan"] != nil }
+        }
+        switch (prepaid(old), prepaid(p)) {
+        case (true, true): return .topUp
+        case (true, false), (false, true): return .conversion
+        case (false, false): break
+        }
+        let replaced = old["canceledStateContext"]?.objectValue?["replacementCancellation"] != nil
+        let modes = (p["lineItems"]?.arrayValue ?? []).compactMap { $0.objectValue?["itemReplacement"]?.objectValue?["replacementMode"]?.stringValue }
+        if modes.contains("DEFERRED") { return .resubscription }
+        return replaced || !modes.isEmpty ? .replacement : .resubscription
     }
 
     /// The refund that ends an old token's time when a new token replaces it (an upgrade or downgrade): of its
@@ -153,13 +239,14 @@ public enum GoogleSubscriptionMapper {
         return out
     }
 
-    /// The refund of a voided purchase's order (a refund or chargeback): full, at the catalog price.
-    public static func voided(_ n: GoogleNotification, product: String?, environment: LedgerEnvironment) -> [EventDraft] {
+    /// The refund of a voided purchase's order (a refund or chargeback): full, at the catalog price, at
+    /// Google's time for it (`voidedTimeMillis`, the order's refund event) when known.
+    public static func voided(_ n: GoogleNotification, product: String?, environment: LedgerEnvironment, at: Timestamp? = nil) -> [EventDraft] {
         guard let order = n.orderID, Identifiers.problem(order) == nil else { return [] }
         let refundType = n.payload["voidedPurchaseNotification"]?.objectValue?["refundType"]?.numberValue?.int64Value
         return [
             EventDraft(
-                type: .refund, occurredAt: n.eventTime, environment: environment, idempotencyKey: "google:refund:\(order)",
+                type: .refund, occurredAt: at ?? n.eventTime, environment: environment, idempotencyKey: "google:refund:\(order)",
                 productID: product, originalTransactionID: baseOrder(order),
                 data: ["transaction_id": .string(order), "reason": .string(refundType == 2 ? "google_voided_partial" : "google_voided")],
                 metadata: ["store": "google", "origin": "voided_purchase", "message_id": .string(n.messageID)])
@@ -180,34 +267,61 @@ public enum GoogleSubscriptionMapper {
         return start < expiry ? start : nil
     }
 
-    /// A renewal draft whose period starts `period` before its end (see `periodStart`); others unchanged.
-    public static func withCatalogPeriod(_ draft: EventDraft, period: ISODuration?) -> EventDraft {
-        guard draft.type == .renewal, let period, let end = draft.data["period_end"]?.stringValue.flatMap({ try? Timestamp(rfc3339: $0) }),
-            let start = periodStart(expiry: end, period: period)
-        else { return draft }
-        var d = draft
-        d.data["period_start"] = .string(start.rfc3339)
-        d.occurredAt = start
-        return d
-    }
-
     /// `GPA.1234-5678-9012-34567..2` → `GPA.1234-5678-9012-34567` (the subscription's first order).
     public static func baseOrder(_ order: String) -> String {
         guard let r = order.range(of: "..") else { return order }
         return String(order[..<r.lowerBound])
     }
 
-    /// The purchase (first order) or renewal (`..N`) of the latest paid order.
+    /// The paid period an order states for a product (`lineItems[].subscriptionDetails.servicePeriod…`).
+    public static func servicePeriod(_ order: [String: JSONValue]?, product: String) -> (start: Timestamp, end: Timestamp)? {
+        let items = order?["lineItems"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        guard let item = items.first(where: { $0["productId"]?.stringValue == product }) ?? (items.count == 1 ? items[0] : nil),
+            let details = item["subscriptionDetails"]?.objectValue,
+            let start = GoogleTime.parse(details["servicePeriodStartTime"]?.stringValue),
+            let end = GoogleTime.parse(details["servicePeriodEndTime"]?.stringValue), end > start
+        else { return nil }
+        return (start, end)
+    }
+
+    /// Google's time of an order's refund (`orderHistory.refundEvent.eventTime`), if it says one.
+    public static func refundTime(_ order: [String: JSONValue]?) -> Timestamp? {
+        GoogleTime.parse(order?["orderHistory"]?.objectValue?["refundEvent"]?.objectValue?["eventTime"]?.stringValue)
+    }
+
+    /// The order before a renewal order: `GPA.x..0` → `GPA.x`, `GPA.x..N` → `GPA.x..N-1`; nil for a first order.
+    public static func previousOrder(_ order: String) -> String? {
+        guard let r = order.range(of: ".."), let n = Int(order[r.upperBound...]) else { return nil }
+        return n == 0 ? String(order[..<r.lowerBound]) : "\(order[..<r.lowerBound])..\(n - 1)"
+    }
+
+    /// An order's paid period, first match wins: the order's service period; for a first order the
+    /// subscription's start to its expiry; for a renewal the previous order's end (the previous expiry) to
+    /// its expiry; the catalog period back from the expiry (wrong at clamped month ends); the notification's
+    /// time when it is before the expiry.
+    static func periodOf(
+        order: String, product: String, start: Timestamp, expiry: Timestamp, orders: [String: [String: JSONValue]], catalog: ISODuration?,
+        notified: Timestamp
+    ) -> (start: Timestamp, end: Timestamp)? {
+        if let stated = servicePeriod(orders[order], product: product) { return stated }
+        guard order.contains("..") else { return expiry > start ? (start, expiry) : nil }
+        if let previous = previousOrder(order), let end = servicePeriod(orders[previous], product: product)?.end, expiry > end {
+            return (end, expiry)
+        }
+        if let catalog, let s = periodStart(expiry: expiry, period: catalog) { return (s, expiry) }
+        return notified < expiry ? (notified, expiry) : nil
+    }
+
+    /// The purchase (first order) or renewal (`..N`) of an order, over its paid period.
     static func orderDraft(
-        order: String, product: String, item: [String: JSONValue], start: Timestamp, expiry: Timestamp,
-        n: GoogleNotification, env: LedgerEnvironment, meta: [String: JSONValue]
+        order: String, key: String, product: String, item: [String: JSONValue], start: Timestamp, expiry: Timestamp,
+        period: (start: Timestamp, end: Timestamp)?, n: GoogleNotification, env: LedgerEnvironment, meta: [String: JSONValue]
     ) -> EventDraft? {
         let renewal = order.contains("..")
-        let periodStart: Timestamp = renewal ? min(n.eventTime, expiry) : start
-        guard expiry > periodStart else { return nil }
+        guard let period else { return nil }
         var data: [String: JSONValue] = [
             "product_id": .string(product), "transaction_id": .string(order), "original_transaction_id": .string(baseOrder(order)),
-            "period_start": .string(periodStart.rfc3339), "period_end": .string(expiry.rfc3339),
+            "period_start": .string(period.start.rfc3339), "period_end": .string(period.end.rfc3339),
         ]
         if item["prepaidPlan"] != nil {
             data["kind"] = "non_renewing"
@@ -225,8 +339,8 @@ public enum GoogleSubscriptionMapper {
             data["offer"] = "none"
         }
         return EventDraft(
-            type: renewal && data["kind"] == "auto_renewable" ? .renewal : .purchase, occurredAt: periodStart, environment: env,
-            idempotencyKey: "google:order:\(order)", productID: product, originalTransactionID: baseOrder(order), data: data,
+            type: renewal && data["kind"] == "auto_renewable" ? .renewal : .purchase, occurredAt: period.start, environment: env,
+            idempotencyKey: "google:order:\(key)", productID: product, originalTransactionID: baseOrder(order), data: data,
             metadata: meta)
     }
 }

@@ -32,7 +32,17 @@ public enum AppleNotificationMapper {
         }
     }
 
-    public static func drafts(for n: AppleNotification) throws(StoreMappingError) -> [EventDraft] {
+    /// The idempotency key of the ledger fact whose paid period a notification needs: a `RENEWAL_EXTENDED`
+    /// transaction's own `purchase`/`renewal` (`apple:txn:…`), whose `period_end` is the expiry before the
+    /// extension (Apple's transaction only states the new one).
+    public static func paidPeriodKey(_ n: AppleNotification) -> String? {
+        guard n.type == "RENEWAL_EXTENDED", let txn = n.transaction?["transactionId"] else { return nil }
+        return (txn.stringValue ?? txn.numberValue?.canonical).map { "apple:txn:\($0)" }
+    }
+
+    /// Drafts for a notification. `paidUntil` is the expiry the ledger recorded for the transaction of a
+    /// `RENEWAL_EXTENDED` (the `period_end` of its `paidPeriodKey` fact), where the extension starts.
+    public static func drafts(for n: AppleNotification, paidUntil: Timestamp? = nil) throws(StoreMappingError) -> [EventDraft] {
         if isNoticeOnly(n) { return [] }
         let meta: [String: JSONValue] = [
             "store": "apple", "origin": "notification", "notification_uuid": .string(n.notificationUUID),
@@ -52,12 +62,7 @@ public enum AppleNotificationMapper {
         case "REFUND":
             let t = try requireTransaction(n)
             if t["revocationType"]?.stringValue == "FAMILY_REVOKE" {
-                let revoked = try time(t, "revocationDate")
-                return [
-                    draft(
-                        .cancellation, revoked, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
-                        ["reason": "family_revoked"])
-                ]
+                return [try revocationDraft(t, environment: n.environment, meta: meta)]
             }
             return [try refundDraft(t, environment: n.environment, meta: meta)]
 
@@ -72,10 +77,10 @@ public enum AppleNotificationMapper {
             ]
         case "REVOKE":
             let t = try requireTransaction(n)
-            let when = t["revocationDate"] != nil ? try time(t, "revocationDate") : try signed(n)
+            if t["revocationDate"] != nil { return [try revocationDraft(t, environment: n.environment, meta: meta)] }
             return [
                 draft(
-                    .cancellation, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
+                    .cancellation, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
                     ["reason": "family_revoked"])
             ]
         case "DID_CHANGE_RENEWAL_STATUS":
@@ -135,15 +140,32 @@ public enum AppleNotificationMapper {
         case "OFFER_REDEEMED", "PRICE_INCREASE", "DID_CHANGE_RENEWAL_PREF", "REFUND_DECLINED", "CONSUMPTION_REQUEST":
             return try storeNotice(n, meta: meta).map { [$0] } ?? []
         case "RENEWAL_EXTENDED":
+            // The extension is the time from the old expiry to the new one, never the time already paid for.
+            // Apple's transaction states only the new expiry: the old one is the ledger's record of the
+            // transaction. Without it, the extension cannot be told from the paid time: a notice.
             let t = try requireTransaction(n)
             let when = try signed(n)
             let until = try time(t, "expiresDate")
-            guard until > when else { return [] }
+            guard let paidUntil else {
+                var detail: [String: JSONValue] = [
+                    "notification_type": .string(n.type), "expires_date": .string(until.rfc3339),
+                    "why": "the transaction's paid period is not in the ledger, so the extended time cannot be told from the paid time",
+                ]
+                if let product = t["productId"] { detail["product_id"] = product }
+                var data: [String: JSONValue] = ["store": "apple", "kind": "renewal_extended", "detail": .object(detail)]
+                if let txn = t["transactionId"]?.stringValue { data["transaction_id"] = .string(txn) }
+                return [
+                    EventDraft(
+                        type: .storeNotice, occurredAt: when, environment: n.environment, idempotencyKey: "apple:notice:\(n.notificationUUID)",
+                        productID: nil, originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
+                ]
+            }
+            guard until > paidUntil else { return [] }
             return [
                 draft(
                     .credit, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
                     [
-                        "window_start": .string(when.rfc3339), "window_end": .string(until.rfc3339),
+                        "window_start": .string(paidUntil.rfc3339), "window_end": .string(until.rfc3339),
                         "reason": "apple_renewal_extended", "granted_by": "apple",
                     ])
             ]
@@ -173,6 +195,20 @@ public enum AppleNotificationMapper {
         return EventDraft(
             type: .storeNotice, occurredAt: when, environment: n.environment, idempotencyKey: "apple:notice:\(n.notificationUUID)",
             productID: nil, originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
+    }
+
+    /// The end of a family-shared transaction's access (`revocationType` `FAMILY_REVOKE`): a `cancellation`
+    /// (`family_revoked`) at `revocationDate`, keyed by the transaction, so a `REVOKE` notification and a
+    /// transaction read from the App Store Server API store it once.
+    public static func revocationDraft(
+        _ t: [String: JSONValue], environment: LedgerEnvironment, meta: [String: JSONValue]
+    ) throws(StoreMappingError) -> EventDraft {
+        let txn = try string(t, "transactionId")
+        return EventDraft(
+            type: .cancellation, occurredAt: try time(t, "revocationDate"),
+            environment: t["environment"].map { appleEnvironment($0.stringValue) } ?? environment, idempotencyKey: "apple:revoke:\(txn)",
+            productID: t["productId"]?.stringValue, originalTransactionID: t["originalTransactionId"]?.stringValue ?? txn,
+            data: ["reason": "family_revoked"], metadata: meta)
     }
 
     /// The refund of a revoked transaction (`revocationDate` set): keyed by the transaction, so a `REFUND`
