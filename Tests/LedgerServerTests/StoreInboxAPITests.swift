@@ -174,16 +174,21 @@ struct StoreInboxAPITests {
     @Test("Google pushes: a product not in the catalog, Google unreachable and an unlinked token each say why they wait")
     func google() async throws {
         try await GoogleStoreAPITests.run { c in
+            // A push is answered once recorded (202) and resolved in the background: `send` waits for that.
             c.google.set("tok-x", G.purchase(product: "nope.monthly", order: "GPA.7100-0000-0000-00001", expiry: "2026-04-01T10:00:00Z"))
-            #expect(
-                try await G.send(c, G.push(id: "x1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-x")).json.objectValue?["status"] == "received")
+            #expect(try await G.send(c, G.push(id: "x1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-x")).status == .accepted)
             c.google.set("tok-p", G.purchase(order: "GPA.7200-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: nil))
-            #expect(
-                try await G.send(c, G.push(id: "p1", at: "2026-03-01T10:00:02Z", type: 4, token: "tok-p")).json.objectValue?["status"] == "pending")
+            #expect(try await G.send(c, G.push(id: "p1", at: "2026-03-01T10:00:02Z", type: 4, token: "tok-p")).status == .accepted)
             c.google.set("tok-d", G.purchase(order: "GPA.7300-0000-0000-00001", expiry: "2026-04-01T10:00:00Z", account: "user-d"))
             c.google.setDown(true)
-            #expect(
-                try await G.send(c, G.push(id: "d1", at: "2026-03-01T10:00:03Z", type: 4, token: "tok-d")).json.objectValue?["status"] == "received")
+            #expect(try await G.send(c, G.push(id: "d1", at: "2026-03-01T10:00:03Z", type: 4, token: "tok-d")).status == .accepted)
+            // Each has been tried once at least: wait until all three say why they wait.
+            for _ in 0..<100 {
+                let listed = try Self.messages(
+                    try await c.http.execute(uri: "/v1/stores/google/inbox", method: .get, headers: c.api.headers(.admin)))
+                if listed.count == 3, listed.allSatisfy({ ($0["reason"]?.stringValue ?? "").isEmpty == false }) { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
 
             let r = try await c.http.execute(uri: "/v1/stores/google/inbox", method: .get, headers: c.api.headers(.admin))
             #expect(r.status == .ok, "\(String(buffer: r.body))")
@@ -193,9 +198,10 @@ struct StoreInboxAPITests {
             #expect(reason("p1").hasPrefix("the purchase token is linked to no subscriber"), "\(reason("p1"))")
             #expect(reason("d1").hasPrefix("Google is unavailable"), "\(reason("d1"))")
             let x1 = try #require(listed.first { $0["message_id"] == "x1" })
-            #expect(x1["attempts"] == 1 && x1["next_attempt_at"] != .null && x1["kind"] == "subscription" && x1["subtype"] == "4")
+            #expect((x1["attempts"]?.numberValue?.int64Value ?? 0) >= 1 && x1["kind"] == "subscription" && x1["subtype"] == "4")
             #expect(x1["summary"] == .string("\(GooglePlayStandIn.package) pro.monthly"))
-            #expect(try r.json.objectValue?["waiting"] == ["received": 2, "pending": 1, "failed": 0, "total": 3])
+            let waiting = try #require(try r.json.objectValue?["waiting"]?.objectValue)
+            #expect(waiting["pending"] == 1 && waiting["total"] == 3, "\(waiting)")
             #expect(
                 try Self.messages(
                     try await c.http.execute(uri: "/v1/stores/google/inbox?status=pending", method: .get, headers: c.api.headers(.admin))
