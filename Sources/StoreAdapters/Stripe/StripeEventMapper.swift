@@ -185,10 +185,14 @@ public enum StripeEventMapper: StoreAdapter {
                     until = max(until, try time(next, field: "data.object.next_payment_attempt").microseconds + retrySlackSeconds * 1_000_000)
                 }
                 let attempt = o["attempt_count"]?.numberValue?.int64Value ?? 0
+                // No grace left to give (Stripe stopped retrying, or the failure is dated at or before the
+                // period's start): a billing issue without `grace_until`, never one that ends before it begins.
+                var data: [String: JSONValue] = ["product_id": .string(product)]
+                if min(until, cap) > start.microseconds { data["grace_until"] = .string(Timestamp(microseconds: min(until, cap)).rfc3339) }
                 m.drafts = [
                     draft(
                         .billingIssue, start, key: "stripe:billing_issue:\(sub):\(start.microseconds / 1_000_000):\(attempt)", product: product,
-                        ["product_id": .string(product), "grace_until": .string(Timestamp(microseconds: min(until, cap)).rfc3339)])
+                        data)
                 ]
             }
         case "payment_intent.succeeded":
