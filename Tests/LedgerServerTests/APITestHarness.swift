@@ -22,9 +22,11 @@ struct APIHarness {
         stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", stripe: StripeSettings = StripeSettings(),
         live: Bool = false,
         metrics: PrometheusCollectorRegistry? = nil,
+        prepare: (@Sendable (DatabaseURL) async throws -> Void)? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withDatabase { url in
+            try await prepare?(url)
             let keys = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
                 var keys: [APIRole: String] = [:]
                 let store = APIKeyStore(client: owner, logger: TestDatabase.logger)
