@@ -69,6 +69,16 @@ let package = Package(
             ]
         ),
         .target(
+            name: "StripeStore",
+            dependencies: [
+                "LedgerCore",
+                "LedgerStore",
+                "StoreAdapters",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .target(
             name: "LedgerWebhooks",
             dependencies: [
                 "LedgerCore",
@@ -98,6 +108,7 @@ let package = Package(
             dependencies: [
                 "AppStoreServerAPI",
                 "StoreAdapters",
+                "StripeStore",
                 "GooglePlayClient",
                 "LedgerCore",
                 "LedgerStore",

@@ -75,6 +75,7 @@ public struct AppleBackfill: Sendable {
                     case .pending: summary.pending += 1
                     case .notice: summary.notices += 1
                     case .duplicate: summary.duplicates += 1
+                    case .ignored, .received, .refused: break
                     }
                 } catch let error as StoreMappingError {
                     summary.failed += 1

@@ -3,40 +3,72 @@ import LedgerStore
 import Logging
 import StoreAdapters
 
-extension EventIntake {
-    /// The one path of a verified App Store notification into the ledger, whether Apple pushed it or a
-    /// backfill fetched it from the notification history: mapped, recorded in the inbox by its
-    /// `notificationUUID` (so a second arrival appends nothing), applied when its subscriber is known.
-    public func ingest(apple notification: AppleNotification, signedPayload: String) async throws -> Outcome {
-        // A payload the mapping refuses throws its `StoreMappingError` (the route answers 422 naming the field).
-        let drafts = try AppleNotificationMapper.drafts(for: notification, paidUntil: try await paidUntil(notification))
-        return try await ingest(
-            StoreMessage(
-                store: AppleNotificationMapper.store, messageID: notification.notificationUUID, kind: notification.type,
-                subtype: notification.subtype, environment: notification.environment, accountID: notification.originalTransactionID,
-                subscriberHint: notification.appAccountToken, raw: signedPayload, payload: notification.payload, drafts: drafts))
+/// The App Store on the intake seam (`StoreAdapter`): a verified Server Notification V2 and the signed
+/// payload it was read from, mapped by `AppleNotificationMapper` with the paid period the ledger recorded.
+public struct AppleStore: StoreAdapter {
+    public struct Message: Sendable {
+        public var notification: AppleNotification
+        public var signedPayload: String
+
+        public init(notification: AppleNotification, signedPayload: String) {
+            self.notification = notification
+            self.signedPayload = signedPayload
+        }
+    }
+
+    public let store = AppleNotificationMapper.store
+
+    public init() {}
+
+    /// A payload the mapping refuses throws its `StoreMappingError` (the route answers 422 naming the field).
+    public func map(_ m: Message, on tx: StoreTransaction) async throws -> StoreMapping {
+        let n = m.notification
+        let drafts = try AppleNotificationMapper.drafts(for: n, paidUntil: try await paidUntil(n, on: tx))
+        return StoreMapping(drafts: drafts, accountID: n.originalTransactionID, subscriberHint: n.appAccountToken)
+    }
+
+    /// The inbox row: by `notificationUUID`, the signed payload as received, the verified payload decoded.
+    public func record(_ m: Message) -> StoreInbox.Message {
+        StoreInbox.Message(
+            store: store, messageID: m.notification.notificationUUID, kind: m.notification.type, subtype: m.notification.subtype,
+            environment: m.notification.environment, accountID: m.notification.originalTransactionID, status: .received,
+            raw: m.signedPayload, payload: m.notification.payload)
+    }
+
+    /// A notification that waited for its original transaction's link, re-read from the inbox's verified payload.
+    public func remap(_ stored: StoreInbox.Message, on tx: StoreTransaction) async throws -> [EventDraft] {
+        guard let n = AppleNotification(storedPayload: stored.payload) else { return [] }
+        let paid = try await paidUntil(n, on: tx)
+        do {
+            return try AppleNotificationMapper.drafts(for: n, paidUntil: paid)
+        } catch let error as StoreMappingError {
+            throw EventValidationError(field: error.field, reason: error.description)
+        }
     }
 
     /// The expiry the ledger recorded for the transaction a notification extends (`paidPeriodKey`), if any.
-    func paidUntil(_ n: AppleNotification) async throws -> Timestamp? {
+    func paidUntil(_ n: AppleNotification, on tx: StoreTransaction) async throws -> Timestamp? {
         guard let key = AppleNotificationMapper.paidPeriodKey(n),
-            let recorded = try await store.event(source: AppleNotificationMapper.store, idempotencyKey: key)
+            let recorded = try await tx.event(source: AppleNotificationMapper.store, idempotencyKey: key)
         else { return nil }
         return recorded.data["period_end"]?.stringValue.flatMap { try? Timestamp(rfc3339: $0) }
+    }
+}
+
+extension EventIntake {
+    /// The one path of a verified App Store notification into the ledger, whether Apple pushed it or a
+    /// backfill fetched it from the notification history: recorded in the inbox by its `notificationUUID`
+    /// (so a second arrival appends nothing), applied when its subscriber is known, in one transaction.
+    public func ingest(apple notification: AppleNotification, signedPayload: String, logger: Logger? = nil) async throws -> StoreOutcome {
+        try await stores.ingest(
+            AppleStore(), AppleStore.Message(notification: notification, signedPayload: signedPayload),
+            logger: logger ?? store.logger
+        ).outcome
     }
 
     /// Links App Store original transactions to a subscriber and applies the notifications that waited for
     /// them (re-read from the inbox's verified payload). Returns how many were applied.
     public func linkApple(originalTransactionIDs: [String], to subscriber: String, by origin: String, logger: Logger) async throws -> Int {
-        try await link(store: AppleNotificationMapper.store, accountIDs: originalTransactionIDs, to: subscriber, by: origin, logger: logger) {
-            pending in
-            guard let n = AppleNotification(storedPayload: pending.payload) else { return [] }
-            let paid = try await paidUntil(n)
-            do {
-                return try AppleNotificationMapper.drafts(for: n, paidUntil: paid)
-            } catch let error as StoreMappingError {
-                throw EventValidationError(field: error.field, reason: error.description)
-            }
-        }
+        try await stores.link(AppleStore(), accounts: originalTransactionIDs, to: subscriber, by: origin, logger: logger)
     }
 }

@@ -119,8 +119,8 @@ public final class GooglePlay: Sendable {
     }
 
     /// Records a verified notification (committed before this returns) for the background resolver, which
-    /// `wake` wakes at once.
-    public func receive(_ n: GoogleNotification, raw: String, wake: Bool = true) async throws -> Outcome {
+    /// `wake` wakes at once: `received` (answered 202), or `ignored`, `duplicate`, `notice`.
+    public func receive(_ n: GoogleNotification, raw: String, wake: Bool = true) async throws -> StoreOutcome {
         guard configuration.packageNames.contains(n.packageName) else {
             _ = try await intake.inbox.recordIfNew(message(n, raw: raw, status: .ignored))
             Counter(label: "subledger_google_notifications_ignored_total").increment()
@@ -230,12 +230,8 @@ public final class GooglePlay: Sendable {
                 n, purchase: purchase, orders: await orders(of: purchase, package: n.packageName), periods: await periods(of: purchase))
             var drafts = r.drafts
             if let linked = r.linkedPurchaseToken {
-                // The new token belongs to the old one's subscriber (an upgrade, a top-up, a re-subscription).
-                if r.subscriberHint == nil, try await intake.links.subscriber(store: Self.store, accountID: token) == nil,
-                    let owner = try await intake.links.subscriber(store: Self.store, accountID: linked)
-                {
-                    try await intake.links.link(store: Self.store, [token], to: owner, by: "linked_purchase_token")
-                }
+                // The new token belongs to the old one's subscriber (an upgrade, a top-up, a re-subscription):
+                // linked in the intake's transaction (`GoogleStore.map`).
                 if let first = drafts.first(where: { $0.type == .purchase }) {
                     let old = try await api.subscription(package: n.packageName, token: linked)
                     let cause = GoogleSubscriptionMapper.linkCause(new: purchase, old: old)
@@ -251,7 +247,8 @@ public final class GooglePlay: Sendable {
                     }
                 }
             }
-            let outcome = try await ingest(n, raw: raw, drafts: drafts, environment: r.environment, hint: r.subscriberHint)
+            let outcome = try await ingest(
+                n, raw: raw, drafts: drafts, environment: r.environment, hint: r.subscriberHint, linkedPurchaseToken: r.linkedPurchaseToken)
             if case .applied = outcome, let product = r.acknowledgeProductID {
                 do {
                     try await api.acknowledge(package: n.packageName, productID: product, token: token)
@@ -286,15 +283,20 @@ public final class GooglePlay: Sendable {
         }
     }
 
-    func ingest(_ n: GoogleNotification, raw: String, drafts: [EventDraft], environment: LedgerEnvironment, hint: String?) async throws -> Outcome {
-        let outcome = try await intake.ingest(
-            EventIntake.StoreMessage(
-                store: Self.store, messageID: n.messageID, kind: n.kind, subtype: n.subtype, environment: environment,
-                accountID: n.purchaseToken, subscriberHint: hint, raw: raw, payload: n.payload, drafts: drafts))
-        switch outcome {
+    /// A resolved notification through the intake (one transaction: recorded, linked, appended, marked).
+    func ingest(
+        _ n: GoogleNotification, raw: String, drafts: [EventDraft], environment: LedgerEnvironment, hint: String?,
+        linkedPurchaseToken: String? = nil
+    ) async throws -> Outcome {
+        let message = GoogleStore.Message(
+            notification: n, raw: raw, drafts: drafts, environment: environment, subscriberHint: hint,
+            linkedPurchaseToken: linkedPurchaseToken)
+        switch try await intake.stores.ingest(GoogleStore(), message, logger: logger).outcome {
         case .duplicate: return .duplicate
         case .notice: return .notice
         case .pending: return .pending
+        case .ignored: return .ignored
+        case .received, .refused: return .received
         case .applied(let s, let e): return .applied(subscriber: s, events: e)
         }
     }
@@ -326,16 +328,17 @@ public final class GooglePlay: Sendable {
             r = try GoogleProductMapper.resolve(n, product: productID, purchase: purchase, order: order)
         }
         let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
-        try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
-        let drafts = r.drafts
+        // Linked (a conflict stores nothing), Google's state appended, and the token's waiting notifications
+        // marked applied (the state covers them), in one transaction.
         let events: [RecordedEvent]
         do {
-            events = drafts.isEmpty ? [] : try await intake.append(drafts: drafts, subscriber: subscriber, source: Self.store).events
+            events = try await intake.stores.claim(
+                GoogleStore(), accounts: [token], to: subscriber, by: "purchase", drafts: r.drafts, logger: logger
+            ).events
         } catch let error as PSQLError {
             logger.error("google purchase not stored", metadata: ["error.message": "\(Self.describe(error))"])
             throw error
         }
-        _ = try await intake.link(store: Self.store, accountIDs: [token], to: subscriber, by: "purchase", logger: logger) { _ in [] }
         if let product = r.acknowledgeProductID {
             do {
                 if isProduct {

@@ -42,26 +42,14 @@ struct AppleStoreRoutes {
                 "apple.notification_uuid": "\(notification.notificationUUID)", "apple.type": "\(notification.type)",
                 "apple.subtype": "\(notification.subtype ?? "")",
             ])
-        let outcome: EventIntake.Outcome
+        let result: StoreIntake.Result
         do {
-            outcome = try await intake.ingest(apple: notification, signedPayload: signed)
+            result = try await intake.stores.ingest(
+                AppleStore(), AppleStore.Message(notification: notification, signedPayload: signed), logger: context.logger)
         } catch let error as StoreMappingError {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        let uuid = JSONValue.string(notification.notificationUUID)
-        switch outcome {
-        case .duplicate:
-            return Response.json(["status": "duplicate", "notification_uuid": uuid]).ledgerPosition(try await router.primaryHead())
-        case .notice:
-            return Response.json(["status": "notice", "notification_uuid": uuid]).ledgerPosition(try await router.primaryHead())
-        case .pending:
-            return Response.json(["status": "pending", "notification_uuid": uuid]).ledgerPosition(try await router.primaryHead())
-        case .applied(let subscriber, let events):
-            return Response.json([
-                "status": "applied", "notification_uuid": uuid, "subscriber_id": .string(subscriber),
-                "events": .array(events.map(\.json)),
-            ]).ledgerPosition(events.map(\.position).max() ?? 0)
-        }
+        return try await StoreAnswer.response(result, id: ("notification_uuid", notification.notificationUUID), router: router)
     }
 
     @Sendable func receipt(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -81,11 +69,10 @@ struct AppleStoreRoutes {
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        // Link first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
-        try await intake.links.link(store: Self.store, mapping.originalTransactionIDs, to: subscriber, by: "receipt")
-        let events = mapping.drafts.isEmpty ? [] : try await intake.append(drafts: mapping.drafts, subscriber: subscriber, source: Self.store).events
-        let applied = try await intake.linkApple(
-            originalTransactionIDs: mapping.originalTransactionIDs, to: subscriber, by: "receipt", logger: context.logger)
+        // Linked first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
+        let (events, applied) = try await intake.stores.claim(
+            AppleStore(), accounts: mapping.originalTransactionIDs, to: subscriber, by: "receipt", drafts: mapping.drafts,
+            logger: context.logger)
         // Pending notifications applied here appended events this answer does not list: the primary's
         // position includes them.
         let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0

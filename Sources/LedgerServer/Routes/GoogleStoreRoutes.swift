@@ -66,18 +66,7 @@ struct GoogleStoreRoutes {
             metadata: ["google.message_id": "\(n.messageID)", "google.kind": "\(n.kind)", "google.type": "\(n.subtype ?? "")"])
         let raw = body["message"]?.objectValue?["data"]?.stringValue ?? ""
         let outcome = try await play.receive(n, raw: raw)
-        var answer: [String: JSONValue] = ["status": .string(outcome.name), "message_id": .string(n.messageID)]
-        switch outcome {
-        case .applied(let subscriber, let events):
-            answer["subscriber_id"] = .string(subscriber)
-            answer["events"] = .array(events.map(\.json))
-            return Response.json(.object(answer)).ledgerPosition(events.map(\.position).max() ?? 0)
-        case .received:
-            // Recorded in the inbox, resolved in the background: Pub/Sub needs its 2xx within its deadline.
-            return Response.json(.object(answer), status: .accepted).ledgerPosition(try await router.primaryHead())
-        default:
-            return Response.json(.object(answer)).ledgerPosition(try await router.primaryHead())
-        }
+        return try await StoreAnswer.response(.init(outcome: outcome, replayed: 0), id: ("message_id", n.messageID), router: router)
     }
 
     @Sendable func purchase(_ request: Request, context: LedgerRequestContext) async throws -> Response {

@@ -6,6 +6,7 @@ import LedgerStore
 import Logging
 import Metrics
 import StoreAdapters
+import StripeStore
 import Synchronization
 
 /// What `serve` tells the Stripe adapter beyond its secrets.
@@ -52,17 +53,7 @@ struct StripeStoreRoutes {
     var versions = StripeVersionWatch()
 
     static let store = StripeEventMapper.store
-    /// Links a paid invoice's id to its ledger transaction id, for the proration credits of a later change.
-    static let invoiceStore = "stripe.invoice"
-    /// Links a payment intent or charge to the invoice it paid (`invoice_payment.paid`, API 2025-03-31.basil and later).
-    static let paymentStore = "stripe.invoice_payment"
-    /// Links an invoice's further paid line transactions to the invoice's transaction: a full refund ends them all.
-    static let lineStore = "stripe.transaction_line"
-    /// Links a price id to its catalog product (its lookup key), learned from the full prices events carry.
-    static let priceStore = "stripe.price"
     static let signatureHeader = HTTPField.Name("Stripe-Signature")!
-    /// The inbox id of an upgrade's credit that waits for the invoice it credits.
-    static let creditSuffix = ":credit"
 
     func register(on router: Router<LedgerRequestContext>) {
         router.post("v1/stores/stripe/webhooks", use: webhook)
@@ -109,226 +100,20 @@ struct StripeStoreRoutes {
                 "stripe event in an API version the ledger does not know: mapped as the nearest known shape; check docs/stripe.md",
                 metadata: ["stripe.event_id": "\(event.id)", "stripe.api_version": "\(version)"])
         }
-        let id = JSONValue.string(event.id)
         let raw = String(decoding: bytes, as: UTF8.self)
-
+        var reason: [String: JSONValue] = [:]
         if let account = event.account, !settings.accounts.contains(account) {
             // A Connect event of an account the ledger does not serve: answered 200 so Stripe does not retry it.
             Counter(label: "subledger_stripe_events_other_account_total", dimensions: [("type", event.type)]).increment()
             logger.warning(
                 "stripe event of another account ignored (serve --stripe-account accepts one)",
                 metadata: ["stripe.event_id": "\(event.id)", "stripe.account": "\(account)"])
-            _ = try await intake.inbox.recordIfNew(
-                StoreInbox.Message(
-                    store: Self.store, messageID: event.id, kind: event.type, environment: event.environment, accountID: mapping.accountID,
-                    status: .ignored, raw: raw, payload: payload))
-            return Response.json([
-                "status": "ignored", "event_id": id,
-                "reason": .string("the event is of Stripe account \(account), which this ledger does not serve (serve --stripe-account)"),
-            ]).ledgerPosition(try await router.primaryHead())
-        }
-
-        if mapping.ignored {
+            reason["reason"] = .string("the event is of Stripe account \(account), which this ledger does not serve (serve --stripe-account)")
+        } else if mapping.ignored {
             Counter(label: "subledger_stripe_events_ignored_total", dimensions: [("type", event.type)]).increment()
-            _ = try await intake.inbox.recordIfNew(
-                StoreInbox.Message(
-                    store: Self.store, messageID: event.id, kind: event.type, environment: event.environment,
-                    accountID: mapping.accountID, status: .ignored, raw: raw, payload: payload))
-            return Response.json(["status": "ignored", "event_id": id]).ledgerPosition(try await router.primaryHead())
         }
-
-        let links = intake.links
-        try await Self.learn(mapping, links: links)
-        let (drafts, waiting) = try await Self.resolve(mapping.drafts, links: links)
-        var linked = mapping.linkedIDs
-        if let invoice = mapping.invoiceTransaction?.invoice {
-            // The payment intent and charge that `invoice_payment.paid` paired with this invoice.
-            linked += try await links.accounts(store: Self.paymentStore, subscriber: invoice)
-        }
-        var accounts: [String] = []
-        for a in [mapping.accountID].compactMap({ $0 }) + linked where !accounts.contains(a) { accounts.append(a) }
-        // The event names its subscriber: link its Stripe ids first (a conflict stores nothing), applying what waited.
-        if let hint = mapping.subscriberHint, !accounts.isEmpty {
-            _ = try await Self.linkAndApply(intake, accounts: accounts, to: hint, by: "stripe", logger: logger, options: settings.mapping)
-        }
-        if let (invoice, payments) = mapping.invoicePayment, let owner = try await links.subscriber(store: Self.store, accountID: invoice) {
-            // The invoice's subscriber is known: its payment's refunds and disputes that waited apply now.
-            do {
-                _ = try await Self.linkAndApply(
-                    intake, accounts: payments, to: owner, by: "invoice_payment", logger: logger, options: settings.mapping)
-            } catch let conflict as StoreLinks.Conflict {
-                logger.warning("stripe payment already linked to another subscriber", metadata: ["error.message": "\(conflict)"])
-            }
-        }
-        if let credited = waiting.first?.metadata["credited_invoice"]?.stringValue {
-            // An upgrade's credit before the invoice it credits: it waits for that invoice (linked when applied),
-            // so that it refunds that invoice's payment; the new item is applied meanwhile.
-            _ = try await intake.ingest(
-                EventIntake.StoreMessage(
-                    store: Self.store, messageID: event.id + Self.creditSuffix, kind: event.type, environment: event.environment,
-                    accountID: credited, subscriberHint: nil, raw: raw, payload: payload, drafts: waiting))
-        }
-        let outcome = try await intake.ingest(
-            EventIntake.StoreMessage(
-                store: Self.store, messageID: event.id, kind: event.type, environment: event.environment, accountID: mapping.accountID,
-                subscriberHint: mapping.subscriberHint, raw: raw, payload: payload, drafts: drafts))
-        switch outcome {
-        case .duplicate:
-            return Response.json(["status": "duplicate", "event_id": id]).ledgerPosition(try await router.primaryHead())
-        case .notice:
-            return Response.json(["status": "notice", "event_id": id]).ledgerPosition(try await router.primaryHead())
-        case .pending:
-            return Response.json(["status": "pending", "event_id": id]).ledgerPosition(try await router.primaryHead())
-        case .applied(let subscriber, let events):
-            // Payment intents, charges and the invoice learn their subscriber, for refunds, disputes and
-            // credits that name nothing else.
-            var applied = 0
-            if mapping.subscriberHint == nil, !linked.isEmpty {
-                do {
-                    applied = try await Self.linkAndApply(
-                        intake, accounts: linked, to: subscriber, by: "stripe", logger: logger, options: settings.mapping)
-                } catch let conflict as StoreLinks.Conflict {
-                    logger.warning("stripe payment already linked to another subscriber", metadata: ["error.message": "\(conflict)"])
-                }
-            }
-            let position = applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
-            return Response.json([
-                "status": "applied", "event_id": id, "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)),
-            ]).ledgerPosition(position)
-        }
-    }
-
-    /// Records what an event teaches about Stripe's ids (an invoice's transactions, a payment's invoice, a
-    /// price's lookup key), before anything is resolved from them: delivery order then does not matter.
-    static func learn(_ m: StripeMapping, links: StoreLinks) async throws {
-        func link(_ store: String, _ ids: [String], to target: String, by origin: String) async throws {
-            do {
-                try await links.link(store: store, ids, to: target, by: origin)
-            } catch is StoreLinks.Conflict {
-                // First learned stands (Stripe never pairs one payment with two invoices).
-            }
-        }
-        for (price, product) in m.prices { try await link(priceStore, [price], to: product, by: "price") }
-        if let (invoice, transaction) = m.invoiceTransaction {
-            try await link(invoiceStore, [invoice], to: transaction, by: "invoice")
-            if !m.lineTransactions.isEmpty { try await link(lineStore, m.lineTransactions, to: transaction, by: "invoice") }
-        }
-        if let (invoice, payments) = m.invoicePayment { try await link(paymentStore, payments, to: invoice, by: "invoice_payment") }
-    }
-
-    /// Drafts with what Stripe's ids stand for in the ledger: a price id's lookup key, a credited invoice's
-    /// transaction, a refunded payment's invoice transaction, and a full cut of every paid line of it. An
-    /// upgrade's credit whose invoice is not known yet is returned apart (`waiting`).
-    static func resolve(_ drafts: [EventDraft], links: StoreLinks) async throws -> (ready: [EventDraft], waiting: [EventDraft]) {
-        var ready: [EventDraft] = []
-        var waiting: [EventDraft] = []
-        for var d in drafts {
-            if let product = d.productID, product.hasPrefix("price_") || product.hasPrefix("plan_"),
-                let key = try await links.subscriber(store: priceStore, accountID: product)
-            {
-                d.productID = key
-                if d.data["product_id"] != nil { d.data["product_id"] = .string(key) }
-            }
-            if let invoice = d.metadata["credited_invoice"]?.stringValue {
-                guard let transaction = try await links.subscriber(store: invoiceStore, accountID: invoice) else {
-                    waiting.append(d)
-                    continue
-                }
-                d.data["transaction_id"] = .string(transaction)
-                ready.append(d)
-                continue
-            }
-            if d.type == .refund || d.type == .refundReversal {
-                for payment in [d.metadata["payment_intent"]?.stringValue, d.metadata["charge"]?.stringValue].compactMap({ $0 }) {
-                    guard let invoice = try await links.subscriber(store: paymentStore, accountID: payment) else { continue }
-                    d.data["transaction_id"] = .string(try await links.subscriber(store: invoiceStore, accountID: invoice) ?? invoice)
-                    break
-                }
-            }
-            ready.append(d)
-            // A cut (a full refund, a chargeback) or its reversal concerns the payment: every paid line of its invoice.
-            let cuts = d.type == .refundReversal || (d.type == .refund && d.data["cut"] != .bool(false))
-            if cuts, let transaction = d.data["transaction_id"]?.stringValue {
-                for line in try await links.accounts(store: lineStore, subscriber: transaction) {
-                    var l = d
-                    l.idempotencyKey += ":\(line)"
-                    l.data["transaction_id"] = .string(line)
-                    if l.type == .refund { l.data["amount_minor"] = 0 }
-                    ready.append(l)
-                }
-            }
-        }
-        return (ready, waiting)
-    }
-
-    /// Links `accounts` to `subscriber` and applies the events that waited for them, together with the ids
-    /// those events name (their payment intent, charge and invoice, transitively): a payment applied from the
-    /// inbox is found by its later refunds and disputes as if it had been applied at once.
-    static func linkAndApply(
-        _ intake: EventIntake, accounts: [String], to subscriber: String, by origin: String, logger: Logger, options: StripeMappingOptions
-    ) async throws -> Int {
-        var all: [String] = []
-        for a in accounts where !all.contains(a) { all.append(a) }
-        var frontier = all
-        var seen: Set<String> = []
-        for _ in 0..<4 where !frontier.isEmpty {
-            let pending = try await intake.inbox.pending(store: store, accountIDs: frontier)
-            frontier = []
-            for p in pending where seen.insert(p.messageID).inserted {
-                guard let m = try? StripeEventMapper.interpret(try StripeEvent(payload: p.payload), options: options) else { continue }
-                var named = m.linkedIDs
-                if let invoice = m.invoiceTransaction?.invoice {
-                    named += try await intake.links.accounts(store: paymentStore, subscriber: invoice)
-                }
-                for id in named where !all.contains(id) {
-                    all.append(id)
-                    frontier.append(id)
-                }
-            }
-        }
-        return try await intake.link(
-            store: store, accountIDs: all, to: subscriber, by: origin, logger: logger,
-            drafts: try await remapper(intake, accounts: all, options: options))
-    }
-
-    /// A pending event's drafts, mapped again from its stored payload.
-    static func remap(_ pending: StoreInbox.Message, options: StripeMappingOptions) throws(EventValidationError) -> StripeMapping {
-        do throws(StoreMappingError) {
-            return try StripeEventMapper.interpret(try StripeEvent(payload: pending.payload), options: options)
-        } catch {
-            throw EventValidationError(field: error.field, reason: error.description)
-        }
-    }
-
-    /// `remap` for the events pending on `accounts`, resolved first (`EventIntake.link` maps synchronously):
-    /// what they teach is recorded before any of them is resolved. An upgrade's credit still waiting for its
-    /// invoice stays pending (its own inbox entry), and its event applies the rest.
-    static func remapper(
-        _ intake: EventIntake, accounts: [String], options: StripeMappingOptions
-    ) async throws -> @Sendable (StoreInbox.Message) throws -> [EventDraft] {
-        let pending = try await intake.inbox.pending(store: store, accountIDs: accounts)
-        var mappings: [String: StripeMapping] = [:]
-        for p in pending {
-            guard let m = try? remap(p, options: options) else { continue }
-            mappings[p.messageID] = m
-            try await learn(m, links: intake.links)
-        }
-        var mapped: [String: Result<[EventDraft], EventValidationError>] = [:]
-        for p in pending {
-            guard let m = mappings[p.messageID] else { continue }
-            let (ready, waiting) = try await resolve(m.drafts, links: intake.links)
-            if p.messageID.hasSuffix(creditSuffix) {
-                let credits = ready.filter { $0.metadata["credited_invoice"] != nil }
-                mapped[p.messageID] =
-                    waiting.isEmpty
-                    ? .success(credits) : .failure(EventValidationError(field: "data.object.lines", reason: "the credited invoice is not known yet"))
-            } else {
-                mapped[p.messageID] = .success(ready)
-            }
-        }
-        return { [mapped] pending in
-            if let result = mapped[pending.messageID] { return try result.get() }
-            return try remap(pending, options: options).drafts
-        }
+        let message = StripeStore.Message(event: event, payload: payload, raw: raw, mapping: mapping, otherAccount: !reason.isEmpty)
+        let result = try await intake.stores.ingest(StripeStore(options: settings.mapping), message, logger: logger)
+        return try await StoreAnswer.response(result, id: ("event_id", event.id), router: router, extra: reason)
     }
 }

@@ -3,6 +3,7 @@ import LedgerStore
 import Logging
 import ServiceLifecycle
 import StoreAdapters
+import StripeStore
 
 /// Background look-up of Stripe customers whose events wait in the inbox (`pending`): a customer whose
 /// `metadata.subscriber_id` names a subscriber is linked to it and its events are applied. Runs only with
@@ -54,7 +55,7 @@ struct StripeCustomerLookup: Service {
     /// One pass over the customers pending events wait for (those not backing off, at most `batch`);
     /// returns how many events were applied.
     func resolvePending(_ backoff: inout Backoff) async throws -> Int {
-        let pending = try await intake.inbox.pendingAccounts(store: StripeStoreRoutes.store, limit: 10 * Self.batch).filter { $0.hasPrefix("cus_") }
+        let pending = try await intake.inbox.pendingAccounts(store: StripeStore.store, limit: 10 * Self.batch).filter { $0.hasPrefix("cus_") }
         backoff.keep(only: Set(pending))
         let now = ContinuousClock.now
         let due = pending.filter { !backoff.isWaiting($0, now: now) }.prefix(Self.batch)
@@ -73,8 +74,8 @@ struct StripeCustomerLookup: Service {
                 continue
             }
             do {
-                let n = try await StripeStoreRoutes.linkAndApply(
-                    intake, accounts: [account], to: subscriber, by: "stripe_api", logger: logger, options: options)
+                let n = try await intake.stores.link(
+                    StripeStore(options: options), accounts: [account], to: subscriber, by: "stripe_api", logger: logger)
                 applied += n
                 logger.info("stripe customer linked by API look-up", metadata: ["stripe.customer": "\(account)", "stripe.applied": "\(n)"])
             } catch let conflict as StoreLinks.Conflict {

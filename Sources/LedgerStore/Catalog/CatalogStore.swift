@@ -44,13 +44,19 @@ public struct CatalogStore: Sendable {
         guard !ids.isEmpty else { return [:] }
         let logger = database.logger
         return try await database.withConnection { connection in
-            let rows = try await connection.query(
-                """
-                SELECT DISTINCT ON (product_id) \(unescaped: Self.columns) FROM products
-                WHERE product_id = ANY(\(Array(ids))::text[]) ORDER BY product_id, revision DESC
-                """, logger: logger)
-            return Dictionary(uniqueKeysWithValues: try await Self.decode(rows).map { ($0.productID, $0) })
+            try await Self.latest(ids, on: connection, logger: logger)
         }
+    }
+
+    /// The latest revision of each product named, on a connection (a store message's transaction).
+    static func latest(_ ids: Set<String>, on connection: PostgresConnection, logger: Logger) async throws -> [String: Product] {
+        guard !ids.isEmpty else { return [:] }
+        let rows = try await connection.query(
+            """
+            SELECT DISTINCT ON (product_id) \(unescaped: Self.columns) FROM products
+            WHERE product_id = ANY(\(Array(ids))::text[]) ORDER BY product_id, revision DESC
+            """, logger: logger)
+        return Dictionary(uniqueKeysWithValues: try await Self.decode(rows).map { ($0.productID, $0) })
     }
 
     /// The latest revision of every product.

@@ -33,7 +33,7 @@ public struct EventStore: Sendable {
     let committer: GroupCommitter
     let memory: AppendMemory
     let onCommit: CommitObserver
-    var logger: Logger { database.logger }
+    public var logger: Logger { database.logger }
 
     /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers.
     public init(database: Database, onCommit: @escaping CommitObserver = { _ in }) {

@@ -12,12 +12,15 @@ public struct EventIntake: Sendable {
     public let catalog: CatalogStore
     public let inbox: StoreInbox
     public let links: StoreLinks
+    /// Store messages: recorded, linked, appended and marked in one transaction.
+    public let stores: StoreIntake
 
     public init(store: EventStore, catalog: CatalogStore, database: Database) {
         self.store = store
         self.catalog = catalog
         self.inbox = StoreInbox(database: database)
         self.links = StoreLinks(database: database)
+        self.stores = StoreIntake(store: store)
     }
 
     // MARK: complete events (clients, imports)
@@ -46,143 +49,12 @@ public struct EventIntake: Sendable {
 
     // MARK: store drafts
 
-    /// Drafts of a store for a known subscriber: completed from the catalog, validated and appended. A fact
-    /// already stored (the same store id, by another path) stands as stored.
+    /// Drafts of a store for a known subscriber, outside a store message (a sync's slices): completed from the
+    /// catalog, validated and appended by group commit. A fact already stored stands as stored.
     public func append(drafts: [EventDraft], subscriber: String, source: String) async throws -> AppendResult {
         let needed = DraftCompletion.productsNeeded(drafts)
         let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
-        let events = try DraftCompletion.complete(drafts, subscriberID: subscriber, source: source, products: products)
-        // Two facts of one payload under one key (an adapter's mistake) would be a unique violation in the
-        // database: refused here, saying which, so it is never a 500 nor retried for ever.
-        var keys: [String: Int] = [:]
-        for (i, e) in events.enumerated() {
-            if let first = keys[e.idempotencyKey] {
-                throw EventValidationError(
-                    field: "events[\(i)].idempotency_key",
-                    reason: "\(source) mapped two facts to the key \(e.idempotencyKey) (events[\(first)] has it too)")
-            }
-            keys[e.idempotencyKey] = i
-        }
+        let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: source, products: products)
         return try await store.append(events, replays: .keepStored)
-    }
-
-    /// A verified store message and what it says.
-    public struct StoreMessage: Sendable {
-        /// The store's name, also the events' `source` (`apple`, `google`, `stripe`).
-        public var store: String
-        /// The store's own id of the message (deduplication).
-        public var messageID: String
-        public var kind: String
-        public var subtype: String?
-        public var environment: LedgerEnvironment
-        /// The store's own account id the message is about (original transaction, purchase token, customer).
-        public var accountID: String?
-        /// A subscriber id the message itself carries (Apple's `appAccountToken`, Google's obfuscated account
-        /// id, Stripe's `client_reference_id`): it wins, and links the account to it.
-        public var subscriberHint: String?
-        public var raw: String
-        public var payload: [String: JSONValue]
-        public var drafts: [EventDraft]
-
-        public init(
-            store: String, messageID: String, kind: String, subtype: String? = nil, environment: LedgerEnvironment,
-            accountID: String?, subscriberHint: String?, raw: String, payload: [String: JSONValue], drafts: [EventDraft]
-        ) {
-            self.store = store
-            self.messageID = messageID
-            self.kind = kind
-            self.subtype = subtype
-            self.environment = environment
-            self.accountID = accountID
-            self.subscriberHint = subscriberHint
-            self.raw = raw
-            self.payload = payload
-            self.drafts = drafts
-        }
-
-        func record(_ status: StoreInbox.Status, subscriber: String? = nil, reason: String? = nil) -> StoreInbox.Message {
-            StoreInbox.Message(
-                store: store, messageID: messageID, kind: kind, subtype: subtype, environment: environment, accountID: accountID,
-                subscriberID: subscriber, status: status, raw: raw, payload: payload, reason: reason)
-        }
-    }
-
-    /// What became of a store message.
-    public enum Outcome: Sendable {
-        /// Seen before (and not waiting): nothing appended.
-        case duplicate
-        /// Nothing to append; kept in the inbox.
-        case notice
-        /// Its subscriber is not known yet; kept and applied when a link arrives.
-        case pending
-        case applied(subscriber: String, events: [RecordedEvent])
-    }
-
-    /// Records the message in its store's inbox, then appends its drafts when the subscriber is known;
-    /// otherwise it waits there (`pending`) for a link. Recorded first, so a failure after it loses nothing:
-    /// the store's retry (or the link) applies it, idempotently.
-    public func ingest(_ message: StoreMessage) async throws -> Outcome {
-        if let status = try await inbox.status(store: message.store, messageID: message.messageID),
-            status != .pending && status != .received
-        {
-            return .duplicate
-        }
-        guard !message.drafts.isEmpty else {
-            try await inbox.record(message.record(.notice))
-            return .notice
-        }
-        guard let subscriber = try await resolve(message) else {
-            try await inbox.record(
-                message.record(.pending, reason: StoreInbox.unlinkedReason(store: message.store, accountID: message.accountID)))
-            return .pending
-        }
-        try await inbox.record(message.record(.received, subscriber: subscriber))
-        let result: AppendResult
-        do {
-            result = try await append(drafts: message.drafts, subscriber: subscriber, source: message.store)
-        } catch let error as EventValidationError {
-            // It stays `received` until the store's retry gets through (a product added to the catalog): say why.
-            try? await inbox.explain(store: message.store, messageID: message.messageID, reason: error.description)
-            throw error
-        }
-        try await inbox.mark(store: message.store, messageID: message.messageID, status: .applied, subscriberID: subscriber)
-        return .applied(subscriber: subscriber, events: result.events)
-    }
-
-    /// The subscriber a message names (linking its account to it), else the one its account is linked to.
-    public func resolve(_ message: StoreMessage) async throws -> String? {
-        if let hint = message.subscriberHint, Identifiers.isValidSubscriberID(hint) {
-            if let account = message.accountID {
-                try await links.link(store: message.store, [account], to: hint, by: "message")
-            }
-            return hint
-        }
-        guard let account = message.accountID else { return nil }
-        return try await links.subscriber(store: message.store, accountID: account)
-    }
-
-    /// Links accounts to a subscriber (a client-submitted purchase, a receipt) and applies every message
-    /// that waited for them, re-reading each with `drafts` (the store adapter's mapping of a stored payload).
-    /// Returns how many were applied; one that still cannot be is left pending and logged.
-    public func link(
-        store: String, accountIDs: [String], to subscriber: String, by origin: String, logger: Logger,
-        drafts: (StoreInbox.Message) async throws -> [EventDraft]
-    ) async throws -> Int {
-        try await links.link(store: store, accountIDs, to: subscriber, by: origin)
-        var applied = 0
-        for pending in try await inbox.pending(store: store, accountIDs: accountIDs) {
-            do {
-                let d = try await drafts(pending)
-                if !d.isEmpty { _ = try await append(drafts: d, subscriber: subscriber, source: store) }
-                try await inbox.mark(store: store, messageID: pending.messageID, status: .applied, subscriberID: subscriber)
-                applied += 1
-            } catch let error as EventValidationError {
-                try? await inbox.explain(store: store, messageID: pending.messageID, reason: "linked to \(subscriber), but \(error)")
-                logger.warning(
-                    "pending store message still cannot be applied",
-                    metadata: ["store.name": "\(store)", "store.message_id": "\(pending.messageID)", "error.message": "\(error)"])
-            }
-        }
-        return applied
     }
 }

@@ -70,55 +70,24 @@ public struct StoreInbox: Sendable {
     }
 
     public func status(store: String, messageID: String) async throws -> Status? {
-        let logger = database.logger
-        return try await database.withConnection { c in
-            for try await s in try await c.query(
-                "SELECT status FROM store_inbox WHERE store = \(store) AND message_id = \(messageID)", logger: logger
-            ).decode(String.self) {
-                return Status(rawValue: s)
-            }
-            return nil
-        }
+        try await run { try await $0.status(store: store, messageID: messageID) }
     }
 
     /// Records a message, or moves a recorded one to a new status (and reason); the first delivery's payload is kept.
     public func record(_ m: Message) async throws {
-        let logger = database.logger
-        try await database.withConnection { c in
-            try await c.query(
-                """
-                INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
-                    raw, payload, reason)
-                VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
-                        \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
-                        \(m.reason.map(Self.bounded)))
-                ON CONFLICT (store, message_id) DO UPDATE SET status = excluded.status,
-                    account_id = coalesce(excluded.account_id, store_inbox.account_id),
-                    subscriber_id = coalesce(excluded.subscriber_id, store_inbox.subscriber_id),
-                    reason = excluded.reason, updated_at = clock_timestamp()
-                """, logger: logger)
-        }
+        try await run { try await $0.record(m) }
     }
 
     /// Records a message only if it is new; true when it was. A background resolver takes it up after
     /// `resolveAfter` (the caller resolving it at once meanwhile).
     public func recordIfNew(_ m: Message, resolveAfter: Duration = .zero) async throws -> Bool {
+        try await run { try await $0.recordIfNew(m, resolveAfter: resolveAfter) }
+    }
+
+    /// The statements of `StoreTransaction`, each on its own lease.
+    private func run<T: Sendable>(_ body: @escaping @Sendable (StoreTransaction) async throws -> T) async throws -> T {
         let logger = database.logger
-        let ms = resolveAfter.components.seconds * 1000 + resolveAfter.components.attoseconds / 1_000_000_000_000_000
-        return try await database.withConnection { c in
-            let rows = try await c.query(
-                """
-                INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
-                    raw, payload, next_attempt_at, reason)
-                VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
-                        \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
-                        clock_timestamp() + \(ms) * interval '1 millisecond', \(m.reason.map(Self.bounded)))
-                ON CONFLICT (store, message_id) DO NOTHING
-                RETURNING 1
-                """, logger: logger)
-            for try await _ in rows.decode(Int.self) { return true }
-            return false
-        }
+        return try await database.withConnection { try await body(StoreTransaction(connection: $0, logger: logger, appends: nil)) }
     }
 
     /// The accounts pending messages of a store wait for, those waiting longest first (for a store's look-up
@@ -142,13 +111,7 @@ public struct StoreInbox: Sendable {
 
     /// Pending messages of these accounts, oldest first.
     public func pending(store: String, accountIDs: [String]) async throws -> [Message] {
-        guard !accountIDs.isEmpty else { return [] }
-        return try await messages(
-            """
-            SELECT \(unescaped: Self.columns) FROM store_inbox
-            WHERE store = \(store) AND status = 'pending' AND account_id = ANY(\(accountIDs)::text[])
-            ORDER BY received_at
-            """)
+        try await run { try await $0.pending(store: store, accountIDs: accountIDs) }
     }
 
     /// Received messages whose next attempt is due, oldest first (for a store's background resolver).
@@ -162,27 +125,12 @@ public struct StoreInbox: Sendable {
     }
 
     public func mark(store: String, messageID: String, status: Status, subscriberID: String? = nil) async throws {
-        let logger = database.logger
-        try await database.withConnection { c in
-            try await c.query(
-                """
-                UPDATE store_inbox SET status = \(status.rawValue), subscriber_id = coalesce(\(subscriberID), subscriber_id),
-                    next_attempt_at = NULL, last_error = NULL, reason = NULL, updated_at = clock_timestamp()
-                WHERE store = \(store) AND message_id = \(messageID)
-                """, logger: logger)
-        }
+        try await run { try await $0.mark(store: store, messageID: messageID, status: status, subscriberID: subscriberID) }
     }
 
     /// Says why a message still waits (a pending one whose link came but whose events still cannot be applied).
     public func explain(store: String, messageID: String, reason: String) async throws {
-        let logger = database.logger
-        try await database.withConnection { c in
-            try await c.query(
-                """
-                UPDATE store_inbox SET reason = \(Self.bounded(reason)), updated_at = clock_timestamp()
-                WHERE store = \(store) AND message_id = \(messageID)
-                """, logger: logger)
-        }
+        try await run { try await $0.explain(store: store, messageID: messageID, reason: reason) }
     }
 
     /// A failed resolution attempt: retried after `retryAfter`, or marked `failed` when `giveUp`.
@@ -204,26 +152,11 @@ public struct StoreInbox: Sendable {
     /// Reasons and errors are kept to 1,000 characters: they are read, not parsed.
     static func bounded(_ text: String) -> String { String(text.prefix(1000)) }
 
-    private static let columns =
+    static let columns =
         "store, message_id, kind, subtype, environment, account_id, subscriber_id, status, attempts, raw, payload::text"
 
     private func messages(_ query: PostgresQuery) async throws -> [Message] {
-        let logger = database.logger
-        return try await database.withConnection { c in
-            var out: [Message] = []
-            for try await (store, id, kind, subtype, env, account, subscriber, status, attempts, raw, payload) in try await c.query(
-                query, logger: logger
-            ).decode((String, String, String, String?, String, String?, String?, String, Int32, String, String).self) {
-                guard case .object(let o) = try JSONParser.parse(payload, maxDepth: 1000) else { continue }
-                out.append(
-                    Message(
-                        store: store, messageID: id, kind: kind, subtype: subtype,
-                        environment: LedgerEnvironment(rawValue: env) ?? .production, accountID: account,
-                        subscriberID: subscriber, status: Status(rawValue: status) ?? .received, attempts: Int(attempts), raw: raw,
-                        payload: o))
-            }
-            return out
-        }
+        try await run { try await $0.messages(query) }
     }
 }
 
@@ -245,51 +178,25 @@ public struct StoreLinks: Sendable {
         self.database = database
     }
 
-    /// Links accounts to a subscriber; linking to the same subscriber again is a no-op, to another a `Conflict`.
+    /// Links accounts to a subscriber; linking to the same subscriber again is a no-op, to another a `Conflict`
+    /// (and none is linked).
     public func link(store: String, _ accountIDs: [String], to subscriberID: String, by origin: String) async throws {
         guard !accountIDs.isEmpty else { return }
-        let logger = database.logger
-        try await database.transaction { c in
-            try await c.query(
-                """
-                INSERT INTO store_links (store, account_id, subscriber_id, linked_by)
-                SELECT \(store), a, \(subscriberID), \(origin) FROM unnest(\(accountIDs)::text[]) AS a
-                ON CONFLICT (store, account_id) DO NOTHING
-                """, logger: logger)
-            for try await (account, owner) in try await c.query(
-                """
-                SELECT account_id, subscriber_id FROM store_links
-                WHERE store = \(store) AND account_id = ANY(\(accountIDs)::text[]) AND subscriber_id <> \(subscriberID)
-                """, logger: logger
-            ).decode((String, String).self) {
-                throw Conflict(store: store, accountID: account, subscriberID: owner)
-            }
-        }
+        try await run { try await $0.link(store: store, accountIDs, to: subscriberID, by: origin) }
     }
 
     /// The store's account ids linked to a subscriber, in id order.
     public func accounts(store: String, subscriber: String) async throws -> [String] {
-        let logger = database.logger
-        return try await database.withConnection { c in
-            let rows = try await c.query(
-                "SELECT account_id FROM store_links WHERE store = \(store) AND subscriber_id = \(subscriber) ORDER BY account_id",
-                logger: logger)
-            var ids: [String] = []
-            for try await id in rows.decode(String.self) { ids.append(id) }
-            return ids
-        }
+        try await run { try await $0.accounts(store: store, subscriber: subscriber) }
     }
 
     public func subscriber(store: String, accountID: String) async throws -> String? {
+        try await run { try await $0.subscriber(store: store, accountID: accountID) }
+    }
+
+    private func run<T: Sendable>(_ body: @escaping @Sendable (StoreTransaction) async throws -> T) async throws -> T {
         let logger = database.logger
-        return try await database.withConnection { c in
-            for try await s in try await c.query(
-                "SELECT subscriber_id FROM store_links WHERE store = \(store) AND account_id = \(accountID)", logger: logger
-            ).decode(String.self) {
-                return s
-            }
-            return nil
-        }
+        return try await database.withConnection { try await body(StoreTransaction(connection: $0, logger: logger, appends: nil)) }
     }
 }
 

@@ -356,7 +356,7 @@ public struct GoogleSubscriptionState: Sendable {
     }
 }
 
-extension GoogleSubscriptionMapper: StoreAdapter {
+extension GoogleSubscriptionMapper: StoreMapper {
     public static func map(_ payload: GoogleSubscriptionState) throws(StoreMappingError) -> [EventDraft] {
         try resolve(payload.notification, purchase: payload.purchase).drafts
     }

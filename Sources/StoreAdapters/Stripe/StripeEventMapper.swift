@@ -100,7 +100,7 @@ public struct StripeMapping: Sendable {
 /// Idempotency keys come from Stripe's own ids (invoice lines, refunds, disputes, payment intents), so the
 /// same fact delivered by two event types (`invoice.paid` and `invoice.payment_succeeded`, `refund.created` and
 /// `charge.refunded`) is stored once; `occurred_at` is the object's own time, so delivery order never matters.
-public enum StripeEventMapper: StoreAdapter {
+public enum StripeEventMapper: StoreMapper {
     public static let store = "stripe"
     /// The grace a subscription turning past due gets before its invoice says when Stripe retries: 7 days
     /// (Smart Retries' first week), at most the configured maximum (docs/stripe.md).

@@ -342,7 +342,7 @@ public enum CurrencyExponent {
     }
 }
 
-extension AppleNotificationMapper: StoreAdapter {
+extension AppleNotificationMapper: StoreMapper {
     public static let store = "apple"
     public static func map(_ payload: AppleNotification) throws(StoreMappingError) -> [EventDraft] { try drafts(for: payload) }
 }

@@ -1,10 +1,10 @@
 import LedgerCore
 
-/// A store adapter: the pure mapping of a store's verified payload to ledger event drafts. Its verification
-/// (signatures, tokens) lives beside it in the store's folder; the HTTP edge (one route file in
-/// LedgerServer) verifies, maps and hands the drafts to `EventIntake`, which completes them from the
-/// catalog, resolves the subscriber and appends or keeps them in the store's inbox (docs/stores.md).
-public protocol StoreAdapter: Sendable {
+/// A store's pure mapper: a verified payload to ledger event drafts, no I/O, no clock. Its verification
+/// (signatures, tokens) lives beside it in the store's folder; the store's `StoreAdapter` (LedgerStore) hands
+/// what it maps to `StoreIntake`, which completes the drafts from the catalog, resolves the subscriber and
+/// appends them or keeps the message in the store's inbox (docs/data-flow.md).
+public protocol StoreMapper: Sendable {
     /// What the adapter maps: a payload whose authenticity has been checked.
     associatedtype VerifiedPayload: Sendable
     /// The store's name: the events' `source` and the key of its inbox and account links.

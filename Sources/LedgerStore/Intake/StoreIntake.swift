@@ -1,0 +1,207 @@
+import Foundation
+import LedgerCore
+import Logging
+import Synchronization
+
+/// The one way a store's messages enter the ledger, for every store (docs/data-flow.md). In one database
+/// transaction: the message is recorded in its store's inbox, its subscriber resolved (or its links created),
+/// its events completed from the catalog and appended, its inbox row marked; a link that arrives applies the
+/// messages that waited for it, re-read through the store's `remap`, in the same place. Calls to a store's
+/// API happen before (the route, a background resolver), never inside the transaction.
+public struct StoreIntake: Sendable {
+    let events: EventStore
+
+    public init(store: EventStore) {
+        self.events = store
+    }
+
+    /// What an ingest did: its outcome, and how many waiting messages its links applied with it (their
+    /// events are not in the outcome's: an answer's position is then the primary's).
+    public struct Result: Sendable {
+        public var outcome: StoreOutcome
+        public var replayed: Int
+
+        public init(outcome: StoreOutcome, replayed: Int = 0) {
+            self.outcome = outcome
+            self.replayed = replayed
+        }
+    }
+
+    /// A verified message, in one transaction. Events the catalog cannot complete are refused with their
+    /// `EventValidationError` once the message is recorded (`received`, saying why: the store's retry applies it).
+    public func ingest<A: StoreAdapter>(_ adapter: A, _ message: A.Message, logger: Logger) async throws -> Result {
+        let (outcome, replayed) = try await events.transaction { tx in
+            let session = StoreSession(adapter: adapter, tx: tx, logger: logger)
+            let outcome = try await adapter.apply(message, on: session)
+            return (outcome, session.replayed)
+        }
+        if case .refused(let error) = outcome { throw error }
+        return Result(outcome: outcome, replayed: replayed)
+    }
+
+    /// The app names the subscriber of store accounts (a receipt, a client-submitted purchase, a sync): links
+    /// them (a conflict stores nothing), appends what the submission itself says, then applies what waited
+    /// for them. A refusal of the submission's own events is thrown once the links are committed.
+    public func claim<A: StoreAdapter>(
+        _ adapter: A, accounts: [String], to subscriber: String, by origin: String, drafts: [EventDraft], logger: Logger
+    ) async throws -> (events: [RecordedEvent], replayed: Int) {
+        let outcome: Swift.Result<([RecordedEvent], Int), EventValidationError> = try await events.transaction { tx in
+            let session = StoreSession(adapter: adapter, tx: tx, logger: logger)
+            try await tx.link(store: adapter.store, accounts, to: subscriber, by: origin)
+            var recorded: [RecordedEvent] = []
+            if !drafts.isEmpty {
+                do {
+                    recorded = try await session.append(drafts, subscriber: subscriber).events
+                } catch let error as EventValidationError {
+                    return .failure(error)
+                }
+            }
+            return .success((recorded, try await session.replay(accounts, to: subscriber)))
+        }
+        let (recorded, replayed) = try outcome.get()
+        return (recorded, replayed)
+    }
+
+    /// Links accounts to a subscriber (and what the adapter expands them to) and applies what waited for them.
+    public func link<A: StoreAdapter>(_ adapter: A, accounts: [String], to subscriber: String, by origin: String, logger: Logger)
+        async throws -> Int
+    {
+        try await events.transaction { tx in
+            try await StoreSession(adapter: adapter, tx: tx, logger: logger).link(accounts, to: subscriber, by: origin)
+        }
+    }
+
+    /// Store drafts for a known subscriber → validated events of `source`. Two facts of one payload under one
+    /// key (an adapter's mistake) would be a unique violation in the database: refused here, saying which.
+    public static func complete(
+        _ drafts: [EventDraft], subscriber: String, source: String, products: [String: Product]
+    ) throws(EventValidationError) -> [NewEvent] {
+        let events = try DraftCompletion.complete(drafts, subscriberID: subscriber, source: source, products: products)
+        var keys: [String: Int] = [:]
+        for (i, e) in events.enumerated() {
+            if let first = keys[e.idempotencyKey] {
+                throw EventValidationError(
+                    field: "events[\(i)].idempotency_key",
+                    reason: "\(source) mapped two facts to the key \(e.idempotencyKey) (events[\(first)] has it too)")
+            }
+            keys[e.idempotencyKey] = i
+        }
+        return events
+    }
+}
+
+/// One store message's transaction: the steps of `StoreIntake`, for a store's `apply`.
+public final class StoreSession<A: StoreAdapter>: Sendable {
+    public let adapter: A
+    public let tx: StoreTransaction
+    public let logger: Logger
+    private let replays = Mutex(0)
+
+    init(adapter: A, tx: StoreTransaction, logger: Logger) {
+        self.adapter = adapter
+        self.tx = tx
+        self.logger = logger
+    }
+
+    var replayed: Int { replays.withLock { $0 } }
+    var store: String { adapter.store }
+
+    /// Records the message, then appends its drafts when the subscriber is known; otherwise it waits in the
+    /// inbox (`pending`) for a link.
+    public func ingest(_ record: StoreInbox.Message, _ mapping: StoreMapping) async throws -> StoreOutcome {
+        var r = record
+        if let environment = mapping.environment { r.environment = environment }
+        if let account = mapping.accountID { r.accountID = account }
+        r.subscriberID = nil
+        r.reason = nil
+        if mapping.ignored {
+            r.status = .ignored
+            _ = try await tx.recordIfNew(r)
+            return .ignored
+        }
+        if let status = try await tx.status(store: store, messageID: r.messageID), status != .pending && status != .received {
+            return .duplicate
+        }
+        guard !mapping.drafts.isEmpty else {
+            r.status = .notice
+            try await tx.record(r)
+            return .notice
+        }
+        guard let subscriber = try await resolve(mapping) else {
+            r.status = .pending
+            r.reason = StoreInbox.unlinkedReason(store: store, accountID: r.accountID)
+            try await tx.record(r)
+            return .pending
+        }
+        r.subscriberID = subscriber
+        let result: AppendResult
+        do {
+            result = try await append(mapping.drafts, subscriber: subscriber)
+        } catch let error as EventValidationError {
+            // It stays `received` until the store's retry gets through (a product added to the catalog): say why.
+            r.status = .received
+            r.reason = error.description
+            try await tx.record(r)
+            return .refused(error)
+        }
+        r.status = .applied
+        try await tx.record(r)
+        return .applied(subscriber: subscriber, events: result.events)
+    }
+
+    /// The subscriber a message names (linking its account to it), else the one its account is linked to.
+    func resolve(_ m: StoreMapping) async throws -> String? {
+        if let hint = m.subscriberHint, Identifiers.isValidSubscriberID(hint) {
+            if let account = m.accountID {
+                try await tx.link(store: store, [account], to: hint, by: "message")
+            }
+            return hint
+        }
+        guard let account = m.accountID else { return nil }
+        return try await tx.subscriber(store: store, accountID: account)
+    }
+
+    /// Drafts completed from the catalog and appended for `subscriber`; a fact already stored (the same store
+    /// id, by another path) stands as stored.
+    public func append(_ drafts: [EventDraft], subscriber: String) async throws -> AppendResult {
+        let products = try await tx.products(DraftCompletion.productsNeeded(drafts))
+        let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: store, products: products)
+        return try await tx.append(events, replays: .keepStored)
+    }
+
+    /// Links accounts (expanded by the adapter) to a subscriber, and applies what waited for them; returns how
+    /// many. `counted`: they count in `StoreIntake.Result.replayed` (the answer's position is then the primary's).
+    @discardableResult
+    public func link(_ accounts: [String], to subscriber: String, by origin: String, counted: Bool = true) async throws -> Int {
+        var unique: [String] = []
+        for a in accounts where !unique.contains(a) { unique.append(a) }
+        let all = try await adapter.expand(unique, on: tx)
+        try await tx.link(store: store, all, to: subscriber, by: origin)
+        let applied = try await replay(all, to: subscriber)
+        if counted { replays.withLock { $0 += applied } }
+        return applied
+    }
+
+    /// Applies the messages that waited for these (linked) accounts, oldest first, each re-read by `remap`. One
+    /// that still cannot be applied stays pending, saying why (logged).
+    func replay(_ accounts: [String], to subscriber: String) async throws -> Int {
+        let pending = try await tx.pending(store: store, accountIDs: accounts)
+        guard !pending.isEmpty else { return 0 }
+        try await adapter.prepare(replaying: pending, on: tx)
+        var applied = 0
+        for p in pending {
+            do {
+                let drafts = try await adapter.remap(p, on: tx)
+                if !drafts.isEmpty { _ = try await append(drafts, subscriber: subscriber) }
+                try await tx.mark(store: store, messageID: p.messageID, status: .applied, subscriberID: subscriber)
+                applied += 1
+            } catch let error as EventValidationError {
+                try await tx.explain(store: store, messageID: p.messageID, reason: "linked to \(subscriber), but \(error)")
+                logger.warning(
+                    "pending store message still cannot be applied",
+                    metadata: ["store.name": "\(store)", "store.message_id": "\(p.messageID)", "error.message": "\(error)"])
+            }
+        }
+        return applied
+    }
+}
