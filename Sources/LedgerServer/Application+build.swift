@@ -234,7 +234,11 @@ func buildRouterAndServices(
     // Outside the v1 group: Stripe authenticates with its signature, not an API key.
     StripeStoreRoutes(
         verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions,
+        // Asked while Stripe waits for the answer: one attempt, a short timeout.
+        prices: configuration.stripeAPIKey.map {
+            StripeAPIClient(apiKey: $0, baseURL: configuration.stripeAPIBaseURL, timeout: .seconds(5), attempts: 1)
+        }
     ).register(on: router)
     var services: [any Service] = []
     let google = configuration.google
