@@ -55,6 +55,8 @@ public struct ServerConfiguration: Sendable {
     public var stripeLookupInterval: Duration
     /// The Connect accounts whose Stripe events are applied, and the longest past-due grace (docs/stripe.md).
     public var stripe: StripeSettings
+    /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
+    public var transferPolicy: TransferPolicy = .transfer
     /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
     public var google: GooglePlayConfiguration
 
@@ -218,6 +220,10 @@ func buildRouterAndServices(
     let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
+    IdentityRoutes(
+        identity: IdentityStore(intake: intake, database: database, defaultPolicy: configuration.transferPolicy),
+        maxBodyBytes: configuration.maxBodyBytes
+    ).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
         store: store, router: readRouter,

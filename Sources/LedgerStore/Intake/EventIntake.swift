@@ -12,10 +12,12 @@ public struct EventIntake: Sendable {
     public let catalog: CatalogStore
     public let inbox: StoreInbox
     public let links: StoreLinks
+    let database: Database
 
     public init(store: EventStore, catalog: CatalogStore, database: Database) {
         self.store = store
         self.catalog = catalog
+        self.database = database
         self.inbox = StoreInbox(database: database)
         self.links = StoreLinks(database: database)
     }
@@ -41,7 +43,19 @@ public struct EventIntake: Sendable {
         var events = events
         try await prepare(&events, path: path)
         try AppendRequest.checkEntitlements(events)
+        try await refuseMerged(events)
         return try await store.append(events)
+    }
+
+    /// A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`, naming where
+    /// it went. Its own `merged` event (the merge itself) passes.
+    func refuseMerged(_ events: [NewEvent]) async throws {
+        var subscribers: [String] = []
+        for e in events where !subscribers.contains(e.subscriberID) { subscribers.append(e.subscriberID) }
+        let merged = try await IdentityChecks.mergedInto(subscribers, database: database)
+        if let e = events.first(where: { merged[$0.subscriberID] != nil }) {
+            throw IdentityError.subscriberMerged(subscriber: e.subscriberID, into: merged[e.subscriberID]!)
+        }
     }
 
     // MARK: store drafts
@@ -63,6 +77,7 @@ public struct EventIntake: Sendable {
             }
             keys[e.idempotencyKey] = i
         }
+        try await refuseMerged(events)
         return try await store.append(events, replays: .keepStored)
     }
 
