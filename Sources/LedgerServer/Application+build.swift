@@ -55,6 +55,8 @@ public struct ServerConfiguration: Sendable {
     public var stripeLookupInterval: Duration
     /// The Connect accounts whose Stripe events are applied, and the longest past-due grace (docs/stripe.md).
     public var stripe: StripeSettings
+    /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
+    public var transferPolicy: TransferPolicy = .transfer
     /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
     public var google: GooglePlayConfiguration
 
@@ -218,6 +220,10 @@ func buildRouterAndServices(
     let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
+    IdentityRoutes(
+        identity: IdentityStore(intake: intake, database: database, defaultPolicy: configuration.transferPolicy),
+        maxBodyBytes: configuration.maxBodyBytes
+    ).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
         store: store, router: readRouter,
@@ -234,7 +240,11 @@ func buildRouterAndServices(
     // Outside the v1 group: Stripe authenticates with its signature, not an API key.
     StripeStoreRoutes(
         verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions,
+        // Asked while Stripe waits for the answer: one attempt, a short timeout.
+        prices: configuration.stripeAPIKey.map {
+            StripeAPIClient(apiKey: $0, baseURL: configuration.stripeAPIBaseURL, timeout: .seconds(5), attempts: 1)
+        }
     ).register(on: router)
     var services: [any Service] = []
     let google = configuration.google

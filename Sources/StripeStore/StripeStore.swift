@@ -223,3 +223,33 @@ public struct StripeStore: StoreAdapter {
         return (ready, waiting)
     }
 }
+
+extension StripeStore {
+    /// Asks Stripe's API for the lookup key of each price the drafts name only by id and no event taught yet
+    /// (API 2025-03-31.basil and later put only `pricing.price_details.price` on an invoice line), and links
+    /// it as a full price would (`stripe.price`). Before the message's transaction, never inside it; a failure
+    /// leaves the id as it is: the catalog may know the price by its id, else the event is refused and Stripe
+    /// retries it.
+    public static func lookUpPrices(of mapping: StripeMapping, links: StoreLinks, client: StripeAPIClient, logger: Logger) async {
+        // The full prices the event carries are learned in its transaction: not asked for.
+        var asked = Set(mapping.prices.map(\.price))
+        var count = 0
+        for d in mapping.drafts {
+            guard let price = d.productID, price.hasPrefix("price_") || price.hasPrefix("plan_"), count < 10,
+                asked.insert(price).inserted
+            else { continue }
+            count += 1
+            do {
+                guard try await links.subscriber(store: priceStore, accountID: price) == nil,
+                    let key = try await client.priceLookupKey(price), key != price
+                else { continue }
+                try await links.link(store: priceStore, [price], to: key, by: "price")
+                logger.info("stripe price looked up", metadata: ["stripe.price": "\(price)", "stripe.lookup_key": "\(key)"])
+            } catch is StoreLinks.Conflict {
+                // Learned meanwhile from another event: first learned stands.
+            } catch {
+                logger.warning("stripe price look-up failed", metadata: ["stripe.price": "\(price)", "error.message": "\(error)"])
+            }
+        }
+    }
+}

@@ -86,8 +86,40 @@ public enum EventDataValidator {
             _ = try r.requiredIdentifier("kind")
             _ = try r.identifier("transaction_id")
             if let detail = try r.object("detail") { try Limits.checkMetadata(detail, field: r.field("detail")) }
+        case .transferOut:
+            try transferEnds(&r, other: "to_subscriber")
+        case .transferIn:
+            try transferEnds(&r, other: "from_subscriber")
+            guard case .array(let list)? = r.value("windows") else { throw r.fail("windows", "is required (an array, possibly empty)") }
+            guard list.count <= Limits.maxTransferredWindows else {
+                throw r.fail("windows", "must carry at most \(Limits.maxTransferredWindows) windows, not \(list.count)")
+            }
+            for (i, item) in list.enumerated() {
+                guard case .object(let o) = item else { throw r.fail("windows[\(i)]", "must be an object") }
+                var w = FieldReader(path: r.field("windows[\(i)]"), members: o)
+                _ = try w.requiredIdentifier("entitlement")
+                guard try w.oneOf("kind", Window.Kind.self) != nil else { throw w.fail("kind", "is required") }
+                _ = try w.identifier("product_id")
+                _ = try w.identifier("transaction_id")
+                let start = try w.requiredTimestamp("start")
+                if let end = try w.timestamp("end"), end <= start { throw w.fail("end", "must be after start") }
+                _ = try w.bool("auto_renewable")
+                try w.rejectUnknown()
+            }
+        case .merged:
+            guard let into = try r.string("into") else { throw r.fail("into", "is required (the subscriber merged into)") }
+            guard Identifiers.isValidSubscriberID(into) else { throw r.fail("into", Identifiers.subscriberIDRule) }
         }
         try r.rejectUnknown()
+    }
+
+    /// The members both halves of a transfer carry: the purchase, the other subscriber and why.
+    private static func transferEnds(_ r: inout FieldReader, other: String) throws(EventValidationError) {
+        _ = try r.requiredIdentifier("store")
+        _ = try r.requiredIdentifier("purchase_id")
+        guard let s = try r.string(other) else { throw r.fail(other, "is required") }
+        guard Identifiers.isValidSubscriberID(s) else { throw r.fail(other, Identifiers.subscriberIDRule) }
+        guard try r.oneOf("reason", TransferReason.self) != nil else { throw r.fail("reason", "is required") }
     }
 
     private static func transaction(_ r: inout FieldReader, type: EventType) throws(EventValidationError) {

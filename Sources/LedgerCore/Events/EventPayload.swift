@@ -17,6 +17,9 @@ public enum EventPayload: Sendable, Hashable {
     case billingIssue(BillingIssueData)
     case expiration(ExpirationData)
     case storeNotice
+    case transferOut(TransferOutData)
+    case transferIn(TransferInData)
+    case merged(MergedData)
 
     public init(type: EventType, data: [String: JSONValue]) {
         let d = DataMembers(data)
@@ -46,6 +49,18 @@ public enum EventPayload: Sendable, Hashable {
                     graceUntil: d.timestamp("grace_until"), entitlements: d.strings("entitlements"), productID: d.string("product_id")))
         case .expiration: self = .expiration(ExpirationData(entitlements: d.strings("entitlements"), reason: d.string("reason")))
         case .storeNotice: self = .storeNotice
+        case .transferOut:
+            self = .transferOut(
+                TransferOutData(
+                    store: d.string("store") ?? "", purchaseID: d.string("purchase_id") ?? "", toSubscriber: d.string("to_subscriber") ?? "",
+                    reason: d.string("reason") ?? "support"))
+        case .transferIn:
+            self = .transferIn(
+                TransferInData(
+                    store: d.string("store") ?? "", purchaseID: d.string("purchase_id") ?? "",
+                    fromSubscriber: d.string("from_subscriber") ?? "", reason: d.string("reason") ?? "support",
+                    windows: (data["windows"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(TransferredWindow.init) }))
+        case .merged: self = .merged(MergedData(into: d.string("into") ?? ""))
         }
     }
 
@@ -58,7 +73,8 @@ public enum EventPayload: Sendable, Hashable {
         case .autoRenewChanged(let a): a.entitlements
         case .billingIssue(let b): b.entitlements
         case .expiration(let e): e.entitlements
-        case .refund, .refundReversal, .creditReversal, .storeNotice: []
+        case .transferIn(let t): Array(Set(t.windows.map(\.entitlement))).sorted()
+        case .refund, .refundReversal, .creditReversal, .storeNotice, .transferOut, .merged: []
         }
     }
 }
@@ -116,6 +132,91 @@ public struct ExpirationData: Sendable, Hashable {
     public var entitlements: [String]
     /// `voluntary`, `billing`, `price_increase`, `paused`, `other` (`EventDataValidator.ExpirationReason`).
     public var reason: String?
+}
+
+/// Why a purchase moved between subscribers (docs/identity.md).
+public enum TransferReason: String, Sendable, Hashable, CaseIterable {
+    /// A store message or an app named another subscriber for the purchase (transfer policy `transfer`).
+    case restore
+    /// An app moved the purchase to the account its user logged in to.
+    case login
+    /// A support agent moved it (`POST /v1/subscribers/{id}/transfers`).
+    case support
+    /// Part of a merge (`POST /v1/subscribers/{id}/merge`).
+    case merge
+}
+
+/// A `transfer_out`'s `data`: which purchase left, to whom.
+public struct TransferOutData: Sendable, Hashable {
+    public var store: String
+    /// The store's id of the purchase: Apple's original transaction id, a Google purchase's first order, a
+    /// Stripe subscription (the `original_transaction_id` its transactions carry, else their `transaction_id`).
+    public var purchaseID: String
+    public var toSubscriber: String
+    public var reason: String
+}
+
+/// A `transfer_in`'s `data`: the purchase and the windows it still had on the subscriber it left.
+public struct TransferInData: Sendable, Hashable {
+    public var store: String
+    public var purchaseID: String
+    public var fromSubscriber: String
+    public var reason: String
+    public var windows: [TransferredWindow]
+}
+
+/// One window a `transfer_in` carries, `[start, end)` as it was on the other subscriber from the transfer on.
+public struct TransferredWindow: Sendable, Hashable {
+    public var entitlement: String
+    public var kind: Window.Kind
+    public var productID: String?
+    public var transactionID: String?
+    public var start: Timestamp
+    /// nil: it never ends (lifetime, free).
+    public var end: Timestamp?
+    /// Whether the window was granted by an auto-renewable transaction (or its grace): `will_renew` can hold
+    /// through it. Absent: true for paid, trial, intro, promo and grace windows.
+    public var autoRenewable: Bool
+
+    public init(
+        entitlement: String, kind: Window.Kind, productID: String?, transactionID: String?, start: Timestamp, end: Timestamp?,
+        autoRenewable: Bool
+    ) {
+        self.entitlement = entitlement
+        self.kind = kind
+        self.productID = productID
+        self.transactionID = transactionID
+        self.start = start
+        self.end = end
+        self.autoRenewable = autoRenewable
+    }
+
+    init?(_ o: [String: JSONValue]) {
+        let d = DataMembers(o)
+        guard let e = d.string("entitlement"), let kind = d.string("kind").flatMap(Window.Kind.init(rawValue:)),
+            let start = d.timestamp("start")
+        else { return nil }
+        self.init(
+            entitlement: e, kind: kind, productID: d.string("product_id"), transactionID: d.string("transaction_id"), start: start,
+            end: d.timestamp("end"), autoRenewable: d.bool("auto_renewable") ?? Self.renewsByDefault(kind))
+    }
+
+    static func renewsByDefault(_ kind: Window.Kind) -> Bool { [.paid, .trial, .intro, .promo, .grace].contains(kind) }
+
+    /// The window as a `transfer_in` carries it.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["entitlement": .string(entitlement), "kind": .string(kind.rawValue), "start": .string(start.rfc3339)]
+        if let productID { o["product_id"] = .string(productID) }
+        if let transactionID { o["transaction_id"] = .string(transactionID) }
+        o["end"] = end.map { .string($0.rfc3339) } ?? .null
+        if autoRenewable != Self.renewsByDefault(kind) { o["auto_renewable"] = .bool(autoRenewable) }
+        return .object(o)
+    }
+}
+
+/// A `merged`'s `data`.
+public struct MergedData: Sendable, Hashable {
+    public var into: String
 }
 
 /// An event as the fold and the report facts see it: the envelope fields they read and the typed payload.

@@ -56,6 +56,9 @@ public struct RevenueTransaction: Sendable, Hashable {
     public var end: Timestamp?
     /// Where a refund or cancellation cut the service short (recognition stops, the rest is settled there).
     public var stop: Timestamp?
+    /// Where the purchase moved to another subscriber (`transfer_out`): this subscriber's MRR ends there;
+    /// the money does not move (docs/identity.md).
+    public var handedOver: Timestamp?
     public var refunds: [Refund]
     /// The price per month, for MRR; nil for lifetime purchases.
     public var monthly: MonthlyAmount?
@@ -63,7 +66,7 @@ public struct RevenueTransaction: Sendable, Hashable {
     public init(
         eventID: UUID, entitlements: [String], kind: Window.Kind, currency: String, gross: Int64, commission: Int64,
         occurredAt: Timestamp, start: Timestamp, end: Timestamp?, stop: Timestamp?, refunds: [Refund],
-        monthly: MonthlyAmount?
+        monthly: MonthlyAmount?, handedOver: Timestamp? = nil
     ) {
         self.eventID = eventID
         self.entitlements = entitlements
@@ -77,10 +80,14 @@ public struct RevenueTransaction: Sendable, Hashable {
         self.stop = stop
         self.refunds = refunds
         self.monthly = monthly
+        self.handedOver = handedOver
     }
 
-    /// When the service ends: the cut, else the granted end (nil = never).
-    public var serviceEnd: Timestamp? { stop ?? end }
+    /// When this subscriber's service ends: the cut or the transfer, else the granted end (nil = never).
+    public var serviceEnd: Timestamp? {
+        guard let handedOver else { return stop ?? end }
+        return min(stop ?? end ?? handedOver, handedOver)
+    }
 
     /// After this instant nothing about the transaction changes any more.
     public var settledAt: Timestamp {
@@ -282,9 +289,10 @@ public struct SubscriberFacts: Sendable, Hashable {
                     currency: currency, gross: price, commission: Money.commission(price, rate: rate),
                     occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
                     end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
-                    stop: lifetime ? nil : window?.effectiveCut?.at,
+                    stop: lifetime ? nil : window?.earliestCut { $0 != .transfer }?.at,
                     refunds: ownRefunds.sorted { $0.at < $1.at },
-                    monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+                    monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) },
+                    handedOver: lifetime ? nil : window?.earliestCut { $0 == .transfer }?.at))
         }
         return result
     }

@@ -61,7 +61,7 @@ struct AppleStoreRoutes {
         guard Identifiers.isValidSubscriberID(subscriber) else {
             throw APIError(
                 .unprocessableContent, code: "invalid_request",
-                message: "subscriber_id: must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -", field: "subscriber_id")
+                message: "subscriber_id: \(Identifiers.subscriberIDRule)", field: "subscriber_id")
         }
         let mapping: AppleReceiptMapping
         do {

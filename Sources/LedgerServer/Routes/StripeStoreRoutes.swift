@@ -51,6 +51,8 @@ struct StripeStoreRoutes {
     let maxBodyBytes: Int
     var settings = StripeSettings()
     var versions = StripeVersionWatch()
+    /// Stripe's API (`serve --stripe-api-key`), for the lookup key of a price an invoice names only by id.
+    var prices: StripeAPIClient? = nil
 
     static let store = StripeEventMapper.store
     static let signatureHeader = HTTPField.Name("Stripe-Signature")!
@@ -111,6 +113,9 @@ struct StripeStoreRoutes {
             reason["reason"] = .string("the event is of Stripe account \(account), which this ledger does not serve (serve --stripe-account)")
         } else if mapping.ignored {
             Counter(label: "subledger_stripe_events_ignored_total", dimensions: [("type", event.type)]).increment()
+        } else if let prices {
+            // Outside the transaction: the lookup key of a price an invoice names only by id.
+            await StripeStore.lookUpPrices(of: mapping, links: intake.links, client: prices, logger: logger)
         }
         let message = StripeStore.Message(event: event, payload: payload, raw: raw, mapping: mapping, otherAccount: !reason.isEmpty)
         let result = try await intake.stores.ingest(StripeStore(options: settings.mapping), message, logger: logger)

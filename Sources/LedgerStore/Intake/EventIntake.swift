@@ -14,10 +14,12 @@ public struct EventIntake: Sendable {
     public let links: StoreLinks
     /// Store messages: recorded, linked, appended and marked in one transaction.
     public let stores: StoreIntake
+    let database: Database
 
     public init(store: EventStore, catalog: CatalogStore, database: Database) {
         self.store = store
         self.catalog = catalog
+        self.database = database
         self.inbox = StoreInbox(database: database)
         self.links = StoreLinks(database: database)
         self.stores = StoreIntake(store: store)
@@ -44,7 +46,19 @@ public struct EventIntake: Sendable {
         var events = events
         try await prepare(&events, path: path)
         try AppendRequest.checkEntitlements(events)
+        try await refuseMerged(events)
         return try await store.append(events)
+    }
+
+    /// A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`, naming where
+    /// it went. Its own `merged` event (the merge itself) passes.
+    func refuseMerged(_ events: [NewEvent]) async throws {
+        var subscribers: [String] = []
+        for e in events where !subscribers.contains(e.subscriberID) { subscribers.append(e.subscriberID) }
+        let merged = try await IdentityChecks.mergedInto(subscribers, database: database)
+        if let e = events.first(where: { merged[$0.subscriberID] != nil }) {
+            throw IdentityError.subscriberMerged(subscriber: e.subscriberID, into: merged[e.subscriberID]!)
+        }
     }
 
     // MARK: store drafts
@@ -55,6 +69,7 @@ public struct EventIntake: Sendable {
         let needed = DraftCompletion.productsNeeded(drafts)
         let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
         let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: source, products: products)
+        try await refuseMerged(events)
         return try await store.append(events, replays: .keepStored)
     }
 }

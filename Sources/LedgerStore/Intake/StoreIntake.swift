@@ -166,6 +166,10 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
     public func append(_ drafts: [EventDraft], subscriber: String) async throws -> AppendResult {
         let products = try await tx.products(DraftCompletion.productsNeeded(drafts))
         let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: store, products: products)
+        // A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`.
+        if let into = try await IdentityChecks.mergedInto([subscriber], on: tx.connection, logger: tx.logger)[subscriber] {
+            throw IdentityError.subscriberMerged(subscriber: subscriber, into: into)
+        }
         return try await tx.append(events, replays: .keepStored)
     }
 

@@ -66,6 +66,7 @@ enum ProjectionRows {
         e.integer("version", f.version)
         e.json("will_renew", state.willRenew)
         e.json("unmatched_refunds", state.unmatchedRefunds)
+        e.text("merged_into", f.ledger.mergedInto)
         e.endRow()
         for (i, (run, firstStart)) in zip(f.facts.runs, f.facts.runFirstStarts).enumerated()
         where patch?.keptRuns.contains(i) != true {
