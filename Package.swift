@@ -74,8 +74,11 @@ let package = Package(
                 "LedgerCore",
                 "LedgerStore",
                 "StoreAdapters",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -126,6 +129,7 @@ let package = Package(
             dependencies: [
                 "AppStoreServerAPI",
                 "StoreAdapters",
+                "StripeStore",
                 "GooglePlayClient",
                 "LedgerCore",
                 "LedgerStore",
@@ -196,7 +200,7 @@ let package = Package(
         .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
+                "StoreAdapters", "StripeStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -9,6 +9,7 @@ import PostgresNIO
 import Prometheus
 import ServiceLifecycle
 import StoreAdapters
+import StripeStore
 
 /// What `subledger serve` is told on its command line.
 public struct ServerConfiguration: Sendable {

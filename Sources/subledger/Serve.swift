@@ -14,6 +14,7 @@ import PostgresNIO
 import Prometheus
 import ServiceLifecycle
 import StoreAdapters
+import StripeStore
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the HTTP API.")

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LedgerServer
+@testable import StripeStore
 
 @Suite("Stripe customer look-up back-off")
 struct StripeLookupBackoffTests {

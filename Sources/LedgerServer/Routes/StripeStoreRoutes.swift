@@ -61,64 +61,36 @@ struct StripeStoreRoutes {
         router.post("v1/stores/stripe/webhooks", use: webhook)
     }
 
+    static let notConfigured = APIError(
+        .notFound, code: "not_configured",
+        message: "Stripe webhooks are not configured: start serve with --stripe-webhook-secret (or SUBLEDGER_STRIPE_WEBHOOK_SECRETS)")
+
     @Sendable func webhook(_ request: Request, context: LedgerRequestContext) async throws -> Response {
-        guard verifier.isConfigured else {
-            throw APIError(
-                .notFound, code: "not_configured",
-                message: "Stripe webhooks are not configured: start serve with --stripe-webhook-secret (or SUBLEDGER_STRIPE_WEBHOOK_SECRETS)")
-        }
+        guard verifier.isConfigured else { throw Self.notConfigured }
         let bytes = Array(try await RequestBody.collect(request, limit: maxBodyBytes).readableBytesView)
-        do throws(StripeSignatureVerifier.Failure) {
-            try verifier.verify(header: request.headers[Self.signatureHeader], body: bytes, now: Int64(Date().timeIntervalSince1970))
+        let message: StripeStore.Message
+        do throws(StripeWebhook.Refusal) {
+            message = try StripeWebhook.read(
+                header: request.headers[Self.signatureHeader], body: bytes, verifier: verifier, now: Int64(Date().timeIntervalSince1970),
+                accounts: settings.accounts, options: settings.mapping, logger: context.logger, unknownVersion: versions.unknown)
         } catch {
-            throw APIError(.badRequest, code: "invalid_signature", message: error.description)
+            throw error.apiError
         }
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(bytes[...])
-        } catch {
-            throw APIError(.badRequest, code: "invalid_request", message: "the body is not valid JSON: \(error)")
-        }
-        guard case .object(let payload) = value else {
-            throw APIError(.badRequest, code: "invalid_request", message: "the body must be a JSON object")
-        }
-        let event: StripeEvent
-        let mapping: StripeMapping
-        do throws(StoreMappingError) {
-            event = try StripeEvent(payload: payload)
-            mapping = try StripeEventMapper.interpret(event, options: settings.mapping)
-        } catch {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
-        }
-        let logger = context.logger
-        logger.info(
-            "stripe event",
-            metadata: ["stripe.event_id": "\(event.id)", "stripe.type": "\(event.type)", "stripe.api_version": "\(event.apiVersion ?? "none")"])
-        if !StripeAPIVersion.isKnown(event.apiVersion) {
-            let version = event.apiVersion ?? "none"
-            versions.unknown(version)
-            Counter(label: "subledger_stripe_events_unknown_api_version_total", dimensions: [("api_version", String(version.prefix(40)))]).increment()
-            logger.warning(
-                "stripe event in an API version the ledger does not know: mapped as the nearest known shape; check docs/stripe.md",
-                metadata: ["stripe.event_id": "\(event.id)", "stripe.api_version": "\(version)"])
-        }
-        let raw = String(decoding: bytes, as: UTF8.self)
-        var reason: [String: JSONValue] = [:]
-        if let account = event.account, !settings.accounts.contains(account) {
-            // A Connect event of an account the ledger does not serve: answered 200 so Stripe does not retry it.
-            Counter(label: "subledger_stripe_events_other_account_total", dimensions: [("type", event.type)]).increment()
-            logger.warning(
-                "stripe event of another account ignored (serve --stripe-account accepts one)",
-                metadata: ["stripe.event_id": "\(event.id)", "stripe.account": "\(account)"])
-            reason["reason"] = .string("the event is of Stripe account \(account), which this ledger does not serve (serve --stripe-account)")
-        } else if mapping.ignored {
-            Counter(label: "subledger_stripe_events_ignored_total", dimensions: [("type", event.type)]).increment()
-        } else if let prices {
+        if let prices, !message.otherAccount, !message.mapping.ignored {
             // Outside the transaction: the lookup key of a price an invoice names only by id.
-            await StripeStore.lookUpPrices(of: mapping, links: intake.links, client: prices, logger: logger)
+            await StripeStore.lookUpPrices(of: message.mapping, links: intake.links, client: prices, logger: context.logger)
         }
-        let message = StripeStore.Message(event: event, payload: payload, raw: raw, mapping: mapping, otherAccount: !reason.isEmpty)
-        let result = try await intake.stores.ingest(StripeStore(options: settings.mapping), message, logger: logger)
-        return try await StoreAnswer.response(result, id: ("event_id", event.id), router: router, extra: reason)
+        let result = try await intake.stores.ingest(StripeStore(options: settings.mapping), message, logger: context.logger)
+        return try await StoreAnswer.response(result, id: ("event_id", message.event.id), router: router, extra: message.answerExtra)
+    }
+}
+
+extension StripeWebhook.Refusal {
+    var apiError: APIError {
+        switch self {
+        case .signature(let why): APIError(.badRequest, code: "invalid_signature", message: why)
+        case .body(let why): APIError(.badRequest, code: "invalid_request", message: why)
+        case .mapping(let e): APIError(.unprocessableContent, code: "invalid_request", message: e.description, field: e.field)
+        }
     }
 }

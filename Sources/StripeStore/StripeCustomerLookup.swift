@@ -3,13 +3,12 @@ import LedgerStore
 import Logging
 import ServiceLifecycle
 import StoreAdapters
-import StripeStore
 
 /// Background look-up of Stripe customers whose events wait in the inbox (`pending`): a customer whose
 /// `metadata.subscriber_id` names a subscriber is linked to it and its events are applied. Runs only with
 /// `serve --stripe-api-key`; while Stripe is unreachable the events simply stay pending and the next pass
 /// asks again (docs/stripe.md).
-struct StripeCustomerLookup: Service {
+public struct StripeCustomerLookup: Service {
     let client: StripeAPIClient
     let intake: EventIntake
     let interval: Duration
@@ -36,7 +35,11 @@ struct StripeCustomerLookup: Service {
         mutating func keep(only accounts: Set<String>) { until = until.filter { accounts.contains($0.key) } }
     }
 
-    func run() async throws {
+    public init(client: StripeAPIClient, intake: EventIntake, interval: Duration, options: StripeMappingOptions, logger: Logger) {
+        (self.client, self.intake, self.interval, self.options, self.logger) = (client, intake, interval, options, logger)
+    }
+
+    public func run() async throws {
         try? await cancelWhenGracefulShutdown {
             var backoff = Backoff()
             while !Task.isCancelled {

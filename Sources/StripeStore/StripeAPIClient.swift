@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import LedgerCore
 import NIOCore
+import StoreAdapters
 
 /// Stripe's REST API, for what a webhook leaves out: the `metadata.subscriber_id` of a customer whose
 /// events arrived before anything linked it, and the lookup key of a price an invoice names only by id.
