@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 import LedgerStore
 import Logging
@@ -70,5 +71,39 @@ extension EventIntake {
     /// them (re-read from the inbox's verified payload). Returns how many were applied.
     public func linkApple(originalTransactionIDs: [String], to subscriber: String, by origin: String, logger: Logger) async throws -> Int {
         try await stores.link(AppleStore(), accounts: originalTransactionIDs, to: subscriber, by: origin, logger: logger)
+    }
+}
+
+extension AppleStore {
+    /// Why a request body is not an App Store notification the ledger can take (all 422).
+    public enum Refusal: Error, Sendable {
+        /// `signedPayload` is missing or not a string.
+        case missingPayload
+        /// The JWS does not verify (`invalid_signature`).
+        case signature(String)
+        /// `notificationUUID` is not a UUID.
+        case notificationUUID
+    }
+
+    /// A request body (`{"signedPayload": …}`) read into a verified message: the JWS chain checked, the
+    /// notification decoded, logged.
+    public static func read(
+        body: [String: JSONValue], reader: AppleNotificationReader, now: Timestamp, logger: Logger
+    ) async throws(Refusal) -> Message {
+        guard let signed = body["signedPayload"]?.stringValue, !signed.isEmpty else { throw .missingPayload }
+        let notification: AppleNotification
+        do {
+            notification = try await reader.read(signedPayload: signed, now: now)
+        } catch {
+            throw .signature(error.description)
+        }
+        guard UUID(uuidString: notification.notificationUUID) != nil else { throw .notificationUUID }
+        logger.info(
+            "apple notification",
+            metadata: [
+                "apple.notification_uuid": "\(notification.notificationUUID)", "apple.type": "\(notification.type)",
+                "apple.subtype": "\(notification.subtype ?? "")",
+            ])
+        return Message(notification: notification, signedPayload: signed)
     }
 }

@@ -118,6 +118,42 @@ public final class GooglePlay: Sendable {
             .verify(token, keys: jwks, now: Int64(Date().timeIntervalSince1970))
     }
 
+    /// A push's `Authorization: Bearer <OIDC token>` checked (Pub/Sub's service account, the audience); the
+    /// error says why not (401). Before the body is read.
+    public func authorizePush(header: String, logger: Logger) async throws(GoogleTokenError) {
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw GoogleTokenError("the Authorization header must be 'Bearer <Google OIDC token>'")
+        }
+        do {
+            _ = try await verifyPush(bearer: String(parts[1]).trimmingCharacters(in: CharacterSet(charactersIn: " \t")))
+        } catch {
+            logger.warning("google push refused", metadata: ["error.message": "\(error)"])
+            throw GoogleTokenError("the Pub/Sub OIDC token is not valid: \(error)")
+        }
+    }
+
+    /// Why an authorized push's body is not a notification: 400 (not a JSON object) or 422 (not a push).
+    public enum PushRefusal: Error, Sendable {
+        case body
+        case mapping(StoreMappingError)
+    }
+
+    /// An authorized push's body read: the notification and its `data` as received (logged).
+    public func readPush(_ bytes: [UInt8], logger: Logger) throws(PushRefusal) -> (notification: GoogleNotification, raw: String) {
+        guard case .object(let body)? = try? JSONParser.parse(bytes[...], maxDepth: 32) else { throw .body }
+        let n: GoogleNotification
+        do throws(StoreMappingError) {
+            n = try GoogleNotification(pushBody: body)
+        } catch {
+            throw .mapping(error)
+        }
+        logger.info(
+            "google notification",
+            metadata: ["google.message_id": "\(n.messageID)", "google.kind": "\(n.kind)", "google.type": "\(n.subtype ?? "")"])
+        return (n, body["message"]?.objectValue?["data"]?.stringValue ?? "")
+    }
+
     /// Records a verified notification (committed before this returns) for the background resolver, which
     /// `wake` wakes at once: `received` (answered 202), or `ignored`, `duplicate`, `notice`.
     public func receive(_ n: GoogleNotification, raw: String, wake: Bool = true) async throws -> StoreOutcome {

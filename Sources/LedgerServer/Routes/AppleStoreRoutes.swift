@@ -24,32 +24,19 @@ struct AppleStoreRoutes {
     @Sendable func notification(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.append)
         let body = try await jsonObject(request)
-        guard let signed = body["signedPayload"]?.stringValue, !signed.isEmpty else {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: "signedPayload: is required (a string)", field: "signedPayload")
-        }
-        let notification: AppleNotification
-        do {
-            notification = try await reader.read(signedPayload: signed, now: .now())
+        let message: AppleStore.Message
+        do throws(AppleStore.Refusal) {
+            message = try await AppleStore.read(body: body, reader: reader, now: .now(), logger: context.logger)
         } catch {
-            throw APIError(.unprocessableContent, code: "invalid_signature", message: error.description)
+            throw error.apiError
         }
-        guard UUID(uuidString: notification.notificationUUID) != nil else {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: "notificationUUID is not a UUID", field: "notificationUUID")
-        }
-        context.logger.info(
-            "apple notification",
-            metadata: [
-                "apple.notification_uuid": "\(notification.notificationUUID)", "apple.type": "\(notification.type)",
-                "apple.subtype": "\(notification.subtype ?? "")",
-            ])
         let result: StoreIntake.Result
         do {
-            result = try await intake.stores.ingest(
-                AppleStore(), AppleStore.Message(notification: notification, signedPayload: signed), logger: context.logger)
+            result = try await intake.stores.ingest(AppleStore(), message, logger: context.logger)
         } catch let error as StoreMappingError {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        return try await StoreAnswer.response(result, id: ("notification_uuid", notification.notificationUUID), router: router)
+        return try await StoreAnswer.response(result, id: ("notification_uuid", message.notification.notificationUUID), router: router)
     }
 
     @Sendable func receipt(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -92,5 +79,17 @@ struct AppleStoreRoutes {
         }
         guard case .object(let o) = value else { throw APIError.invalidRequest("the body must be a JSON object") }
         return o
+    }
+}
+
+extension AppleStore.Refusal {
+    var apiError: APIError {
+        switch self {
+        case .missingPayload:
+            APIError(.unprocessableContent, code: "invalid_request", message: "signedPayload: is required (a string)", field: "signedPayload")
+        case .signature(let why): APIError(.unprocessableContent, code: "invalid_signature", message: why)
+        case .notificationUUID:
+            APIError(.unprocessableContent, code: "invalid_request", message: "notificationUUID is not a UUID", field: "notificationUUID")
+        }
     }
 }

@@ -41,32 +41,20 @@ struct GoogleStoreRoutes {
             throw AuthMiddleware.unauthorized("missing Authorization: Bearer <Google OIDC token>")
         }
         guard let play, play.configuration.acceptsPushes else { throw Self.notConfigured }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw AuthMiddleware.unauthorized("the Authorization header must be 'Bearer <Google OIDC token>'")
-        }
-        do {
-            _ = try await play.verifyPush(bearer: String(parts[1]).trimmingWhitespace())
+        do throws(GoogleTokenError) {
+            try await play.authorizePush(header: header, logger: context.logger)
         } catch {
-            context.logger.warning("google push refused", metadata: ["error.message": "\(error)"])
-            throw AuthMiddleware.unauthorized("the Pub/Sub OIDC token is not valid: \(error)")
+            throw AuthMiddleware.unauthorized(error.description)
         }
         let bytes = try await RequestBody.collect(request, limit: min(maxBodyBytes, Self.maxPushBytes))
-        guard case .object(let body)? = try? JSONParser.parse(bytes.readableBytesView, maxDepth: 32) else {
-            throw APIError.invalidRequest("the body must be a JSON object (a Pub/Sub push)")
-        }
-        let n: GoogleNotification
-        do {
-            n = try GoogleNotification(pushBody: body)
+        let push: (notification: GoogleNotification, raw: String)
+        do throws(GooglePlay.PushRefusal) {
+            push = try play.readPush(Array(bytes.readableBytesView), logger: context.logger)
         } catch {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
+            throw error.apiError
         }
-        context.logger.info(
-            "google notification",
-            metadata: ["google.message_id": "\(n.messageID)", "google.kind": "\(n.kind)", "google.type": "\(n.subtype ?? "")"])
-        let raw = body["message"]?.objectValue?["data"]?.stringValue ?? ""
-        let outcome = try await play.receive(n, raw: raw)
-        return try await StoreAnswer.response(.init(outcome: outcome, replayed: 0), id: ("message_id", n.messageID), router: router)
+        let outcome = try await play.receive(push.notification, raw: push.raw)
+        return try await StoreAnswer.response(.init(outcome: outcome), id: ("message_id", push.notification.messageID), router: router)
     }
 
     @Sendable func purchase(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -121,5 +109,14 @@ struct GoogleStoreRoutes {
         answer["at"] = .string(at.rfc3339)
         answer["entitlements"] = .array(ledger.entitlements(at: at).map(\.json))
         return Response.json(.object(answer)).ledgerPosition(position)
+    }
+}
+
+extension GooglePlay.PushRefusal {
+    var apiError: APIError {
+        switch self {
+        case .body: APIError.invalidRequest("the body must be a JSON object (a Pub/Sub push)")
+        case .mapping(let e): APIError(.unprocessableContent, code: "invalid_request", message: e.description, field: e.field)
+        }
     }
 }
