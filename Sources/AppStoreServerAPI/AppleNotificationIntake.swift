@@ -107,3 +107,23 @@ extension AppleStore {
         return Message(notification: notification, signedPayload: signed)
     }
 }
+
+extension AppleStore {
+    /// A receipt the app submits for a subscriber (`POST /v1/stores/apple/receipts`): the subscriber it names
+    /// and what the verifyReceipt response says.
+    public struct Receipt: Sendable {
+        public var subscriber: String
+        public var mapping: AppleReceiptMapping
+    }
+
+    /// A receipt body read: its `subscriber_id` checked, the verifyReceipt response mapped (both shapes).
+    public static func readReceipt(_ body: [String: JSONValue]) throws(StoreMappingError) -> Receipt {
+        guard let subscriber = body["subscriber_id"]?.stringValue else {
+            throw StoreMappingError(field: "subscriber_id", reason: "is required")
+        }
+        guard Identifiers.isValidSubscriberID(subscriber) else {
+            throw StoreMappingError(field: "subscriber_id", reason: Identifiers.subscriberIDRule)
+        }
+        return Receipt(subscriber: subscriber, mapping: try AppleReceiptMapper.map(.object(body)))
+    }
+}

@@ -337,6 +337,35 @@ public final class GooglePlay: Sendable {
         }
     }
 
+    /// A purchase token the app submits for a subscriber (`POST /v1/stores/google/purchases`).
+    public struct Submission: Sendable {
+        public var subscriber: String
+        public var package: String
+        public var productID: String
+        public var token: String
+    }
+
+    /// A submission's body read: every field present and bounded, the subscriber id valid, the package configured.
+    public func readSubmission(_ body: [String: JSONValue]) throws(StoreMappingError) -> Submission {
+        func field(_ name: String, max: Int = GoogleNotification.maxIdentifierBytes) throws(StoreMappingError) -> String {
+            guard let s = body[name]?.stringValue, !s.isEmpty, s.utf8.count <= max else {
+                throw StoreMappingError(field: name, reason: "is required (1–\(max) bytes)")
+            }
+            return s
+        }
+        let subscriber = try field("subscriber_id")
+        guard Identifiers.isValidSubscriberID(subscriber) else {
+            throw StoreMappingError(field: "subscriber_id", reason: Identifiers.subscriberIDRule)
+        }
+        let package = try field("package_name")
+        let product = try field("product_id")
+        let token = try field("purchase_token", max: GoogleNotification.maxTokenBytes)
+        guard configuration.packageNames.contains(package) else {
+            throw StoreMappingError(field: "package_name", reason: "\(package) is not configured")
+        }
+        return Submission(subscriber: subscriber, package: package, productID: product, token: token)
+    }
+
     /// A client-submitted purchase: Google's state of the token, linked to `subscriber` and appended; the
     /// token's notifications that waited for a subscriber are then marked applied (the state covers them).
     public func submit(subscriber: String, package: String, productID: String, token: String) async throws -> [RecordedEvent] {

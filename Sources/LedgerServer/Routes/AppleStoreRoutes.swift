@@ -42,29 +42,20 @@ struct AppleStoreRoutes {
     @Sendable func receipt(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.append)
         let body = try await jsonObject(request)
-        guard let subscriber = body["subscriber_id"]?.stringValue else {
-            throw APIError(.unprocessableContent, code: "invalid_request", message: "subscriber_id: is required", field: "subscriber_id")
-        }
-        guard Identifiers.isValidSubscriberID(subscriber) else {
-            throw APIError(
-                .unprocessableContent, code: "invalid_request",
-                message: "subscriber_id: \(Identifiers.subscriberIDRule)", field: "subscriber_id")
-        }
-        let mapping: AppleReceiptMapping
-        do {
-            mapping = try AppleReceiptMapper.map(.object(body))
+        let receipt: AppleStore.Receipt
+        do throws(StoreMappingError) {
+            receipt = try AppleStore.readReceipt(body)
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
         // Linked first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
         let (events, applied) = try await intake.stores.claim(
-            AppleStore(), accounts: mapping.originalTransactionIDs, to: subscriber, by: "receipt", drafts: mapping.drafts,
-            logger: context.logger)
-        // Pending notifications applied here appended events this answer does not list: the primary's
-        // position includes them.
+            AppleStore(), accounts: receipt.mapping.originalTransactionIDs, to: receipt.subscriber, by: "receipt",
+            drafts: receipt.mapping.drafts, logger: context.logger)
+        // Pending notifications applied here appended events this answer does not list: the primary's position includes them.
         let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
         return Response.json([
-            "subscriber_id": .string(subscriber), "events": .array(events.map(\.json)),
+            "subscriber_id": .string(receipt.subscriber), "events": .array(events.map(\.json)),
             "applied_notifications": .number(JSONNumber(Int64(applied))),
         ]).ledgerPosition(position)
     }

@@ -64,43 +64,24 @@ struct GoogleStoreRoutes {
         guard case .object(let body)? = try? JSONParser.parse(bytes.readableBytesView) else {
             throw APIError.invalidRequest("the body must be a JSON object")
         }
-        func field(_ name: String, max: Int = GoogleNotification.maxIdentifierBytes) throws -> String {
-            guard let s = body[name]?.stringValue, !s.isEmpty, s.utf8.count <= max else {
-                throw APIError(.unprocessableContent, code: "invalid_request", message: "\(name): is required (1–\(max) bytes)", field: name)
-            }
-            return s
-        }
-        let subscriber = try field("subscriber_id")
-        guard Identifiers.isValidSubscriberID(subscriber) else {
-            throw APIError(
-                .unprocessableContent, code: "invalid_request",
-                message: "subscriber_id: \(Identifiers.subscriberIDRule)", field: "subscriber_id")
-        }
-        let package = try field("package_name")
-        let product = try field("product_id")
-        let token = try field("purchase_token", max: GoogleNotification.maxTokenBytes)
-        guard play.configuration.packageNames.contains(package) else {
-            throw APIError(
-                .unprocessableContent, code: "invalid_request", message: "package_name: \(package) is not configured", field: "package_name")
-        }
+        let submission: GooglePlay.Submission
         let events: [RecordedEvent]
         do {
-            events = try await play.submit(subscriber: subscriber, package: package, productID: product, token: token)
+            submission = try play.readSubmission(body)
+            events = try await play.submit(
+                subscriber: submission.subscriber, package: submission.package, productID: submission.productID, token: submission.token)
         } catch let error as GooglePlayError {
-            switch error {
-            case .refused(let status, _) where status == 404 || status == 410 || status == 400:
-                throw APIError(
-                    .unprocessableContent, code: "invalid_request", message: "purchase_token: Google does not know it (\(error))",
-                    field: "purchase_token")
-            default:
-                throw APIError(.serviceUnavailable, code: "unavailable", message: error.description)
-            }
+            throw error.purchaseAnswer
         } catch let error as StoreMappingError {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
+        return try await answer(subscriber: submission.subscriber, events: events, context: context)
+    }
+
+    /// What was stored is the writer's; the entitlements are reader data, answered only to a key that may read them.
+    private func answer(subscriber: String, events: [RecordedEvent], context: LedgerRequestContext) async throws -> Response {
         var answer: [String: JSONValue] = ["subscriber_id": .string(subscriber), "events": .array(events.map(\.json))]
         let stored = events.map(\.position).max() ?? 0
-        // What was stored is the writer's; the entitlements are reader data, answered only to a key that may read them.
         guard context.apiKey?.role.allows(.readEntitlements) == true else {
             return Response.json(.object(answer)).ledgerPosition(stored == 0 ? try await router.primaryHead() : stored)
         }
@@ -109,6 +90,20 @@ struct GoogleStoreRoutes {
         answer["at"] = .string(at.rfc3339)
         answer["entitlements"] = .array(ledger.entitlements(at: at).map(\.json))
         return Response.json(.object(answer)).ledgerPosition(position)
+    }
+}
+
+extension GooglePlayError {
+    /// A token Google does not know is the client's mistake (422); anything else, Google's unavailability (503).
+    var purchaseAnswer: APIError {
+        switch self {
+        case .refused(let status, _) where status == 404 || status == 410 || status == 400:
+            APIError(
+                .unprocessableContent, code: "invalid_request", message: "purchase_token: Google does not know it (\(self))",
+                field: "purchase_token")
+        default:
+            APIError(.serviceUnavailable, code: "unavailable", message: description)
+        }
     }
 }
 
