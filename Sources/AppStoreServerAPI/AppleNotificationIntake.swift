@@ -52,7 +52,7 @@ public struct AppleStore: StoreAdapter {
         guard let key = AppleNotificationMapper.paidPeriodKey(n),
             let recorded = try await tx.event(source: AppleNotificationMapper.store, idempotencyKey: key)
         else { return nil }
-        return recorded.data["period_end"]?.stringValue.flatMap { try? Timestamp(rfc3339: $0) }
+        return recorded.data[EventDataKey.periodEnd]?.stringValue.flatMap { try? Timestamp(rfc3339: $0) }
     }
 }
 

@@ -555,7 +555,7 @@ public final class GooglePlay: Sendable {
                 n, env: env, kind: "void_unconfirmed", order: n.orderID, key: "google:notice:\(n.messageID)",
                 meta: ["store": "google", "origin": "voided_purchase", "message_id": .string(n.messageID)],
                 detail: [
-                    "product_id": .string(product), "order_state": state.map(JSONValue.string) ?? .null,
+                    EventDataKey.productID: .string(product), "order_state": state.map(JSONValue.string) ?? .null,
                     "why": "orders.get does not say the order was refunded and voidedpurchases.list does not name it",
                 ])
             return try await ingest(n, raw: raw, drafts: [notice], environment: env, hint: nil)

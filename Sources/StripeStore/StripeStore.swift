@@ -189,33 +189,33 @@ public struct StripeStore: StoreAdapter {
                 let key = try await tx.subscriber(store: priceStore, accountID: product)
             {
                 d.productID = key
-                if d.data["product_id"] != nil { d.data["product_id"] = .string(key) }
+                if d.data[EventDataKey.productID] != nil { d.data[EventDataKey.productID] = .string(key) }
             }
             if let invoice = d.metadata["credited_invoice"]?.stringValue {
                 guard let transaction = try await StripeInvoices.transaction(of: invoice, on: tx) else {
                     waiting.append(d)
                     continue
                 }
-                d.data["transaction_id"] = .string(transaction)
+                d.data[EventDataKey.transactionID] = .string(transaction)
                 ready.append(d)
                 continue
             }
             if d.type == .refund || d.type == .refundReversal {
                 for payment in [d.metadata["payment_intent"]?.stringValue, d.metadata["charge"]?.stringValue].compactMap({ $0 }) {
                     guard let invoice = try await tx.subscriber(store: paymentStore, accountID: payment) else { continue }
-                    d.data["transaction_id"] = .string(try await StripeInvoices.transaction(of: invoice, on: tx) ?? invoice)
+                    d.data[EventDataKey.transactionID] = .string(try await StripeInvoices.transaction(of: invoice, on: tx) ?? invoice)
                     break
                 }
             }
             ready.append(d)
             // A cut (a full refund, a chargeback) or its reversal concerns the payment: every paid line of its invoice.
-            let cuts = d.type == .refundReversal || (d.type == .refund && d.data["cut"] != .bool(false))
-            if cuts, let transaction = d.data["transaction_id"]?.stringValue {
+            let cuts = d.type == .refundReversal || (d.type == .refund && d.data[EventDataKey.cut] != .bool(false))
+            if cuts, let transaction = d.data[EventDataKey.transactionID]?.stringValue {
                 for line in try await tx.accounts(store: lineStore, subscriber: transaction) {
                     var l = d
                     l.idempotencyKey += ":\(line)"
-                    l.data["transaction_id"] = .string(line)
-                    if l.type == .refund { l.data["amount_minor"] = 0 }
+                    l.data[EventDataKey.transactionID] = .string(line)
+                    if l.type == .refund { l.data[EventDataKey.amountMinor] = 0 }
                     ready.append(l)
                 }
             }

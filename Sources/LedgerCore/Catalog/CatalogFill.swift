@@ -6,16 +6,16 @@
 public enum CatalogFill {
     /// The product ids whose catalog entries `events` need.
     public static func productsNeeded(by events: [NewEvent]) -> Set<String> {
-        Set(events.compactMap { e in needsFill(e) ? e.data["product_id"]?.stringValue : nil })
+        Set(events.compactMap { e in needsFill(e) ? e.data[EventDataKey.productID]?.stringValue : nil })
     }
 
     public static func needsFill(_ event: NewEvent) -> Bool {
         switch event.type {
         case .purchase, .renewal:
-            return ["entitlements", "kind", "price_minor", "currency"].contains { event.data[$0] == nil }
-                || (event.data["kind"] == nil && event.data["period"] == nil && event.data["duration"] == nil)
+            return [EventDataKey.entitlements, EventDataKey.kind, EventDataKey.priceMinor, EventDataKey.currency].contains { event.data[$0] == nil }
+                || (event.data[EventDataKey.kind] == nil && event.data[EventDataKey.period] == nil && event.data[EventDataKey.duration] == nil)
         case .autoRenewChanged, .billingIssue, .expiration:
-            return event.data["entitlements"] == nil
+            return event.data[EventDataKey.entitlements] == nil
         default:
             return false
         }
@@ -27,7 +27,7 @@ public enum CatalogFill {
     ) throws(EventValidationError) {
         guard needsFill(event) else { return }
         let dataPath = path.isEmpty ? "data" : "\(path).data"
-        guard let id = event.data["product_id"]?.stringValue else { return }  // the validator names the missing field
+        guard let id = event.data[EventDataKey.productID]?.stringValue else { return }  // the validator names the missing field
         guard let product = products[id] else {
             throw EventValidationError(
                 field: "\(dataPath).product_id",
@@ -39,23 +39,23 @@ public enum CatalogFill {
         func fill(_ key: String, _ value: JSONValue?) {
             if d[key] == nil, let value { d[key] = value }
         }
-        fill("entitlements", .array(product.entitlements.map(JSONValue.string)))
+        fill(EventDataKey.entitlements, .array(product.entitlements.map(JSONValue.string)))
         if event.type == .purchase || event.type == .renewal {
-            fill("kind", .string(product.kind.rawValue))
-            fill("price_minor", .number(JSONNumber(product.priceMinor)))
-            fill("currency", .string(product.currency))
-            fill("commission_rate", .string(product.commissionRate.canonical))
-            let kind = d["kind"]?.stringValue
+            fill(EventDataKey.kind, .string(product.kind.rawValue))
+            fill(EventDataKey.priceMinor, .number(JSONNumber(product.priceMinor)))
+            fill(EventDataKey.currency, .string(product.currency))
+            fill(EventDataKey.commissionRate, .string(product.commissionRate.canonical))
+            let kind = d[EventDataKey.kind]?.stringValue
             if kind == EventDataValidator.Kind.autoRenewable.rawValue, let period = product.period {
-                fill("period", .string(period.text))
-                let start = d["period_start"]?.stringValue.flatMap { try? Timestamp(rfc3339: $0) } ?? event.occurredAt
-                fill("period_start", .string(start.rfc3339))
-                fill("period_end", .string(period.added(to: start).rfc3339))
-            } else if kind == EventDataValidator.Kind.nonRenewing.rawValue, d["period_start"] == nil, let duration = product.duration {
-                fill("duration", .string(duration.text))
+                fill(EventDataKey.period, .string(period.text))
+                let start = d[EventDataKey.periodStart]?.stringValue.flatMap { try? Timestamp(rfc3339: $0) } ?? event.occurredAt
+                fill(EventDataKey.periodStart, .string(start.rfc3339))
+                fill(EventDataKey.periodEnd, .string(period.added(to: start).rfc3339))
+            } else if kind == EventDataValidator.Kind.nonRenewing.rawValue, d[EventDataKey.periodStart] == nil, let duration = product.duration {
+                fill(EventDataKey.duration, .string(duration.text))
             }
         }
-        d["catalog_revision"] = .number(JSONNumber(Int64(product.revision)))
+        d[EventDataKey.catalogRevision] = .number(JSONNumber(Int64(product.revision)))
         event.data = d
     }
 }

@@ -28,39 +28,44 @@ public enum EventPayload: Sendable, Hashable {
         case .refund:
             self = .refund(
                 RefundData(
-                    transactionID: d.string("transaction_id"), amountMinor: d.int64("amount_minor") ?? 0,
-                    currency: d.string("currency"), reason: d.string("reason"), cut: d.bool("cut") ?? true))
-        case .refundReversal: self = .refundReversal(RefundReversalData(transactionID: d.string("transaction_id")))
+                    transactionID: d.string(EventDataKey.transactionID), amountMinor: d.int64(EventDataKey.amountMinor) ?? 0,
+                    currency: d.string(EventDataKey.currency), reason: d.string(EventDataKey.reason), cut: d.bool(EventDataKey.cut) ?? true))
+        case .refundReversal: self = .refundReversal(RefundReversalData(transactionID: d.string(EventDataKey.transactionID)))
         case .cancellation:
             self = .cancellation(
-                CancellationData(entitlements: d.strings("entitlements"), reason: d.string("reason"), productID: d.string("product_id")))
+                CancellationData(
+                    entitlements: d.strings(EventDataKey.entitlements), reason: d.string(EventDataKey.reason),
+                    productID: d.string(EventDataKey.productID)))
         case .credit:
             self = .credit(
                 CreditData(
-                    entitlement: d.string("entitlement"), windowStart: d.timestamp("window_start"),
-                    windowEnd: d.timestamp("window_end"), duration: d.duration("duration")))
+                    entitlement: d.string(EventDataKey.entitlement), windowStart: d.timestamp(EventDataKey.windowStart),
+                    windowEnd: d.timestamp(EventDataKey.windowEnd), duration: d.duration(EventDataKey.duration)))
         case .creditReversal:
-            self = .creditReversal(CreditReversalData(creditEventID: d.string("credit_event_id").flatMap(UUID.init(uuidString:))))
+            self = .creditReversal(CreditReversalData(creditEventID: d.string(EventDataKey.creditEventID).flatMap(UUID.init(uuidString:))))
         case .autoRenewChanged:
-            self = .autoRenewChanged(AutoRenewChangedData(enabled: d.bool("enabled"), entitlements: d.strings("entitlements")))
+            self = .autoRenewChanged(AutoRenewChangedData(enabled: d.bool(EventDataKey.enabled), entitlements: d.strings(EventDataKey.entitlements)))
         case .billingIssue:
             self = .billingIssue(
                 BillingIssueData(
-                    graceUntil: d.timestamp("grace_until"), entitlements: d.strings("entitlements"), productID: d.string("product_id")))
-        case .expiration: self = .expiration(ExpirationData(entitlements: d.strings("entitlements"), reason: d.string("reason")))
+                    graceUntil: d.timestamp(EventDataKey.graceUntil), entitlements: d.strings(EventDataKey.entitlements),
+                    productID: d.string(EventDataKey.productID)))
+        case .expiration:
+            self = .expiration(ExpirationData(entitlements: d.strings(EventDataKey.entitlements), reason: d.string(EventDataKey.reason)))
         case .storeNotice: self = .storeNotice
         case .transferOut:
             self = .transferOut(
                 TransferOutData(
-                    store: d.string("store") ?? "", purchaseID: d.string("purchase_id") ?? "", toSubscriber: d.string("to_subscriber") ?? "",
-                    reason: d.string("reason") ?? "support"))
+                    store: d.string(EventDataKey.store) ?? "", purchaseID: d.string(EventDataKey.purchaseID) ?? "",
+                    toSubscriber: d.string(EventDataKey.toSubscriber) ?? "",
+                    reason: d.string(EventDataKey.reason) ?? "support"))
         case .transferIn:
             self = .transferIn(
                 TransferInData(
-                    store: d.string("store") ?? "", purchaseID: d.string("purchase_id") ?? "",
-                    fromSubscriber: d.string("from_subscriber") ?? "", reason: d.string("reason") ?? "support",
-                    windows: (data["windows"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(TransferredWindow.init) }))
-        case .merged: self = .merged(MergedData(into: d.string("into") ?? ""))
+                    store: d.string(EventDataKey.store) ?? "", purchaseID: d.string(EventDataKey.purchaseID) ?? "",
+                    fromSubscriber: d.string(EventDataKey.fromSubscriber) ?? "", reason: d.string(EventDataKey.reason) ?? "support",
+                    windows: (data[EventDataKey.windows]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(TransferredWindow.init) }))
+        case .merged: self = .merged(MergedData(into: d.string(EventDataKey.into) ?? ""))
         }
     }
 
@@ -193,11 +198,12 @@ public struct TransferredWindow: Sendable, Hashable {
 
     init?(_ o: [String: JSONValue]) {
         let d = DataMembers(o)
-        guard let e = d.string("entitlement"), let kind = d.string("kind").flatMap(Window.Kind.init(rawValue:)),
+        guard let e = d.string(EventDataKey.entitlement), let kind = d.string(EventDataKey.kind).flatMap(Window.Kind.init(rawValue:)),
             let start = d.timestamp("start")
         else { return nil }
         self.init(
-            entitlement: e, kind: kind, productID: d.string("product_id"), transactionID: d.string("transaction_id"), start: start,
+            entitlement: e, kind: kind, productID: d.string(EventDataKey.productID), transactionID: d.string(EventDataKey.transactionID),
+            start: start,
             end: d.timestamp("end"), autoRenewable: d.bool("auto_renewable") ?? Self.renewsByDefault(kind))
     }
 

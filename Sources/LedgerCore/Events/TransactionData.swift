@@ -24,19 +24,19 @@ public struct TransactionData: Sendable, Hashable {
 
     public init(_ data: [String: JSONValue]) {
         let d = DataMembers(data)
-        productID = d.string("product_id")
-        entitlements = d.strings("entitlements")
-        transactionID = d.string("transaction_id")
-        originalTransactionID = d.string("original_transaction_id")
-        kind = d.string("kind").flatMap(EventDataValidator.Kind.init(rawValue:)) ?? .autoRenewable
-        offer = d.string("offer").flatMap(EventDataValidator.Offer.init(rawValue:)) ?? .none
-        periodStart = d.timestamp("period_start")
-        periodEnd = d.timestamp("period_end")
-        period = d.string("period") ?? d.string("duration")
-        duration = d.duration("duration")
-        priceMinor = d.int64("price_minor")
-        currency = d.string("currency")
-        commissionRate = data["commission_rate"].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
+        productID = d.string(EventDataKey.productID)
+        entitlements = d.strings(EventDataKey.entitlements)
+        transactionID = d.string(EventDataKey.transactionID)
+        originalTransactionID = d.string(EventDataKey.originalTransactionID)
+        kind = d.string(EventDataKey.kind).flatMap(EventDataValidator.Kind.init(rawValue:)) ?? .autoRenewable
+        offer = d.string(EventDataKey.offer).flatMap(EventDataValidator.Offer.init(rawValue:)) ?? .none
+        periodStart = d.timestamp(EventDataKey.periodStart)
+        periodEnd = d.timestamp(EventDataKey.periodEnd)
+        period = d.string(EventDataKey.period) ?? d.string(EventDataKey.duration)
+        duration = d.duration(EventDataKey.duration)
+        priceMinor = d.int64(EventDataKey.priceMinor)
+        currency = d.string(EventDataKey.currency)
+        commissionRate = data[EventDataKey.commissionRate].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
     }
 
     /// The kind of window it grants (docs/semantics.md 3.1): its offer (`trial`, `intro`, `promo`), else

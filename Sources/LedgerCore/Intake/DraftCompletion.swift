@@ -25,20 +25,20 @@ public enum DraftCompletion {
             }
             var types: [(EventType, [String: JSONValue], String)] = [(d.type, data, d.idempotencyKey)]
             switch d.type {
-            case .refund where data["amount_minor"] == nil:
+            case .refund where data[EventDataKey.amountMinor] == nil:
                 // Receipts do not say what was paid: a cancelled transaction is refunded in full at the catalog price.
                 let p = try requireProduct()
-                data["amount_minor"] = .number(JSONNumber(p.priceMinor))
-                data["currency"] = .string(p.currency)
+                data[EventDataKey.amountMinor] = .number(JSONNumber(p.priceMinor))
+                data[EventDataKey.currency] = .string(p.currency)
                 types = [(d.type, data, d.idempotencyKey)]
-            case .cancellation where data["entitlements"] == nil && d.productID != nil:
-                data["entitlements"] = .array(try requireProduct().entitlements.map(JSONValue.string))
+            case .cancellation where data[EventDataKey.entitlements] == nil && d.productID != nil:
+                data[EventDataKey.entitlements] = .array(try requireProduct().entitlements.map(JSONValue.string))
                 types = [(d.type, data, d.idempotencyKey)]
-            case .credit where data["entitlement"] == nil:
+            case .credit where data[EventDataKey.entitlement] == nil:
                 // A credit grants one entitlement: one event per entitlement of the product.
                 types = try requireProduct().entitlements.map { e in
                     var c = data
-                    c["entitlement"] = .string(e)
+                    c[EventDataKey.entitlement] = .string(e)
                     return (.credit, c, "\(d.idempotencyKey):\(e)")
                 }
             default:
