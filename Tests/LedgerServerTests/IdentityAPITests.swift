@@ -224,4 +224,54 @@ struct IdentityAPITests {
             #expect(held.filter { $0 }.count == 1)
         }
     }
+
+    @Test("a restore is counted apart: transferred out and in, never churn plus a new subscriber; revenue and MRR count the purchase once")
+    func reportsCountTransfersApart() async throws {
+        try await APIHarness.run { http, api in
+            for e in [
+                Self.purchase("old-r", key: "r-1", purchase: "pr", from: "2026-02-15T00:00:00Z", to: "2026-03-15T00:00:00Z", price: 3000),
+                Self.purchase("plain", key: "r-2", purchase: "pq", from: "2026-02-15T00:00:00Z", to: "2026-03-15T00:00:00Z", price: 3000),
+            ] {
+                #expect(try await Self.post(http, api, "/v1/events", e).status == .created)
+            }
+            let moved = try await Self.post(
+                http, api, "/v1/subscribers/old-r/transfers",
+                ["purchase_id": "pr", "to": "new-r", "occurred_at": "2026-03-10T00:00:00Z", "reason": "restore"])
+            #expect(moved.status == .created, "\(String(buffer: moved.body))")
+            // The renewal and then a full refund of it land on the new owner.
+            #expect(
+                try await Self.post(
+                    http, api, "/v1/events",
+                    Self.purchase(
+                        "new-r", key: "r-3", purchase: "pr", type: "renewal", from: "2026-03-15T00:00:00Z", to: "2026-04-15T00:00:00Z", price: 3000)
+                ).status == .created)
+            #expect(
+                try await Self.post(
+                    http, api, "/v1/events",
+                    Self.purchase(
+                        "plain", key: "r-4", purchase: "pq", type: "renewal", from: "2026-03-15T00:00:00Z", to: "2026-04-15T00:00:00Z", price: 3000)
+                ).status == .created)
+            let churn = try await Self.get(http, api, "/v1/reports/churn?from=2026-02-01&to=2026-05-01&interval=month")
+            let periods = churn.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            try #require(periods.count == 3)
+            #expect(periods.map { $0["new"] } == [2, 0, 0])
+            #expect(periods.map { $0["churned"] } == [0, 0, 2])
+            #expect(periods.map { $0["transferred_out"] } == [0, 1, 0])
+            #expect(periods.map { $0["transferred_in"] } == [0, 1, 0])
+            #expect(periods.map { $0["active_end"] } == [2, 2, 0])
+            // Revenue: the two purchases are alike, one moved: every figure is twice one purchase's, exactly.
+            let revenue = try await Self.get(http, api, "/v1/reports/revenue?from=2026-02-01&to=2026-05-01&interval=month")
+            let rows = revenue.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(rows.map { $0["billings"] } == [6000, 6000, 0])
+            #expect(rows.map { $0["deferred_end"] }.last == 0)
+            let recognized = rows.compactMap { $0["recognized"]?.numberValue?.int64Value }
+            #expect(recognized.reduce(0, +) == 12000)
+            #expect(recognized.allSatisfy { $0 % 2 == 0 }, "\(recognized): each period is twice one purchase's")
+            // MRR counts the moved purchase once, under its new owner.
+            let mrr = try await Self.get(http, api, "/v1/reports/mrr?at=2026-03-12T00:00:00Z")
+            let usd = mrr.objectValue?["currencies"]?.arrayValue?.first?.objectValue
+            #expect(usd?["mrr_minor"] == 6000)
+            #expect(usd?["active_paid"] == 2)
+        }
+    }
 }
