@@ -22,6 +22,9 @@ ALTER TABLE report_revenue_pending ADD COLUMN handed_over_us int8;
 ALTER TABLE report_revenue_months ADD COLUMN handover numeric NOT NULL DEFAULT 0;
 ALTER TABLE report_revenue_days ADD COLUMN handover numeric NOT NULL DEFAULT 0;
 
+-- A restore or a merge points a store account at its purchase's new owner.
+GRANT UPDATE ON store_links TO subledger_app;
+
 -- The rollup cells' sums (schema 0018), with the new columns.
 CREATE OR REPLACE FUNCTION subledger_rollup_add(cells jsonb) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN

@@ -130,7 +130,7 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
-    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache)
+    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache, transferPolicy: configuration.transferPolicy)
     let (router, routerServices) = try buildRouterAndServices(
         configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
         cache: cache, intake: intake, logger: logger)
@@ -273,14 +273,14 @@ func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificati
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake
 /// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
 /// router learns a position the primary has committed.
-func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?) -> EventIntake {
+func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?, transferPolicy: TransferPolicy = .transfer) -> EventIntake {
     let store = EventStore(
         database: database,
         onCommit: { changes in
             cache?.invalidate(changes)
             if let last = changes.values.max() { readRouter.observedPrimary(last) }
         })
-    return EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
+    return EventIntake(store: store, catalog: CatalogStore(database: database), database: database, transferPolicy: transferPolicy)
 }
 
 /// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.

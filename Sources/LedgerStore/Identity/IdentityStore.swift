@@ -207,7 +207,10 @@ public struct IdentityStore: Sendable {
                 all[i].expectedVersion = all[..<i].contains { $0.subscriberID == from } ? nil : version
             }
             do {
-                return try await intake.append(all, path: { "events[\($0)]" })
+                let result = try await intake.append(all, path: { "events[\($0)]" })
+                // Store messages follow the links: every store account of the merged subscriber is the other's now.
+                try await StoreLinks(database: database).relinkAll(from: from, to: into, by: "merge")
+                return result
             } catch StoreError.versionConflict(let s, _, _, _) where s == from && attempt < 3 {
                 continue
             }
