@@ -99,13 +99,13 @@ public func buildApplication(
     configuration: ServerConfiguration,
     client: PostgresClient,
     replicas: [(name: String, client: PostgresClient)] = [],
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) throws -> some ApplicationProtocol {
     try buildApplication(
         configuration: configuration, primary: Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout),
-        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations, metrics: registry,
+        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, schema: schema, metrics: registry,
         logger: logger)
 }
 
@@ -116,7 +116,7 @@ public func buildApplication(
     primary database: Database,
     services clientServices: [any Service],
     replicas: [(name: String, client: PostgresClient)] = [],
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) throws -> some ApplicationProtocol {
@@ -130,7 +130,7 @@ public func buildApplication(
         replicaWait: configuration.replicaWait)
     let intake = makeIntake(database: database, readRouter: readRouter, cache: cache)
     let (router, routerServices) = try buildRouterAndServices(
-        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        configuration: configuration, database: database, readRouter: readRouter, schema: schema, metrics: registry,
         cache: cache, intake: intake, logger: logger)
     var services = clientServices + routerServices
     if let key = configuration.stripeAPIKey {
@@ -175,14 +175,14 @@ func buildRouter(
     configuration: ServerConfiguration,
     database: Database,
     readRouter: ReadRouter,
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     cache: LedgerCache? = nil,
     intake: EventIntake? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
     try buildRouterAndServices(
-        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        configuration: configuration, database: database, readRouter: readRouter, schema: schema, metrics: registry,
         cache: cache, intake: intake, logger: logger
     ).router
 }
@@ -192,7 +192,7 @@ func buildRouterAndServices(
     configuration: ServerConfiguration,
     database: Database,
     readRouter: ReadRouter,
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     cache: LedgerCache? = nil,
     intake: EventIntake? = nil,
@@ -206,7 +206,7 @@ func buildRouterAndServices(
 
     let stripeVersions = StripeVersionWatch()
     OperationsRoutes(
-        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache,
+        migrations: MigrationRunner(database: database, schema: schema), registry: registry, cache: cache,
         readRouter: readRouter, stripeVersions: stripeVersions
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)

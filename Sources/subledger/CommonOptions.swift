@@ -50,8 +50,8 @@ struct DatabaseOptions: ParsableArguments {
     /// pending, or an applied one edited), instead of with the first statement's PostgreSQL error. Skipped
     /// when the binary cannot find its schema files.
     func requireCurrentSchema(_ client: PostgresClient, logger: Logger) async throws {
-        guard let migrations = try? Migration.bundled() else { return }
-        let status = try await MigrationRunner(client: client, migrations: migrations, logger: logger).status()
+        guard let schema = try? Schema.bundled() else { return }
+        let status = try await MigrationRunner(client: client, schema: schema, logger: logger).status()
         if let refusal = status.refusal { throw CommandFailure(refusal) }
     }
 

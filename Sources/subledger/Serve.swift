@@ -182,7 +182,7 @@ struct Serve: AsyncParsableCommand {
         let logger = database.makeLogger("subledger")
         let url = try database.allHosts()
         try await checkAddressFree()
-        let migrations = try Migration.bundled()
+        let schema = try Schema.bundled()
         let timeoutText = statementTimeout ?? ProcessInfo.processInfo.environment["SUBLEDGER_STATEMENT_TIMEOUT"] ?? "10s"
         guard let timeout = Self.duration(timeoutText) else {
             throw ValidationError("--statement-timeout must be a duration such as 5s, 500ms or 2m (0 for none), not '\(timeoutText)'")
@@ -193,7 +193,7 @@ struct Serve: AsyncParsableCommand {
         }
         // With several hosts, the schema is checked on the writable one (if any answers now).
         let checked: DatabaseURL? = url.isMultiHost ? (try? await database.url()) : url
-        if let checked { try await checkSchema(configure(checked), migrations: migrations, logger: logger) }
+        if let checked { try await checkSchema(configure(checked), schema: schema, logger: logger) }
 
         let maxAgeDays = appleMaxAgeDays ?? ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_MAX_AGE_DAYS"].flatMap { Int($0) } ?? 180
         guard (1...36_500).contains(maxAgeDays) else { throw ValidationError("--apple-max-age-days must be 1 to 36500") }
@@ -294,7 +294,7 @@ struct Serve: AsyncParsableCommand {
         }
         let app = try buildApplication(
             configuration: configuration,
-            primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations,
+            primary: primary, services: [primaryService] + replicas.map { $0.client as any Service }, replicas: replicas, schema: schema,
             metrics: registry, logger: logger)
         var starting: Logger.Metadata = [
             "http.address": "\(host):\(port)", "db.url": "\(url)", "db.role": "\(dbRole)",
@@ -390,12 +390,12 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// Refuses to start on an edited or missing migration; a database that is down only delays readiness.
-    private func checkSchema(_ configuration: PostgresClient.Configuration, migrations: [Migration], logger: Logger) async throws {
+    private func checkSchema(_ configuration: PostgresClient.Configuration, schema: Schema, logger: Logger) async throws {
         let status: MigrationStatus?
         do {
             status = try await withPostgresClient(configuration, logger: logger) { client in
                 try await withTimeout(seconds: 10) {
-                    try await MigrationRunner(client: client, migrations: migrations, logger: logger).status()
+                    try await MigrationRunner(client: client, schema: schema, logger: logger).status()
                 }
             }
         } catch {

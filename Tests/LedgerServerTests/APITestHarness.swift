@@ -44,7 +44,7 @@ struct APIHarness {
                     stripeWebhookSecrets: stripeSecrets, stripeAPIKey: stripeAPIKey, stripeAPIBaseURL: stripeAPIBaseURL,
                     stripeLookupInterval: .milliseconds(100), stripe: stripe),
                 client: client,
-                migrations: try TestDatabase.migrations(), metrics: metrics, logger: TestDatabase.logger)
+                schema: try TestDatabase.schema(), metrics: metrics, logger: TestDatabase.logger)
             // Background services (the Stripe customer look-up) run only in a live application.
             // A live application also serves a real socket (`http.port`), for tests that need one.
             try await app.test(stripeAPIKey == nil && !live ? .router : .live) { http in
