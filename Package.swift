@@ -161,6 +161,7 @@ let package = Package(
             dependencies: [
                 "LedgerCore", "LedgerStore", "LedgerTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(

@@ -57,6 +57,8 @@ public struct ServerConfiguration: Sendable {
     public var stripe: StripeSettings
     /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
     public var google: GooglePlayConfiguration
+    /// "Now" for `recorded_at` and for reads without `at` (tests set it).
+    public var clock: WallClock = .system
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
@@ -128,11 +130,13 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
-    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache)
+    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache, clock: configuration.clock)
     let (router, routerServices) = try buildRouterAndServices(
         configuration: configuration, database: database, readRouter: readRouter, schema: schema, metrics: registry,
         cache: cache, intake: intake, logger: logger)
-    var services = clientServices + routerServices
+    // The append engine after the database clients, so a graceful shutdown (in reverse order: the HTTP
+    // server first) finishes its groups in flight before the clients close.
+    var services = clientServices + [intake.store as any Service] + routerServices
     if let key = configuration.stripeAPIKey {
         services.append(
             StripeCustomerLookup(
@@ -213,17 +217,17 @@ func buildRouterAndServices(
 
     let v1 = router.group("v1").add(
         middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
-    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache)
+    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache, clock: configuration.clock)
     let store = intake.store
     let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
-    SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
+    SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache), clock: configuration.clock).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
         store: store, router: readRouter,
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
-    ReportRoutes(router: readRouter).register(on: v1)
+    ReportRoutes(router: readRouter, clock: configuration.clock).register(on: v1)
     WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
     AppleStoreRoutes(
@@ -263,9 +267,9 @@ func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificati
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake
 /// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
 /// router learns a position the primary has committed.
-func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?) -> EventIntake {
+func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?, clock: WallClock) -> EventIntake {
     let store = EventStore(
-        database: database,
+        database: database, clock: clock,
         onCommit: { changes in
             cache?.invalidate(changes)
             if let last = changes.values.max() { readRouter.observedPrimary(last) }

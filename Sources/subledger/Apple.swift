@@ -40,10 +40,11 @@ struct Apple: AsyncParsableCommand {
             guard from < to else { throw ValidationError("--since must be before --until") }
             let summary = try await apple.withClient(logger: logger) { client in
                 try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { pg in
-                    let backfill = AppleBackfill(
-                        client: client, reader: try apple.reader(), intake: AppleAPIOptions.intake(pg, logger: logger), logger: logger)
-                    return try await backfill.run(since: from, until: to, now: now) { progress in
-                        FileHandle.standardError.write(Data("page \(progress.pages): \(progress)\n".utf8))
+                    try await AppleAPIOptions.withIntake(pg, logger: logger) { intake in
+                        let backfill = AppleBackfill(client: client, reader: try apple.reader(), intake: intake, logger: logger)
+                        return try await backfill.run(since: from, until: to, now: now) { progress in
+                            FileHandle.standardError.write(Data("page \(progress.pages): \(progress)\n".utf8))
+                        }
                     }
                 }
             }
@@ -103,23 +104,24 @@ struct Apple: AsyncParsableCommand {
             let given = ids
             try await apple.withClient(logger: logger) { client in
                 try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { pg in
-                    let intake = AppleAPIOptions.intake(pg, logger: logger)
-                    var ids = given
-                    if ids.isEmpty, let subscriber {
-                        ids = try await intake.links.accounts(store: AppleNotificationMapper.store, subscriber: subscriber)
-                        guard !ids.isEmpty else { throw CommandFailure("no App Store subscription is linked to \(subscriber)") }
-                    }
-                    let sync = AppleSync(
-                        client: client, verifier: try apple.verifier(), intake: intake, bundleID: apple.bundleID, logger: logger)
-                    for (i, id) in ids.enumerated() {
-                        do {
-                            let summary = try await sync.sync(originalTransactionID: id, subscriber: subscriber, now: AppleAPIOptions.now())
-                            print("[\(i + 1)/\(ids.count)] \(id): \(summary)")
-                        } catch {
-                            throw CommandFailure("\(id): \(error) (resume with --resume-after \(i == 0 ? "''" : ids[i - 1]))")
+                    try await AppleAPIOptions.withIntake(pg, logger: logger) { intake in
+                        var ids = given
+                        if ids.isEmpty, let subscriber {
+                            ids = try await intake.links.accounts(store: AppleNotificationMapper.store, subscriber: subscriber)
+                            guard !ids.isEmpty else { throw CommandFailure("no App Store subscription is linked to \(subscriber)") }
                         }
+                        let sync = AppleSync(
+                            client: client, verifier: try apple.verifier(), intake: intake, bundleID: apple.bundleID, logger: logger)
+                        for (i, id) in ids.enumerated() {
+                            do {
+                                let summary = try await sync.sync(originalTransactionID: id, subscriber: subscriber, now: AppleAPIOptions.now())
+                                print("[\(i + 1)/\(ids.count)] \(id): \(summary)")
+                            } catch {
+                                throw CommandFailure("\(id): \(error) (resume with --resume-after \(i == 0 ? "''" : ids[i - 1]))")
+                            }
+                        }
+                        return true
                     }
-                    return true
                 }
             }
         }
@@ -244,10 +246,12 @@ struct AppleAPIOptions: ParsableArguments {
         }
     }
 
-    static func intake(_ client: PostgresClient, logger: Logger) -> EventIntake {
-        EventIntake(
-            store: EventStore(client: client, logger: logger), catalog: CatalogStore(client: client, logger: logger),
-            database: Database(client: client, logger: logger))
+    /// An intake whose append engine runs for the duration of `body`.
+    static func withIntake<T>(_ client: PostgresClient, logger: Logger, _ body: (EventIntake) async throws -> T) async throws -> T {
+        try await EventStore(client: client, logger: logger).running { store in
+            try await body(
+                EventIntake(store: store, catalog: CatalogStore(client: client, logger: logger), database: Database(client: client, logger: logger)))
+        }
     }
 }
 

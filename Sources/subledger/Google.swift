@@ -88,8 +88,10 @@ struct GoogleReconcile: AsyncParsableCommand {
         let (read, new) = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) {
             client in
             let db = Database(client: client, logger: logger)
-            let intake = EventIntake(store: EventStore(database: db), catalog: CatalogStore(database: db), database: db)
-            return try await GooglePlay(configuration: config, intake: intake, logger: logger).reconcile(since: since)
+            return try await EventStore(database: db).running { store in
+                let intake = EventIntake(store: store, catalog: CatalogStore(database: db), database: db)
+                return try await GooglePlay(configuration: config, intake: intake, logger: logger).reconcile(since: since)
+            }
         }
         print("read \(read) voided purchases; \(new) new")
     }
