@@ -184,6 +184,13 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "SubledgerCLITests",
+            dependencies: [
+                "subledger", "LedgerServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
             name: "LedgerServerTests",
             dependencies: [
                 "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",

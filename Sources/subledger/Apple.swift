@@ -12,8 +12,8 @@ import StoreAdapters
 /// did not bring.
 struct Apple: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Recover and import App Store history with the App Store Server API (docs/apple.md).",
-        subcommands: [Backfill.self, Sync.self])
+        abstract: "Recover and import App Store history with the App Store Server API (docs/apple.md); sign test notifications.",
+        subcommands: [Backfill.self, Sync.self, AppleTestNotification.self])
 
     struct Backfill: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -147,20 +147,22 @@ struct AppleAPIKeyOptions: ParsableArguments {
     )
     var baseURL: String?
 
-    var env: [String: String] { ProcessInfo.processInfo.environment }
+    var env: EnvironmentFallback { EnvironmentFallback() }
 
     /// Whether a base URL is given (by option or environment) instead of Apple's own hosts.
-    var hasBaseURL: Bool { !(baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"] ?? "").isEmpty }
+    var hasBaseURL: Bool { env.string(baseURL, "SUBLEDGER_APPLE_API_BASE_URL") != nil }
 
     /// Whether a key is configured at all (by option or environment).
     var isConfigured: Bool {
-        [issuerID ?? env["SUBLEDGER_APPLE_ISSUER_ID"], keyID ?? env["SUBLEDGER_APPLE_KEY_ID"], privateKey ?? env["SUBLEDGER_APPLE_PRIVATE_KEY"]]
-            .contains { !($0 ?? "").isEmpty }
+        [
+            env.string(issuerID, "SUBLEDGER_APPLE_ISSUER_ID"), env.string(keyID, "SUBLEDGER_APPLE_KEY_ID"),
+            env.string(privateKey, "SUBLEDGER_APPLE_PRIVATE_KEY"),
+        ].contains { $0 != nil }
     }
 
     func credentials(bundleID: String?) throws -> AppStoreAPICredentials {
         func value(_ option: String?, _ name: String, _ variable: String) throws -> String {
-            guard let v = option ?? env[variable], !v.isEmpty else {
+            guard let v = env.string(option, variable) else {
                 throw ValidationError("--\(name) (or \(variable)) is required to call the App Store Server API")
             }
             return v
@@ -182,7 +184,7 @@ struct AppleAPIKeyOptions: ParsableArguments {
     }
 
     func url(sandbox: Bool) -> String {
-        baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        env.string(baseURL, "SUBLEDGER_APPLE_API_BASE_URL")
             ?? (sandbox ? AppStoreServerAPIClient.sandboxURL : AppStoreServerAPIClient.productionURL)
     }
 }
@@ -202,8 +204,7 @@ struct AppleAPIOptions: ParsableArguments {
         help: "Trust this root for signed payloads instead of Apple Root CA G3 (repeatable; default: $SUBLEDGER_APPLE_ROOT_CERTS).")
     var rootCerts: [String] = []
 
-    var env: [String: String] { ProcessInfo.processInfo.environment }
-    var bundleID: String? { bundleIDOption ?? env["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 } }
+    var bundleID: String? { EnvironmentFallback().string(bundleIDOption, "SUBLEDGER_APPLE_BUNDLE_ID") }
 
     func validate() throws {
         guard environment == "production" || environment == "sandbox" else {
@@ -258,11 +259,7 @@ struct AppleAPIOptions: ParsableArguments {
 /// Root certificates from DER or PEM files (`--apple-root-cert`, or `SUBLEDGER_APPLE_ROOT_CERTS`, comma-separated).
 enum AppleRootFiles {
     static func load(_ given: [String]) throws -> [[UInt8]] {
-        var paths = given
-        if paths.isEmpty, let env = ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_ROOT_CERTS"] {
-            paths = env.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        return try paths.map { path in
+        try EnvironmentFallback().list(given, "SUBLEDGER_APPLE_ROOT_CERTS").map { path in
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ValidationError("--apple-root-cert \(path): cannot read the file")
             }

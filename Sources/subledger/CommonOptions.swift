@@ -23,7 +23,7 @@ struct DatabaseOptions: ParsableArguments {
 
     /// Every host given (`--database-url` repeated, or libpq's `h1:p1,h2:p2`), as one URL.
     func allHosts() throws -> DatabaseURL {
-        let texts = databaseURLs.isEmpty ? [ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""] : databaseURLs
+        let texts = databaseURLs.isEmpty ? [EnvironmentFallback().text("DATABASE_URL") ?? ""] : databaseURLs
         guard let first = texts.first, !first.isEmpty else {
             throw ValidationError("no database: pass --database-url or set DATABASE_URL (in a checkout: eval \"$(tools/pg env)\")")
         }
@@ -56,7 +56,7 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     func makeLogger(_ label: String) -> Logger {
-        let levelText = logLevel ?? ProcessInfo.processInfo.environment["LOG_LEVEL"] ?? "info"
+        let levelText = EnvironmentFallback().string(logLevel, "LOG_LEVEL") ?? "info"
         let level = Logger.Level(rawValue: levelText.lowercased()) ?? .info
         LoggingBootstrap.once(level: level)
         var logger = Logger(label: label)
