@@ -1,4 +1,4 @@
--- An append in one round trip (docs/event-store.md, "One round trip"). The server computes the rows
+-- An append in one round trip (docs/event-store.md, "One-trip appends"). The server computes the rows
 -- (positions, hash chain, projection patch) from what it believes the log's end and the touched streams'
 -- heads are; this takes the append lock, checks those beliefs and, only if they all hold, inserts the
 -- events and patches the projection. A wrong belief writes nothing and returns false (the server takes the
