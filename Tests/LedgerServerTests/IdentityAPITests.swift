@@ -37,10 +37,14 @@ struct IdentityAPITests {
         ])
     }
 
+    /// Whether `pro` is active.
     static func active(_ http: Client, _ api: APIHarness, _ s: String, at: String, asOf: Int64? = nil) async throws -> Bool {
         let query = "at=\(at)" + (asOf.map { "&as_of=\($0)" } ?? "")
         let e = try await get(http, api, "/v1/subscribers/\(s)/entitlements?\(query)")
-        return e.objectValue?["entitlements"]?.arrayValue?.contains { $0.objectValue?["active"] == .bool(true) } ?? false
+        return e.objectValue?["entitlements"]?.arrayValue?.contains {
+            $0.objectValue?["entitlement"] == "pro" && $0.objectValue?["active"] == .bool(true)
+        }
+            ?? false
     }
 
     static func purchases(_ http: Client, _ api: APIHarness, _ s: String, asOf: Int64? = nil) async throws -> [String] {
