@@ -393,12 +393,14 @@ public final class GooglePlay: Sendable {
             r = try GoogleProductMapper.resolve(n, product: productID, purchase: purchase, order: order)
         }
         let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
-        // Linked (a conflict stores nothing), Google's state appended, and the token's waiting notifications
-        // marked applied (the state covers them), in one transaction.
+        // Claimed under the transfer policy (a purchase another subscriber keeps: 409, nothing stored), then
+        // linked, Google's state appended, and the token's waiting notifications marked applied (the state
+        // covers them), in one transaction.
         let events: [RecordedEvent]
         do {
             events = try await intake.stores.claim(
-                GoogleStore(), accounts: [token], to: subscriber, by: "purchase", drafts: r.drafts, logger: logger
+                GoogleStore(), accounts: [token], to: subscriber, by: "purchase", drafts: r.drafts,
+                at: r.drafts.map(\.occurredAt).min() ?? EventIntake.now(), logger: logger
             ).events
         } catch let error as PSQLError {
             logger.error("google purchase not stored", metadata: ["error.message": "\(Self.describe(error))"])

@@ -37,10 +37,14 @@ struct IdentityAPITests {
         ])
     }
 
+    /// Whether `pro` is active.
     static func active(_ http: Client, _ api: APIHarness, _ s: String, at: String, asOf: Int64? = nil) async throws -> Bool {
         let query = "at=\(at)" + (asOf.map { "&as_of=\($0)" } ?? "")
         let e = try await get(http, api, "/v1/subscribers/\(s)/entitlements?\(query)")
-        return e.objectValue?["entitlements"]?.arrayValue?.contains { $0.objectValue?["active"] == .bool(true) } ?? false
+        return e.objectValue?["entitlements"]?.arrayValue?.contains {
+            $0.objectValue?["entitlement"] == "pro" && $0.objectValue?["active"] == .bool(true)
+        }
+            ?? false
     }
 
     static func purchases(_ http: Client, _ api: APIHarness, _ s: String, asOf: Int64? = nil) async throws -> [String] {
@@ -149,6 +153,19 @@ struct IdentityAPITests {
                         "known-m", key: "m-renew", purchase: "pp", type: "renewal", from: "2026-04-08T00:00:00Z", to: "2026-05-08T00:00:00Z")
                 ).status == .created)
             #expect(try await Self.active(http, api, "known-m", at: "2026-04-20T00:00:00Z"))
+            // A full refund of the moved paid transaction: it cuts B's window of it and takes the money back once.
+            let refund: JSONValue = [
+                "subscriber_id": "known-m", "type": "refund", "occurred_at": "2026-03-20T00:00:00Z", "source": "apple",
+                "environment": "production", "idempotency_key": "m-refund",
+                "data": ["transaction_id": "m-paid", "amount_minor": 999, "currency": "USD", "reason": "refund"],
+            ]
+            #expect(try await Self.post(http, api, "/v1/events", refund).status == .created)
+            #expect(try await Self.active(http, api, "known-m", at: "2026-03-25T00:00:00Z") == false)
+            let revenue = try await Self.get(http, api, "/v1/reports/revenue?from=2026-03-01&to=2026-06-01&interval=month")
+            let rows = revenue.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(rows.compactMap { $0["refunds"]?.numberValue?.int64Value }.reduce(0, +) == 999, "refunded once")
+            #expect(rows.compactMap { $0["billings"]?.numberValue?.int64Value }.reduce(0, +) == 1998, "the paid purchase and its renewal")
+            #expect(rows.last?["deferred_end"] == 0)
             // The same merge again answers what was stored.
             let again = try await Self.post(
                 http, api, "/v1/subscribers/anon-m/merge", ["into": "known-m", "idempotency_key": "merge-1", "occurred_at": "2026-03-10T00:00:00Z"])
@@ -222,6 +239,56 @@ struct IdentityAPITests {
                 Self.active(http, api, "src", at: "2026-03-15T00:00:00Z"),
             ]
             #expect(held.filter { $0 }.count == 1)
+        }
+    }
+
+    @Test("a restore is counted apart: transferred out and in, never churn plus a new subscriber; revenue and MRR count the purchase once")
+    func reportsCountTransfersApart() async throws {
+        try await APIHarness.run { http, api in
+            for e in [
+                Self.purchase("old-r", key: "r-1", purchase: "pr", from: "2026-02-15T00:00:00Z", to: "2026-03-15T00:00:00Z", price: 3000),
+                Self.purchase("plain", key: "r-2", purchase: "pq", from: "2026-02-15T00:00:00Z", to: "2026-03-15T00:00:00Z", price: 3000),
+            ] {
+                #expect(try await Self.post(http, api, "/v1/events", e).status == .created)
+            }
+            let moved = try await Self.post(
+                http, api, "/v1/subscribers/old-r/transfers",
+                ["purchase_id": "pr", "to": "new-r", "occurred_at": "2026-03-10T00:00:00Z", "reason": "restore"])
+            #expect(moved.status == .created, "\(String(buffer: moved.body))")
+            // The renewal and then a full refund of it land on the new owner.
+            #expect(
+                try await Self.post(
+                    http, api, "/v1/events",
+                    Self.purchase(
+                        "new-r", key: "r-3", purchase: "pr", type: "renewal", from: "2026-03-15T00:00:00Z", to: "2026-04-15T00:00:00Z", price: 3000)
+                ).status == .created)
+            #expect(
+                try await Self.post(
+                    http, api, "/v1/events",
+                    Self.purchase(
+                        "plain", key: "r-4", purchase: "pq", type: "renewal", from: "2026-03-15T00:00:00Z", to: "2026-04-15T00:00:00Z", price: 3000)
+                ).status == .created)
+            let churn = try await Self.get(http, api, "/v1/reports/churn?from=2026-02-01&to=2026-05-01&interval=month")
+            let periods = churn.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            try #require(periods.count == 3)
+            #expect(periods.map { $0["new"] } == [2, 0, 0])
+            #expect(periods.map { $0["churned"] } == [0, 0, 2])
+            #expect(periods.map { $0["transferred_out"] } == [0, 1, 0])
+            #expect(periods.map { $0["transferred_in"] } == [0, 1, 0])
+            #expect(periods.map { $0["active_end"] } == [2, 2, 0])
+            // Revenue: the two purchases are alike, one moved: every figure is twice one purchase's, exactly.
+            let revenue = try await Self.get(http, api, "/v1/reports/revenue?from=2026-02-01&to=2026-05-01&interval=month")
+            let rows = revenue.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(rows.map { $0["billings"] } == [6000, 6000, 0])
+            #expect(rows.map { $0["deferred_end"] }.last == 0)
+            let recognized = rows.compactMap { $0["recognized"]?.numberValue?.int64Value }
+            #expect(recognized.reduce(0, +) == 12000)
+            #expect(recognized.allSatisfy { $0 % 2 == 0 }, "\(recognized): each period is twice one purchase's")
+            // MRR counts the moved purchase once, under its new owner.
+            let mrr = try await Self.get(http, api, "/v1/reports/mrr?at=2026-03-12T00:00:00Z")
+            let usd = mrr.objectValue?["currencies"]?.arrayValue?.first?.objectValue
+            #expect(usd?["mrr_minor"] == 6000)
+            #expect(usd?["active_paid"] == 2)
         }
     }
 }

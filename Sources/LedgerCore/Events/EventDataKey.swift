@@ -29,6 +29,7 @@ public enum EventDataKey {
     public static let toSubscriber = "to_subscriber"
     public static let fromSubscriber = "from_subscriber"
     public static let windows = "windows"
+    public static let transactions = "transactions"
     public static let into = "into"
     /// The catalog revision a filled event was completed from.
     public static let catalogRevision = "catalog_revision"

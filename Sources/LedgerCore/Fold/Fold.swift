@@ -127,6 +127,9 @@ private struct FoldState {
     /// Windows of each purchase (`TransactionData.purchaseID`, a transfer's `purchase_id`, a credit's event
     /// id): what a `transfer_out` cuts.
     var byPurchase: [String: [Int]] = [:]
+    /// The transfers out of each purchase: they also cut its windows recorded before them that the fold
+    /// meets after them (a transaction dated after the transfer).
+    var transfersOut: [String: [(at: Timestamp, eventID: UUID, position: Int64)]] = [:]
     /// Windows of each entitlement (coverage for stacked grants), in insertion order.
     var byEntitlement: [String: [Int]] = [:]
     /// The same, in start order (a window's start never changes): a stacked grant's coverage is one sweep,
@@ -321,6 +324,7 @@ private struct FoldState {
                 transactionID: txn, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
             cutByEarlierRefunds(&window)
+            if let purchase = t.purchaseID { cutByLaterTransfers(&window, purchase: purchase) }
             add(window, renewable: renews)
             if let purchase = t.purchaseID { byPurchase[purchase, default: []].append(windows.count - 1) }
         }
@@ -333,14 +337,27 @@ private struct FoldState {
         }
     }
 
-    /// The purchase leaves: its windows here are cut at the transfer (and the grace windows of its products,
-    /// which belong to no transaction). Nothing else changes: a later transfer back brings new windows.
+    /// A window of a purchase that a transfer recorded after it took away: cut at the transfer.
+    func cutByLaterTransfers(_ window: inout Window, purchase: String) {
+        for x in transfersOut[purchase] ?? [] where x.position > window.sourcePosition {
+            window.cuts.append(.init(at: x.at, eventID: x.eventID, cause: .transfer))
+        }
+    }
+
+    /// The purchase leaves: its windows recorded before the transfer are cut at it (and the grace windows of
+    /// its products, which belong to no transaction). A later transfer back brings new windows.
     mutating func transferOut(_ event: FoldEvent, _ t: TransferOutData) {
-        let own = byPurchase[t.purchaseID] ?? []
+        transfersOut[t.purchaseID, default: []].append((event.occurredAt, event.eventID, event.position))
+        let own = (byPurchase[t.purchaseID] ?? []).filter { windows[$0].sourcePosition < event.position }
         let products = Set(own.compactMap { windows[$0].productID })
         var cut = own
         for (e, list) in unexpiredGrace {
-            for i in list where windows[i].productID.map(products.contains) ?? false && windows[i].entitlement == e { cut.append(i) }
+            for i in list
+            where windows[i].productID.map(products.contains) ?? false && windows[i].entitlement == e
+                && windows[i].sourcePosition < event.position
+            {
+                cut.append(i)
+            }
         }
         for i in cut where windows[i].end.map({ $0 > event.occurredAt }) ?? true {
             windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .transfer))
@@ -358,6 +375,7 @@ private struct FoldState {
                 transactionID: w.transactionID, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
             cutByEarlierRefunds(&window)
+            cutByLaterTransfers(&window, purchase: t.purchaseID)
             add(window, renewable: w.autoRenewable)
             byPurchase[t.purchaseID, default: []].append(windows.count - 1)
             if w.autoRenewable { renewing.insert(w.entitlement) }

@@ -97,6 +97,32 @@ public enum PurchaseOwnership {
         return result
     }
 
+    /// The paid transactions of `purchase` with their terms, for the `transfer_in` that moves it: money
+    /// follows the transaction (docs/identity.md). Every one, settled or not: a later refund of any of them
+    /// is accounted where the purchase then is.
+    public static func carriedTransactions(_ purchase: OwnedPurchase, events: [RecordedEvent], facts: SubscriberFacts) -> [CarriedTransaction] {
+        var byID: [UUID: RevenueTransaction] = [:]
+        for t in facts.transactions { byID[t.eventID] = t }
+        var result: [CarriedTransaction] = []
+        for event in events where purchase.sourceEventIDs.contains(event.eventID) {
+            switch EventPayload(type: event.type, data: event.data) {
+            case .transaction(let t):
+                if let id = t.transactionID, let fact = byID[event.eventID] {
+                    result.append(CarriedTransaction(fact, transactionID: id, period: t.period))
+                }
+            case .transferIn(let x):
+                for c in x.transactions {
+                    if let fact = byID[CarriedTransaction.id(event.eventID, c.transactionID)] {
+                        result.append(CarriedTransaction(fact, transactionID: c.transactionID, period: c.period))
+                    }
+                }
+            default:
+                continue
+            }
+        }
+        return result
+    }
+
     /// The credits still running after `t` (a merge moves them too), each as a purchase of its own
     /// (`credit:<event_id>`, the fold's key for it).
     public static func runningCredits(_ events: [RecordedEvent], ledger: SubscriberLedger, at t: Timestamp) -> [OwnedPurchase] {

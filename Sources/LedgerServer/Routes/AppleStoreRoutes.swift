@@ -48,10 +48,11 @@ struct AppleStoreRoutes {
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        // Linked first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
+        // Claimed first under the transfer policy (a purchase another subscriber keeps: 409, nothing stored), then
+        // the receipt's own facts, then what waited for the link.
         let (events, applied) = try await intake.stores.claim(
             AppleStore(), accounts: receipt.mapping.originalTransactionIDs, to: receipt.subscriber, by: "receipt",
-            drafts: receipt.mapping.drafts, logger: context.logger)
+            drafts: receipt.mapping.drafts, at: Timestamp.now(), logger: context.logger)
         // Pending notifications applied here appended events this answer does not list: the primary's position includes them.
         let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
         return Response.json([

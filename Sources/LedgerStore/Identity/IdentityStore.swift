@@ -184,6 +184,7 @@ public struct IdentityStore: Sendable {
         for attempt in 1...3 {
             let events = try await stream(from)
             let ledger = Fold.fold(events)
+            let facts = SubscriberFacts.derive(events: events, ledger: ledger)
             var all: [NewEvent] = []
             let moving = PurchaseOwnership.owned(events) + PurchaseOwnership.runningCredits(events, ledger: ledger, at: occurredAt)
             for purchase in moving {
@@ -194,7 +195,7 @@ public struct IdentityStore: Sendable {
                     out: "merge:\(Self.digest(idempotencyKey, "out", purchase.purchaseID))",
                     in: "merge:\(Self.digest(idempotencyKey, "in", purchase.purchaseID))"
                 )
-                all += Self.pair(move, purchase: purchase, events: events, ledger: ledger, keys: keys)
+                all += Self.pair(move, purchase: purchase, events: events, ledger: ledger, facts: facts, keys: keys)
             }
             all.append(
                 NewEvent(
@@ -206,7 +207,10 @@ public struct IdentityStore: Sendable {
                 all[i].expectedVersion = all[..<i].contains { $0.subscriberID == from } ? nil : version
             }
             do {
-                return try await intake.append(all, path: { "events[\($0)]" })
+                let result = try await intake.append(all, path: { "events[\($0)]" })
+                // Store messages follow the links: every store account of the merged subscriber is the other's now.
+                try await StoreLinks(database: database).relinkAll(from: from, to: into, by: "merge")
+                return result
             } catch StoreError.versionConflict(let s, _, _, _) where s == from && attempt < 3 {
                 continue
             }
@@ -216,10 +220,13 @@ public struct IdentityStore: Sendable {
 
     /// The two events of a move, checked against the source stream's version.
     static func pair(
-        _ move: Move, purchase: OwnedPurchase, events: [RecordedEvent], ledger: SubscriberLedger? = nil, keys: (out: String, in: String)
+        _ move: Move, purchase: OwnedPurchase, events: [RecordedEvent], ledger: SubscriberLedger? = nil, facts: SubscriberFacts? = nil,
+        keys: (out: String, in: String)
     ) -> [NewEvent] {
         let ledger = ledger ?? Fold.fold(events)
         let windows = PurchaseOwnership.windowsToTransfer(purchase, events: events, ledger: ledger, at: move.occurredAt)
+        let carried = PurchaseOwnership.carriedTransactions(
+            purchase, events: events, facts: facts ?? SubscriberFacts.derive(events: events, ledger: ledger))
         let environment = events.first { purchase.sourceEventIDs.contains($0.eventID) }?.environment ?? move.environment
         let out = NewEvent(
             subscriberID: move.from, type: .transferOut, occurredAt: move.occurredAt, source: move.source, environment: environment,
@@ -235,6 +242,7 @@ public struct IdentityStore: Sendable {
             data: [
                 "store": .string(purchase.store), "purchase_id": .string(purchase.purchaseID), "from_subscriber": .string(move.from),
                 "reason": .string(move.reason.rawValue), "windows": .array(windows.map(\.json)),
+                "transactions": .array(carried.map(\.json)),
             ])
         return [out, into]
     }
@@ -255,7 +263,7 @@ public struct IdentityStore: Sendable {
     }
 }
 
-/// The merge check every append passes (`EventIntake`): one indexed look-up (schema 0030).
+/// The merge check every append passes (`EventIntake`): one indexed look-up (schema 0022).
 enum IdentityChecks {
     static func mergedInto(_ subscribers: [String], database: Database) async throws -> [String: String] {
         guard !subscribers.isEmpty else { return [:] }

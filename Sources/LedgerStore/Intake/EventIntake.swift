@@ -12,18 +12,21 @@ public struct EventIntake: Sendable {
     public let catalog: CatalogStore
     public let inbox: StoreInbox
     public let links: StoreLinks
-    /// Store messages: recorded, linked, appended and marked in one transaction.
-    public let stores: StoreIntake
     let database: Database
+    /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
+    public let transferPolicy: TransferPolicy
 
-    public init(store: EventStore, catalog: CatalogStore, database: Database) {
+    public init(store: EventStore, catalog: CatalogStore, database: Database, transferPolicy: TransferPolicy = .transfer) {
         self.store = store
         self.catalog = catalog
         self.database = database
+        self.transferPolicy = transferPolicy
         self.inbox = StoreInbox(database: database)
         self.links = StoreLinks(database: database)
-        self.stores = StoreIntake(store: store)
     }
+
+    /// Store messages: recorded, linked, appended and marked in one transaction.
+    public var stores: StoreIntake { StoreIntake(intake: self) }
 
     // MARK: complete events (clients, imports)
 
@@ -49,6 +52,9 @@ public struct EventIntake: Sendable {
         try await refuseMerged(events)
         return try await store.append(events)
     }
+
+    /// The time a store message without a date of its own is taken to happen (a restore's transfer).
+    public static func now() -> Timestamp { Timestamp(microseconds: Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down))) }
 
     /// A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`, naming where
     /// it went. Its own `merged` event (the merge itself) passes.

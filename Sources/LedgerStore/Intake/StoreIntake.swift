@@ -9,10 +9,43 @@ import Synchronization
 /// messages that waited for it, re-read through the store's `remap`, in the same place. Calls to a store's
 /// API happen before (the route, a background resolver), never inside the transaction.
 public struct StoreIntake: Sendable {
-    let events: EventStore
+    let intake: EventIntake
+    var events: EventStore { intake.store }
 
-    public init(store: EventStore) {
-        self.events = store
+    init(intake: EventIntake) {
+        self.intake = intake
+    }
+
+    /// A link the transaction could not make (the account is another subscriber's, or the subscriber was
+    /// merged): the transfer policy decides (`EventIntake.claim`, docs/identity.md) outside the transaction,
+    /// which may move purchases with events of their own, and the message's transaction runs again with the
+    /// subscriber the claim answered.
+    struct ClaimNeeded: Error {
+        var accounts: [String]
+        var subscriber: String
+        var origin: String
+        var at: Timestamp
+    }
+
+    /// Runs a session's work in one transaction; a `ClaimNeeded` rolls it back, claims, and runs it again.
+    func run<A: StoreAdapter, T: Sendable>(
+        _ adapter: A, logger: Logger, _ body: @escaping @Sendable (StoreSession<A>) async throws -> T
+    ) async throws -> (T, replayed: Int) {
+        var owners: [String: String] = [:]
+        for _ in 0..<4 {
+            do {
+                return try await events.transaction { [owners] tx in
+                    let session = StoreSession(adapter: adapter, tx: tx, logger: logger, owners: owners)
+                    let value = try await body(session)
+                    return (value, session.replayed)
+                }
+            } catch let claim as ClaimNeeded {
+                owners[claim.subscriber] = try await intake.claim(
+                    store: adapter.store, accounts: claim.accounts, for: claim.subscriber, by: claim.origin, kind: .store, at: claim.at,
+                    logger: logger)
+            }
+        }
+        throw StoreError.unavailable("the store account kept changing owner while it was being linked")
     }
 
     /// What an ingest did: its outcome, and how many waiting messages its links applied with it (their
@@ -30,24 +63,22 @@ public struct StoreIntake: Sendable {
     /// A verified message, in one transaction. Events the catalog cannot complete are refused with their
     /// `EventValidationError` once the message is recorded (`received`, saying why: the store's retry applies it).
     public func ingest<A: StoreAdapter>(_ adapter: A, _ message: A.Message, logger: Logger) async throws -> Result {
-        let (outcome, replayed) = try await events.transaction { tx in
-            let session = StoreSession(adapter: adapter, tx: tx, logger: logger)
-            let outcome = try await adapter.apply(message, on: session)
-            return (outcome, session.replayed)
-        }
+        let (outcome, replayed) = try await run(adapter, logger: logger) { session in try await adapter.apply(message, on: session) }
         if case .refused(let error) = outcome { throw error }
         return Result(outcome: outcome, replayed: replayed)
     }
 
-    /// The app names the subscriber of store accounts (a receipt, a client-submitted purchase, a sync): links
-    /// them (a conflict stores nothing), appends what the submission itself says, then applies what waited
-    /// for them. A refusal of the submission's own events is thrown once the links are committed.
+    /// The app names the subscriber of store accounts (a receipt, a client-submitted purchase): the claim
+    /// under the transfer policy first (a purchase another subscriber keeps: 409 `purchase_owned`, nothing
+    /// stored; `at`: when the claim is taken to happen), then in one transaction the links, what the submission
+    /// itself says, and what waited for them. A refusal of the submission's own events is thrown once the
+    /// links are committed.
     public func claim<A: StoreAdapter>(
-        _ adapter: A, accounts: [String], to subscriber: String, by origin: String, drafts: [EventDraft], logger: Logger
+        _ adapter: A, accounts: [String], to subscriber: String, by origin: String, drafts: [EventDraft], at: Timestamp, logger: Logger
     ) async throws -> (events: [RecordedEvent], replayed: Int) {
-        let outcome: Swift.Result<([RecordedEvent], Int), EventValidationError> = try await events.transaction { tx in
-            let session = StoreSession(adapter: adapter, tx: tx, logger: logger)
-            try await tx.link(store: adapter.store, accounts, to: subscriber, by: origin)
+        _ = try await intake.claim(store: adapter.store, accounts: accounts, for: subscriber, by: origin, kind: .app, at: at, logger: logger)
+        let (outcome, _) = try await run(adapter, logger: logger) { session -> Swift.Result<([RecordedEvent], Int), EventValidationError> in
+            try await session.tx.link(store: adapter.store, accounts, to: subscriber, by: origin)
             var recorded: [RecordedEvent] = []
             if !drafts.isEmpty {
                 do {
@@ -56,7 +87,7 @@ public struct StoreIntake: Sendable {
                     return .failure(error)
                 }
             }
-            return .success((recorded, try await session.replay(accounts, to: subscriber)))
+            return .success((recorded, try await session.link(accounts, to: subscriber, by: origin, counted: false)))
         }
         let (recorded, replayed) = try outcome.get()
         return (recorded, replayed)
@@ -66,9 +97,7 @@ public struct StoreIntake: Sendable {
     public func link<A: StoreAdapter>(_ adapter: A, accounts: [String], to subscriber: String, by origin: String, logger: Logger)
         async throws -> Int
     {
-        try await events.transaction { tx in
-            try await StoreSession(adapter: adapter, tx: tx, logger: logger).link(accounts, to: subscriber, by: origin)
-        }
+        try await run(adapter, logger: logger) { session in try await session.link(accounts, to: subscriber, by: origin) }.0
     }
 
     /// Store drafts for a known subscriber → validated events of `source`. Two facts of one payload under one
@@ -95,12 +124,17 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
     public let adapter: A
     public let tx: StoreTransaction
     public let logger: Logger
+    /// Subscribers a claim answered for another (the owner that keeps a purchase, where a merge went).
+    let owners: [String: String]
     private let replays = Mutex(0)
+    /// Subscribers this transaction found not merged (asked once).
+    private let unmerged = Mutex<Set<String>>([])
 
-    init(adapter: A, tx: StoreTransaction, logger: Logger) {
+    init(adapter: A, tx: StoreTransaction, logger: Logger, owners: [String: String] = [:]) {
         self.adapter = adapter
         self.tx = tx
         self.logger = logger
+        self.owners = owners
     }
 
     var replayed: Int { replays.withLock { $0 } }
@@ -149,16 +183,41 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
         return .applied(subscriber: subscriber, events: result.events)
     }
 
-    /// The subscriber a message names (linking its account to it), else the one its account is linked to.
+    /// The subscriber a message names (linking its account to it, under the transfer policy: the store's fact
+    /// is never refused, and goes to the owner that keeps the purchase), else the one its account is linked to.
     func resolve(_ m: StoreMapping) async throws -> String? {
         if let hint = m.subscriberHint, Identifiers.isValidSubscriberID(hint) {
-            if let account = m.accountID {
-                try await tx.link(store: store, [account], to: hint, by: "message")
-            }
-            return hint
+            guard let account = m.accountID else { return hint }
+            let at = m.drafts.map(\.occurredAt).min() ?? EventIntake.now()
+            try await linkOrClaim([account], to: hint, by: "message", at: at)
+            return owners[hint] ?? hint
         }
         guard let account = m.accountID else { return nil }
         return try await tx.subscriber(store: store, accountID: account)
+    }
+
+    /// Where `subscriber` was merged into, if it was (one look-up per subscriber and transaction).
+    func mergedInto(_ subscriber: String) async throws -> String? {
+        if unmerged.withLock({ $0.contains(subscriber) }) { return nil }
+        let into = try await IdentityChecks.mergedInto([subscriber], on: tx.connection, logger: tx.logger)[subscriber]
+        if into == nil { unmerged.withLock { _ = $0.insert(subscriber) } }
+        return into
+    }
+
+    /// Links accounts to `subscriber` (or the owner a claim answered for it); an account another subscriber
+    /// holds, or a merged subscriber, needs the transfer policy: `StoreIntake.ClaimNeeded`.
+    func linkOrClaim(_ accounts: [String], to subscriber: String, by origin: String, at: Timestamp) async throws {
+        if let owner = owners[subscriber] {
+            try await tx.link(store: store, accounts, to: owner, by: origin)
+            return
+        }
+        let needed = StoreIntake.ClaimNeeded(accounts: accounts, subscriber: subscriber, origin: origin, at: at)
+        if try await mergedInto(subscriber) != nil { throw needed }
+        do {
+            try await tx.link(store: store, accounts, to: subscriber, by: origin)
+        } catch is StoreLinks.Conflict {
+            throw needed
+        }
     }
 
     /// Drafts completed from the catalog and appended for `subscriber`; a fact already stored (the same store
@@ -167,7 +226,7 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
         let products = try await tx.products(DraftCompletion.productsNeeded(drafts))
         let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: store, products: products)
         // A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`.
-        if let into = try await IdentityChecks.mergedInto([subscriber], on: tx.connection, logger: tx.logger)[subscriber] {
+        if let into = try await mergedInto(subscriber) {
             throw IdentityError.subscriberMerged(subscriber: subscriber, into: into)
         }
         return try await tx.append(events, replays: .keepStored)
@@ -180,8 +239,9 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
         var unique: [String] = []
         for a in accounts where !unique.contains(a) { unique.append(a) }
         let all = try await adapter.expand(unique, on: tx)
-        try await tx.link(store: store, all, to: subscriber, by: origin)
-        let applied = try await replay(all, to: subscriber)
+        try await linkOrClaim(all, to: subscriber, by: origin, at: EventIntake.now())
+        // A store's fact about a purchase its owner keeps: what waited applies to the owner.
+        let applied = try await replay(all, to: owners[subscriber] ?? subscriber)
         if counted { replays.withLock { $0 += applied } }
         return applied
     }
