@@ -12,8 +12,10 @@ struct Import: AsyncParsableCommand {
             Each line is validated like a POST /v1/events body (the catalog fills in what a purchase leaves out), \
             keeps its own idempotency key (lines already imported are skipped, so an interrupted import can be \
             run again), and gets the ledger's positions and hash chain. A bad line stops the import naming its \
-            line number; nothing of its batch is stored (earlier batches are).
-            """)
+            line number; nothing of its batch is stored (earlier batches are). `subledger import revenuecat` reads \
+            RevenueCat's exports the same way.
+            """,
+        subcommands: [ImportRevenueCat.self])
 
     @OptionGroup var database: DatabaseOptions
 

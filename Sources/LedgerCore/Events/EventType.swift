@@ -55,11 +55,12 @@ public enum Identifiers {
         return nil
     }
 
-    /// `[A-Za-z0-9._:@-]{1,200}`
+    /// `[A-Za-z0-9._:@$-]{1,200}` (`$` so that hosted backends' anonymous ids, `$RCAnonymousID:…`, are
+    /// imported as they are)
     public static func isValidSubscriberID(_ s: String) -> Bool {
         let u = s.utf8
         return !u.isEmpty && u.count <= maxSubscriberIDLength
-            && u.allSatisfy { isAlphanumeric($0) || ".:_@-".utf8.contains($0) }
+            && u.allSatisfy { isAlphanumeric($0) || ".:_@$-".utf8.contains($0) }
     }
 
     /// `[a-z0-9_.-]{1,64}`: `apple`, `google`, `stripe`, `web`, `support`, `import`…
