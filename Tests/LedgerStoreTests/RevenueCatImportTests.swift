@@ -65,7 +65,9 @@ struct RevenueCatImportTests {
             if got != want {
                 mismatches += 1
                 if mismatches <= 3 {
-                    Issue.record("\(subscriber): missing \(want.subtracting(got).sorted { $0.start < $1.start }), extra \(got.subtracting(want).sorted { $0.start < $1.start })")
+                    Issue.record(
+                        "\(subscriber): missing \(want.subtracting(got).sorted { $0.start < $1.start }), extra \(got.subtracting(want).sorted { $0.start < $1.start })"
+                    )
                 }
             }
         }
@@ -168,7 +170,9 @@ struct RevenueCatImportTests {
             await #expect {
                 _ = try await importer.run([Self.input("subscriber_id,type\r\na,b\r\n")], options: options)
             } throws: { error in
-                "\(error)".hasPrefix("export.csv: line 1 (the header): not a RevenueCat transactions export of version 5, 6 or 7: missing column(s) rc_original_app_user_id")
+                "\(error)".hasPrefix(
+                    "export.csv: line 1 (the header): not a RevenueCat transactions export of version 5, 6 or 7: missing column(s) rc_original_app_user_id"
+                )
             }
         }
     }

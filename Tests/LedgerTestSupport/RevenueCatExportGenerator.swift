@@ -75,12 +75,15 @@ public struct RevenueCatExportGenerator: Sendable {
         let country = random.pick(["US", "DE", "GB", "JP", "BR", "KW", "FR"])
         let period = ISODuration(plan.duration)!
         // Start in the 18 months before the export.
-        var start = Timestamp(microseconds: exportTime.microseconds - Int64(random.int(1...540)) * 86_400_000_000 - Int64(random.int(0...86_399)) * 1_000_000)
+        var start = Timestamp(
+            microseconds: exportTime.microseconds - Int64(random.int(1...540)) * 86_400_000_000 - Int64(random.int(0...86_399)) * 1_000_000)
         let base = id()
         let original: String
         switch store {
         case "app_store": original = "20000\(String(base).leftPadded(to: 10))"
-        case "play_store": original = "GPA.3\(String(base).leftPadded(to: 3)).\(String(base * 7919 % 10000).leftPadded(to: 4))-\(String(base * 104_729 % 100000).leftPadded(to: 5))"
+        case "play_store":
+            original =
+                "GPA.3\(String(base).leftPadded(to: 3)).\(String(base * 7919 % 10000).leftPadded(to: 4))-\(String(base * 104_729 % 100000).leftPadded(to: 5))"
         default: original = "sub_1R\(String(base, radix: 36).leftPadded(to: 12))"
         }
         var renewal = 1

@@ -8,8 +8,10 @@ public struct RevenueCatCustomerInfo: Sendable, Hashable {
         /// Nil: never expires (a lifetime or free window holds it).
         public var expiresDate: Timestamp?
         public var gracePeriodExpiresDate: Timestamp?
-        public var productIdentifier: String?
-        public var purchaseDate: Timestamp?
+        /// The granting window's product; a support credit (no product) is named as RevenueCat names its
+        /// promotional grants, `rc_promo_<entitlement>_custom`.
+        public var productIdentifier: String
+        public var purchaseDate: Timestamp
     }
 
     public struct Subscription: Sendable, Hashable {
@@ -75,13 +77,15 @@ public struct RevenueCatCustomerInfo: Sendable, Hashable {
             let granting = held.filter { $0.kind != .grace && $0.productID == state.productID }.max { $0.start < $1.start }
             var expires = state.expiresAt
             if !state.active, expires == nil {
-                // Only void windows: it ended where it started.
-                expires = ledger.windows.filter { $0.entitlement == state.entitlement }.compactMap(\.end).max() ?? now
+                // Not held now and never ended before now (only void windows, or windows yet to come): expired
+                // as of now, never a date RevenueCat's clients would read as active.
+                expires = now
             }
             return Entitlement(
                 name: state.entitlement, expiresDate: expires, gracePeriodExpiresDate: state.inGrace ? state.expiresAt : nil,
-                productIdentifier: state.productID,
-                purchaseDate: granting?.start ?? held.max { $0.start < $1.start }?.start)
+                productIdentifier: state.productID ?? "rc_promo_\(state.entitlement)_custom",
+                purchaseDate: granting?.start ?? held.max { $0.start < $1.start }?.start
+                    ?? ledger.windows.filter { $0.entitlement == state.entitlement }.map(\.start).max() ?? now)
         }
 
         // Subscriptions and one-time purchases, from the transactions.
@@ -104,7 +108,9 @@ public struct RevenueCatCustomerInfo: Sendable, Hashable {
         self.nonSubscriptions = nonSubscriptions
         var subscriptions: [String: Subscription] = [:]
         for (product, transactions) in byProduct {
-            let ordered = transactions.sorted { ($0.1.periodStart ?? $0.0.occurredAt, $0.0.position) < ($1.1.periodStart ?? $1.0.occurredAt, $1.0.position) }
+            let ordered = transactions.sorted {
+                ($0.1.periodStart ?? $0.0.occurredAt, $0.0.position) < ($1.1.periodStart ?? $1.0.occurredAt, $1.0.position)
+            }
             let (event, latest) = ordered[ordered.count - 1]
             let start = latest.periodStart ?? event.occurredAt
             let entitlementsOfProduct = Set(transactions.flatMap(\.1.entitlements))

@@ -59,7 +59,8 @@ public struct RevenueCatHeader: Sendable, Hashable {
 
 /// A RevenueCat store name (`store` column).
 public enum RevenueCatStore: Sendable, Hashable {
-    case appStore, macAppStore, playStore, stripe, promotional, other(String)
+    case appStore, macAppStore, playStore, stripe, promotional
+    case other(String)
 
     init(_ text: String) {
         switch text {
@@ -184,7 +185,8 @@ extension RevenueCatRow {
         if let currency, !Identifiers.isValidCurrency(currency) {
             throw cells.fail("purchased_currency", "must be an ISO 4217 code such as USD")
         }
-        let priceColumn = cells.string(present: "purchase_price_in_purchased_currency") ? "purchase_price_in_purchased_currency" : "price_in_purchased_currency"
+        let priceColumn =
+            cells.string(present: "purchase_price_in_purchased_currency") ? "purchase_price_in_purchased_currency" : "price_in_purchased_currency"
         if let price = try cells.string(priceColumn) {
             guard let currency else { throw cells.fail("purchased_currency", "is required when a price is given") }
             guard let minor = RevenueCatRow.minorUnits(price, exponent: CurrencyExponents.of(currency)), minor <= Limits.maxMoneyMinor else {

@@ -36,14 +36,14 @@ struct RevenueCatCompatRoutes {
 }
 
 extension RevenueCatCustomerInfo {
-    /// RevenueCat's field names and date format (RFC 3339, UTC).
+    /// RevenueCat's field names and date format (RFC 3339 in UTC to the second, `2026-03-01T10:00:00Z`).
     var json: JSONValue {
-        func date(_ t: Timestamp?) -> JSONValue { t.map { .string($0.rfc3339) } ?? .null }
+        func date(_ t: Timestamp?) -> JSONValue { t.map { .string(Self.seconds($0)) } ?? .null }
         var entitlementsJSON: [String: JSONValue] = [:]
         for e in entitlements {
             entitlementsJSON[e.name] = .object([
                 "expires_date": date(e.expiresDate), "grace_period_expires_date": date(e.gracePeriodExpiresDate),
-                "product_identifier": e.productIdentifier.map(JSONValue.string) ?? .null, "purchase_date": date(e.purchaseDate),
+                "product_identifier": .string(e.productIdentifier), "purchase_date": date(e.purchaseDate),
             ])
         }
         var subscriptionsJSON: [String: JSONValue] = [:]
@@ -71,14 +71,14 @@ extension RevenueCatCustomerInfo {
                 })
         }
         return .object([
-            "request_date": .string(requestDate.rfc3339),
+            "request_date": .string(Self.seconds(requestDate)),
             "request_date_ms": .number(JSONNumber(requestDate.microseconds / 1000)),
             "subscriber": .object([
                 "original_app_user_id": .string(originalAppUserID),
                 "original_application_version": .null,
                 "original_purchase_date": .null,
-                "first_seen": .string(firstSeen.rfc3339),
-                "last_seen": .string(lastSeen.rfc3339),
+                "first_seen": .string(Self.seconds(firstSeen)),
+                "last_seen": .string(Self.seconds(lastSeen)),
                 "management_url": managementURL.map(JSONValue.string) ?? .null,
                 "entitlements": .object(entitlementsJSON),
                 "subscriptions": .object(subscriptionsJSON),
@@ -88,4 +88,7 @@ extension RevenueCatCustomerInfo {
             ]),
         ])
     }
+
+    /// `2026-03-01T10:00:00Z`: fractions of a second dropped, as RevenueCat writes its dates.
+    static func seconds(_ t: Timestamp) -> String { String(t.rfc3339.prefix(19)) + "Z" }
 }
