@@ -4,6 +4,15 @@ import LedgerCore
 import LedgerStore
 import PostgresNIO
 
+/// `subledger import FILE.jsonl` (JSON Lines, the default) and `subledger import revenuecat FILE.csv…`.
+struct ImportCommands: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Bulk-load history: the ledger's own JSON Lines (the default), or RevenueCat's exports.",
+        subcommands: [Import.self, ImportRevenueCat.self],
+        defaultSubcommand: Import.self)
+}
+
 /// `subledger import revenuecat FILE.csv…`: RevenueCat's scheduled transactions exports (versions 5–7).
 struct ImportRevenueCat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -61,19 +70,23 @@ struct ImportRevenueCat: AsyncParsableCommand {
         let interactive = isatty(STDERR_FILENO) == 1
         let started = Date()
         let summary: RevenueCatImport.Summary
+        let progress: (@Sendable (RevenueCatImport.Progress) -> Void)?
+        if interactive {
+            progress = { p in
+                let rate = Double(p.rows) / max(Date().timeIntervalSince(started), 0.001)
+                let line = "\r\(p.file): line \(p.line), \(p.rows) rows, \(p.created) new events (\(Int(rate)) rows/s)   "
+                FileHandle.standardError.write(Data(line.utf8))
+            }
+        } else {
+            progress = nil
+        }
+        let options = RevenueCatImport.Options(batchSize: batch, skipBadRows: skipBadRows, asOf: asOfTime)
+        let configuration = try await database.url().clientConfiguration(maximumConnections: 4)
+        let files = inputs
         do {
-            summary = try await withPostgresClient(
-                try await database.url().clientConfiguration(maximumConnections: 4), logger: logger
-            ) { client in
+            summary = try await withPostgresClient(configuration, logger: logger) { client in
                 try await database.requireCurrentSchema(client, logger: logger)
-                return try await RevenueCatImport(client: client, logger: logger).run(
-                    inputs, options: .init(batchSize: batch, skipBadRows: skipBadRows, asOf: asOfTime),
-                    progress: interactive
-                        ? { p in
-                            let rate = Double(p.rows) / max(Date().timeIntervalSince(started), 0.001)
-                            FileHandle.standardError.write(
-                                Data("\r\(p.file): line \(p.line), \(p.rows) rows, \(p.created) new events (\(Int(rate)) rows/s)   ".utf8))
-                        } : nil)
+                return try await RevenueCatImport(client: client, logger: logger).run(files, options: options, progress: progress)
             }
         } catch let failure as RevenueCatImport.Failure {
             if interactive { FileHandle.standardError.write(Data("\n".utf8)) }

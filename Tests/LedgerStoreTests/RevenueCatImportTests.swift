@@ -86,9 +86,9 @@ struct RevenueCatImportTests {
         "a generated export (App Store, Play Store, Stripe) imports with every subscriber's windows as the export says; re-importing appends nothing; an incremental file appends only its changes"
     )
     func generatedExport() async throws {
-        var generator = RevenueCatExportGenerator(seed: 36, subscribers: 1500)
-        let rows = generator.rows
         try await TestDatabase.with { client, _ in
+            var generator = RevenueCatExportGenerator(seed: 36, subscribers: 1500)
+            let rows = generator.rows
             let importer = RevenueCatImport(client: client, logger: TestDatabase.logger)
             let options = RevenueCatImport.Options(batchSize: 1000, asOf: generator.exportTime)
             let first = try await importer.run(

@@ -17,6 +17,12 @@ public struct CSVRecordReader {
         public var column: Int
         public var reason: String
         public var description: String { "line \(line), column \(column): \(reason)" }
+
+        public init(line: Int, column: Int, reason: String) {
+            self.line = line
+            self.column = column
+            self.reason = reason
+        }
     }
 
     private let read: () -> [UInt8]
