@@ -112,7 +112,8 @@ public struct RevenueCatExportGenerator: Sendable {
         // Paid periods until the export, or until the story ends.
         let ending = random.int(0...9)  // 0–3 active, 4–5 voluntary, 6–7 billing, 8–9 refund
         let periods = random.int(1...12)
-        while true {
+        // A trial still running at the export has no paid period yet.
+        while made.isEmpty || start < exportTime {
             let end = period.added(to: start)
             made.append(row(start: start, end: end, trial: false, price: plan.prices[currency]!))
             renewal += 1
