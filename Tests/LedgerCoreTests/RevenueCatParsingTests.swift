@@ -73,3 +73,28 @@ struct RevenueCatParsingTests {
         }
     }
 }
+
+@Suite("RevenueCat export parsing: hostile input")
+struct RevenueCatHostileParsingTests {
+    @Test("a quote never closed stops at the field limit, naming where the field began; a price too large is refused, not trapped")
+    func limits() throws {
+        let text = "a,b\n1,\"" + String(repeating: "x", count: CSVRecordReader.maxFieldBytes + 10)
+        #expect(throws: CSVRecordReader.SyntaxError(line: 2, column: 2, reason: "a field is longer than 1024 KiB (a quote not closed?)")) {
+            try RevenueCatParsingTests.records(text, chunk: 1 << 16)
+        }
+        var header = RevenueCatExportGenerator.header(.v7, updatedAt: false)
+        header.removeAll { $0 == "purchase_price_in_purchased_currency" }
+        let parsed = try RevenueCatHeader(header)
+        var cells = Array(repeating: "", count: header.count)
+        func set(_ name: String, _ value: String) { cells[header.firstIndex(of: name)!] = value }
+        set("rc_original_app_user_id", "u")
+        set("product_identifier", "p")
+        set("start_time", "2026-01-01 00:00:00")
+        set("store", "app_store")
+        set("store_transaction_id", "1")
+        set("renewal_number", "1")
+        set("purchased_currency", "KWD")
+        set("price_in_purchased_currency", "9999999999999999.9999")
+        #expect(throws: RevenueCatRowError.self) { try RevenueCatRow(fields: cells, line: 2, header: parsed) }
+    }
+}

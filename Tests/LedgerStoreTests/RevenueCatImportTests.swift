@@ -177,3 +177,39 @@ struct RevenueCatImportTests {
         }
     }
 }
+
+/// Writes the files of BENCHMARKS.md's RevenueCat import row when `SUBLEDGER_BENCH_DIR` names a folder: a
+/// generated export of `SUBLEDGER_BENCH_SUBSCRIBERS` (default 10,000) subscribers and the same events as JSON
+/// Lines for `subledger import`.
+@Suite("RevenueCat bench files")
+struct RevenueCatBenchFiles {
+    static let folder = ProcessInfo.processInfo.environment["SUBLEDGER_BENCH_DIR"]
+
+    @Test("the export and its events as JSON Lines", .enabled(if: folder != nil))
+    func write() throws {
+        let folder = try #require(Self.folder)
+        let subscribers = Int(ProcessInfo.processInfo.environment["SUBLEDGER_BENCH_SUBSCRIBERS"] ?? "") ?? 10_000
+        let generator = RevenueCatExportGenerator(seed: 36, subscribers: subscribers)
+        let csv = RevenueCatExportGenerator.csv(generator.rows, version: .v7)
+        try Data(csv.utf8).write(to: URL(fileURLWithPath: "\(folder)/revenuecat-export.csv"))
+        var lines: [UInt8] = []
+        var records = CSVRecordReader(read: Self.once(Array(csv.utf8)))
+        let header = try RevenueCatHeader(try #require(try records.next()).fields)
+        while let record = try records.next() {
+            let row = try RevenueCatRow(fields: record.fields, line: record.line, header: header)
+            for event in try RevenueCatMapping.events(for: row, asOf: generator.exportTime) {
+                lines += event.clientContent.canonicalBytes()
+                lines.append(0x0A)
+            }
+        }
+        try Data(lines).write(to: URL(fileURLWithPath: "\(folder)/revenuecat-events.jsonl"))
+    }
+
+    static func once(_ bytes: [UInt8]) -> () -> [UInt8] {
+        var sent = false
+        return {
+            defer { sent = true }
+            return sent ? [] : bytes
+        }
+    }
+}

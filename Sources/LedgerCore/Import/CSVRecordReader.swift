@@ -32,6 +32,8 @@ public struct CSVRecordReader {
     /// The current physical line (1-based).
     public private(set) var line = 1
     public var delimiter: UInt8
+    /// The longest field read (a file without its closing quote would otherwise be read whole into one field).
+    public static let maxFieldBytes = 1 << 20
 
     public init(delimiter: UInt8 = UInt8(ascii: ","), read: @escaping () -> [UInt8]) {
         self.delimiter = delimiter
@@ -80,6 +82,7 @@ public struct CSVRecordReader {
                     } else {
                         if b == 0x0A { line += 1 }
                         field.append(b)
+                        if field.count > Self.maxFieldBytes { throw tooLong(start, fields.count + 1) }
                     }
                 }
                 guard closed else {
@@ -98,6 +101,7 @@ public struct CSVRecordReader {
                     }
                     field.append(b)
                     index += 1
+                    if field.count > Self.maxFieldBytes { throw tooLong(line, fields.count + 1) }
                 }
             }
             guard let text = String(validating: field, as: UTF8.self) else {
@@ -120,5 +124,9 @@ public struct CSVRecordReader {
                 return Record(line: start, fields: fields)
             }
         }
+    }
+
+    private func tooLong(_ line: Int, _ column: Int) -> SyntaxError {
+        SyntaxError(line: line, column: column, reason: "a field is longer than \(Self.maxFieldBytes / 1024) KiB (a quote not closed?)")
     }
 }

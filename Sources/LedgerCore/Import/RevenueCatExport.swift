@@ -234,7 +234,11 @@ extension RevenueCatRow {
             guard !o1, !o2 else { return nil }
             value = s
         }
-        if digits[exponent] >= 5 { value += 1 }
+        if digits[exponent] >= 5 {
+            let (rounded, overflow) = value.addingReportingOverflow(1)
+            guard !overflow else { return nil }
+            value = rounded
+        }
         return value
     }
 
