@@ -107,6 +107,7 @@ public struct RevenueCatCustomerInfo: Sendable, Hashable {
         }
         self.nonSubscriptions = nonSubscriptions
         var subscriptions: [String: Subscription] = [:]
+        let inFoldOrder = known.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         for (product, transactions) in byProduct {
             let ordered = transactions.sorted {
                 ($0.1.periodStart ?? $0.0.occurredAt, $0.0.position) < ($1.1.periodStart ?? $1.0.occurredAt, $1.0.position)
@@ -121,7 +122,7 @@ public struct RevenueCatCustomerInfo: Sendable, Hashable {
             var unsubscribe: Timestamp?
             var billing: (Timestamp, Timestamp?)?
             var refunded: Timestamp?
-            for e in known.sorted(by: { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }) {
+            for e in inFoldOrder {
                 switch EventPayload(type: e.type, data: e.data) {
                 case .autoRenewChanged(let a) where e.occurredAt >= chainStart && !entitlementsOfProduct.isDisjoint(with: a.entitlements):
                     unsubscribe = a.enabled == false ? e.occurredAt : nil
