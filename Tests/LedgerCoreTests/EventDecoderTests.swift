@@ -203,9 +203,10 @@ struct IdentifierTests {
     }
 
     @Test(
-        "subscriber ids: [A-Za-z0-9._:@-]{1,200}",
+        "subscriber ids: [A-Za-z0-9._:@$-]{1,200}",
         arguments: [
             ("a", true), ("Z9", true), ("user.name_1:team@example-org", true), (String(repeating: "x", count: 200), true),
+            ("$RCAnonymousID:87c6049c58069238dce29853916d624c", true),
             ("", false), (String(repeating: "x", count: 201), false), ("a b", false), ("a/b", false), ("a+b", false),
             ("é", false), ("a\u{0}", false), ("a,b", false),
         ])
