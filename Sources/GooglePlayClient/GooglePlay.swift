@@ -326,7 +326,11 @@ public final class GooglePlay: Sendable {
             r = try GoogleProductMapper.resolve(n, product: productID, purchase: purchase, order: order)
         }
         let isProduct = r.drafts.contains { $0.metadata["origin"] == "one_time_product" }
-        try await intake.links.link(store: Self.store, [token], to: subscriber, by: "purchase")
+        // Under the transfer policy: a purchase another subscriber keeps is refused (409), nothing stored.
+        _ = try await intake.claim(
+            store: Self.store, accounts: [token], for: subscriber, by: "purchase", kind: .app,
+            at: r.drafts.map(\.occurredAt).min() ?? EventIntake.now(),
+            logger: logger)
         let drafts = r.drafts
         let events: [RecordedEvent]
         do {

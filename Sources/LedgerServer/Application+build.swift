@@ -55,6 +55,8 @@ public struct ServerConfiguration: Sendable {
     public var stripeLookupInterval: Duration
     /// The Connect accounts whose Stripe events are applied, and the longest past-due grace (docs/stripe.md).
     public var stripe: StripeSettings
+    /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
+    public var transferPolicy: TransferPolicy = .transfer
     /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
     public var google: GooglePlayConfiguration
 
@@ -128,7 +130,7 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
-    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache)
+    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache, transferPolicy: configuration.transferPolicy)
     let (router, routerServices) = try buildRouterAndServices(
         configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
         cache: cache, intake: intake, logger: logger)
@@ -219,6 +221,10 @@ func buildRouterAndServices(
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
     RevenueCatCompatRoutes(store: store, router: readRouter).register(on: v1)
+    IdentityRoutes(
+        identity: IdentityStore(intake: intake, database: database, defaultPolicy: configuration.transferPolicy),
+        maxBodyBytes: configuration.maxBodyBytes
+    ).register(on: v1)
     CatalogRoutes(catalog: catalog, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     AuditRoutes(
         store: store, router: readRouter,
@@ -235,7 +241,11 @@ func buildRouterAndServices(
     // Outside the v1 group: Stripe authenticates with its signature, not an API key.
     StripeStoreRoutes(
         verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions,
+        // Asked while Stripe waits for the answer: one attempt, a short timeout.
+        prices: configuration.stripeAPIKey.map {
+            StripeAPIClient(apiKey: $0, baseURL: configuration.stripeAPIBaseURL, timeout: .seconds(5), attempts: 1)
+        }
     ).register(on: router)
     var services: [any Service] = []
     let google = configuration.google
@@ -264,14 +274,14 @@ func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificati
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake
 /// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
 /// router learns a position the primary has committed.
-func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?) -> EventIntake {
+func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?, transferPolicy: TransferPolicy = .transfer) -> EventIntake {
     let store = EventStore(
         database: database,
         onCommit: { changes in
             cache?.invalidate(changes)
             if let last = changes.values.max() { readRouter.observedPrimary(last) }
         })
-    return EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
+    return EventIntake(store: store, catalog: CatalogStore(database: database), database: database, transferPolicy: transferPolicy)
 }
 
 /// Runs `service` (the application) until SIGTERM or SIGINT, saying when a signal starts the graceful shutdown.

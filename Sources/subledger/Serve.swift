@@ -171,6 +171,13 @@ struct Serve: AsyncParsableCommand {
         help: "The longest a past-due Stripe subscription keeps access while Stripe retries, e.g. 30d (default: $SUBLEDGER_STRIPE_GRACE_MAX or 30d).")
     var stripeGraceMax: String?
 
+    @Option(
+        name: .customLong("transfer-policy"),
+        help: ArgumentHelp(
+            "When a store or an app names another subscriber for a purchase: transfer (default), transfer_if_no_active or keep (docs/identity.md; SUBLEDGER_TRANSFER_POLICY).",
+            valueName: "policy"))
+    var transferPolicy: String?
+
     @OptionGroup var google: GoogleOptions
 
     func validate() throws {
@@ -258,6 +265,12 @@ struct Serve: AsyncParsableCommand {
             stripeSignatureTolerance: Int64(stripeTolerance), stripeAPIKey: stripeKey, stripeAPIBaseURL: stripeBase,
             stripe: StripeSettings(accounts: stripeAccountList, mapping: StripeMappingOptions(graceMaxSeconds: stripeGrace)),
             google: try google.configuration())
+        if let text = transferPolicy ?? env["SUBLEDGER_TRANSFER_POLICY"], !text.isEmpty {
+            guard let policy = TransferPolicy(rawValue: text) else {
+                throw ValidationError("--transfer-policy must be transfer, transfer_if_no_active or keep, not '\(text)'")
+            }
+            configuration.transferPolicy = policy
+        }
         // The App Store Server API, for the periodic backfill and the consumption answers: its HTTP client
         // lives as long as the server.
         var backfillInterval: Duration?

@@ -71,6 +71,20 @@ enum Fixtures {
                 "store": "apple", "kind": "consumption_request", "transaction_id": "t-1", "detail": ["reason": "UNINTENDED_PURCHASE"],
             ]
             return d
+        case .transferOut:
+            return ["store": "apple", "purchase_id": "t-1", "to_subscriber": "user-2", "reason": "restore"]
+        case .transferIn:
+            return [
+                "store": "apple", "purchase_id": "t-1", "from_subscriber": "user-0", "reason": "restore",
+                "windows": [
+                    [
+                        "entitlement": "pro", "kind": "paid", "product_id": "pro.monthly", "transaction_id": "t-1",
+                        "start": "2026-03-01T10:00:00Z", "end": "2026-04-01T10:00:00Z",
+                    ]
+                ],
+            ]
+        case .merged:
+            return ["into": "user-2"]
         }
     }
 

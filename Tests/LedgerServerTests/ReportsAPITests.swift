@@ -168,7 +168,7 @@ struct ReportsAPITests {
             let lines = String(buffer: churn.body).split(separator: "\r\n")
             #expect(
                 lines.first
-                    == "period_start,period_end,active_start,new,reactivated,churned,churned_voluntary,churned_involuntary,churned_refund,churned_other,active_end,churn_rate"
+                    == "period_start,period_end,active_start,new,reactivated,churned,churned_voluntary,churned_involuntary,churned_refund,churned_other,active_end,churn_rate,transferred_in,transferred_out"
             )
             #expect(lines.count == 3, "a header and one line per month")
         }

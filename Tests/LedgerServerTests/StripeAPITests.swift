@@ -571,31 +571,37 @@ struct StripeAPITests {
 final class StripeAPIStandIn: Sendable {
     let key: String
     let customers: [String: [String: JSONValue]]
+    let prices: [String: [String: JSONValue]]
     let seen = Mutex<[String]>([])
 
-    init(key: String, customers: [String: [String: JSONValue]]) {
+    init(key: String, customers: [String: [String: JSONValue]] = [:], prices: [String: [String: JSONValue]] = [:]) {
         self.key = key
         self.customers = customers
+        self.prices = prices
     }
 
     func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
         let router = Router()
-        router.get("v1/customers/:id") { request, context -> Response in
-            let id = context.parameters.get("id") ?? ""
-            self.seen.withLock { $0.append(id) }
-            guard request.headers[.authorization] == "Bearer \(self.key)" else {
+        // Stripe's answers: 401 for a wrong key, 404 `resource_missing`, else the object.
+        for (collection, objects) in [("customers", customers), ("prices", prices)] {
+            router.get("v1/\(collection)/:id") { request, context -> Response in
+                let id = context.parameters.get("id") ?? ""
+                self.seen.withLock { $0.append(id) }
+                guard request.headers[.authorization] == "Bearer \(self.key)" else {
+                    return Response(
+                        status: .unauthorized, headers: [.contentType: "application/json"],
+                        body: .init(
+                            byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}"#)))
+                }
+                guard let object = objects[id] else {
+                    return Response(
+                        status: .notFound, headers: [.contentType: "application/json"],
+                        body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","code":"resource_missing"}}"#)))
+                }
                 return Response(
-                    status: .unauthorized, headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}"#)))
+                    status: .ok, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(object).canonicalBytes())))
             }
-            guard let customer = self.customers[id] else {
-                return Response(
-                    status: .notFound, headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","code":"resource_missing"}}"#)))
-            }
-            return Response(
-                status: .ok, headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(customer).canonicalBytes())))
         }
         return try await LocalHTTPServer.serve(router, label: "stripe-stand-in") { port in try await body("http://127.0.0.1:\(port)") }
     }
@@ -666,6 +672,50 @@ struct StripeLookupTests {
             }
         }
         #expect(!standIn.seen.withLock { $0.isEmpty })
+    }
+}
+
+extension StripeLookupTests {
+    @Test(
+        "API 2025-03-31.basil: an invoice naming only a price id no event has taught is applied under the price's lookup key, asked of Stripe's API"
+    )
+    func priceLookUp() async throws {
+        let price = S.object("price", ["id": "price_1Basil", "lookup_key": "pro.monthly"])
+        let standIn = StripeAPIStandIn(key: Self.key, prices: ["price_1Basil": price, "price_1NoKey": S.object("price", ["id": "price_1NoKey"])])
+        @Sendable func invoice(_ x: String, price: String) -> [UInt8] {
+            S.versioned(
+                "evt_\(x)", "invoice.paid", at: "2026-03-01T10:00:01Z",
+                S.basilInvoice(
+                    "in_\(x)", "subscription_create", customer: "cus_\(x)", sub: "sub_\(x)", paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.basilLine("il_\(x)", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", price: price, sub: "sub_\(x)")],
+                    subscriber: "web-\(x)"))
+        }
+        // Without an API key the id is all the ledger has: refused (Stripe retries), nothing stored.
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let refused = try await S.post(http, invoice("p0", price: "price_1Basil"))
+            #expect(refused.status == .unprocessableContent, "\(String(buffer: refused.body))")
+            #expect(try await S.active(http, api, "web-p0", at: "2026-03-15T00:00:00Z") == false)
+        }
+        try await standIn.serve { base in
+            try await APIHarness.run(stripeAPIKey: Self.key, stripeAPIBaseURL: base) { http, api in
+                try await S.catalog(http, api)
+                let paid = try await S.post(http, invoice("p1", price: "price_1Basil"))
+                #expect(S.status(paid) == "applied", "\(String(buffer: paid.body))")
+                #expect(try paid.events.first?["data"]?.objectValue?["product_id"] == "pro.monthly")
+                #expect(try await S.active(http, api, "web-p1", at: "2026-03-15T00:00:00Z"))
+                // Learned once: the next invoice of that price asks nothing.
+                let asked = standIn.seen.withLock { $0.count }
+                #expect(S.status(try await S.post(http, invoice("p2", price: "price_1Basil"))) == "applied")
+                #expect(standIn.seen.withLock { $0.count } == asked)
+                // A price without a lookup key, and one Stripe does not know: still refused, naming the product.
+                for (x, id) in [("p3", "price_1NoKey"), ("p4", "price_1Gone")] {
+                    let refused = try await S.post(http, invoice(x, price: id))
+                    #expect(refused.status == .unprocessableContent, "\(id): \(String(buffer: refused.body))")
+                }
+            }
+        }
+        #expect(standIn.seen.withLock { $0.contains("price_1Basil") && $0.contains("price_1Gone") })
     }
 }
 

@@ -106,7 +106,7 @@ public enum EventDecoder {
         var r = FieldReader(path: path, members: members)
         let subscriberID = try r.requiredString("subscriber_id")
         guard Identifiers.isValidSubscriberID(subscriberID) else {
-            throw r.fail("subscriber_id", "must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -")
+            throw r.fail("subscriber_id", Identifiers.subscriberIDRule)
         }
         guard let type = try r.oneOf("type", EventType.self) else { throw r.fail("type", "is required") }
         let occurredAt = try r.requiredTimestamp("occurred_at")

@@ -86,8 +86,80 @@ public enum EventDataValidator {
             _ = try r.requiredIdentifier("kind")
             _ = try r.identifier("transaction_id")
             if let detail = try r.object("detail") { try Limits.checkMetadata(detail, field: r.field("detail")) }
+        case .transferOut:
+            try transferEnds(&r, other: "to_subscriber")
+        case .transferIn:
+            try transferEnds(&r, other: "from_subscriber")
+            guard case .array(let list)? = r.value("windows") else { throw r.fail("windows", "is required (an array, possibly empty)") }
+            guard list.count <= Limits.maxTransferredWindows else {
+                throw r.fail("windows", "must carry at most \(Limits.maxTransferredWindows) windows, not \(list.count)")
+            }
+            for (i, item) in list.enumerated() {
+                guard case .object(let o) = item else { throw r.fail("windows[\(i)]", "must be an object") }
+                var w = FieldReader(path: r.field("windows[\(i)]"), members: o)
+                _ = try w.requiredIdentifier("entitlement")
+                guard try w.oneOf("kind", Window.Kind.self) != nil else { throw w.fail("kind", "is required") }
+                _ = try w.identifier("product_id")
+                _ = try w.identifier("transaction_id")
+                let start = try w.requiredTimestamp("start")
+                if let end = try w.timestamp("end"), end <= start { throw w.fail("end", "must be after start") }
+                _ = try w.bool("auto_renewable")
+                try w.rejectUnknown()
+            }
+            if let carried = r.value("transactions") {
+                guard case .array(let list) = carried, list.count <= Limits.maxTransferredWindows else {
+                    throw r.fail("transactions", "must be an array of at most \(Limits.maxTransferredWindows) transactions")
+                }
+                for (i, item) in list.enumerated() {
+                    guard case .object(let o) = item else { throw r.fail("transactions[\(i)]", "must be an object") }
+                    try carriedTransaction(FieldReader(path: r.field("transactions[\(i)]"), members: o))
+                }
+            }
+        case .merged:
+            guard let into = try r.string("into") else { throw r.fail("into", "is required (the subscriber merged into)") }
+            guard Identifiers.isValidSubscriberID(into) else { throw r.fail("into", Identifiers.subscriberIDRule) }
         }
         try r.rejectUnknown()
+    }
+
+    /// One paid transaction a `transfer_in` carries, with its terms (docs/identity.md).
+    private static func carriedTransaction(_ reader: FieldReader) throws(EventValidationError) {
+        var t = reader
+        _ = try t.requiredIdentifier("transaction_id")
+        _ = try t.stringArray("entitlements")
+        guard let kind = try t.oneOf("kind", Window.Kind.self) else { throw t.fail("kind", "is required") }
+        guard kind.isPaid || kind == .lifetime else { throw t.fail("kind", "must be paid, intro, promo or lifetime") }
+        try currency(&t)
+        guard try t.integer("price_minor", maximum: Limits.maxMoneyMinor) != nil else { throw t.fail("price_minor", "is required") }
+        guard let commission = try t.integer("commission_minor", maximum: Limits.maxMoneyMinor) else {
+            throw t.fail("commission_minor", "is required")
+        }
+        _ = commission
+        _ = try t.requiredTimestamp("occurred_at")
+        let start = try t.requiredTimestamp("start")
+        if let end = try t.timestamp("end"), end < start { throw t.fail("end", "must not be before start") }
+        _ = try t.timestamp("stop")
+        _ = try isoDuration(&t, "period")
+        guard case .array(let refunds)? = t.value("refunds") else { throw t.fail("refunds", "is required (an array, possibly empty)") }
+        guard refunds.count <= Limits.maxTransferredWindows else { throw t.fail("refunds", "must list at most \(Limits.maxTransferredWindows)") }
+        for (i, item) in refunds.enumerated() {
+            guard case .object(let o) = item else { throw t.fail("refunds[\(i)]", "must be an object") }
+            var r = FieldReader(path: t.field("refunds[\(i)]"), members: o)
+            _ = try r.requiredTimestamp("at")
+            guard try r.integer("amount_minor", maximum: Limits.maxMoneyMinor) != nil else { throw r.fail("amount_minor", "is required") }
+            _ = try r.bool("cut")
+            try r.rejectUnknown()
+        }
+        try t.rejectUnknown()
+    }
+
+    /// The members both halves of a transfer carry: the purchase, the other subscriber and why.
+    private static func transferEnds(_ r: inout FieldReader, other: String) throws(EventValidationError) {
+        _ = try r.requiredIdentifier("store")
+        _ = try r.requiredIdentifier("purchase_id")
+        guard let s = try r.string(other) else { throw r.fail(other, "is required") }
+        guard Identifiers.isValidSubscriberID(s) else { throw r.fail(other, Identifiers.subscriberIDRule) }
+        guard try r.oneOf("reason", TransferReason.self) != nil else { throw r.fail("reason", "is required") }
     }
 
     private static func transaction(_ r: inout FieldReader, type: EventType) throws(EventValidationError) {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// An event's `data`, typed by its event type: what the fold, the report facts and the webhooks read of it,
@@ -17,6 +18,9 @@ public enum EventPayload: Sendable, Hashable {
     case billingIssue(BillingIssueData)
     case expiration(ExpirationData)
     case storeNotice
+    case transferOut(TransferOutData)
+    case transferIn(TransferInData)
+    case merged(MergedData)
 
     public init(type: EventType, data: [String: JSONValue]) {
         let d = DataMembers(data)
@@ -46,6 +50,19 @@ public enum EventPayload: Sendable, Hashable {
                     graceUntil: d.timestamp("grace_until"), entitlements: d.strings("entitlements"), productID: d.string("product_id")))
         case .expiration: self = .expiration(ExpirationData(entitlements: d.strings("entitlements"), reason: d.string("reason")))
         case .storeNotice: self = .storeNotice
+        case .transferOut:
+            self = .transferOut(
+                TransferOutData(
+                    store: d.string("store") ?? "", purchaseID: d.string("purchase_id") ?? "", toSubscriber: d.string("to_subscriber") ?? "",
+                    reason: d.string("reason") ?? "support"))
+        case .transferIn:
+            self = .transferIn(
+                TransferInData(
+                    store: d.string("store") ?? "", purchaseID: d.string("purchase_id") ?? "",
+                    fromSubscriber: d.string("from_subscriber") ?? "", reason: d.string("reason") ?? "support",
+                    windows: (data["windows"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(TransferredWindow.init) },
+                    transactions: (data["transactions"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(CarriedTransaction.init) }))
+        case .merged: self = .merged(MergedData(into: d.string("into") ?? ""))
         }
     }
 
@@ -58,7 +75,8 @@ public enum EventPayload: Sendable, Hashable {
         case .autoRenewChanged(let a): a.entitlements
         case .billingIssue(let b): b.entitlements
         case .expiration(let e): e.entitlements
-        case .refund, .refundReversal, .creditReversal, .storeNotice: []
+        case .transferIn(let t): Array(Set(t.windows.map(\.entitlement))).sorted()
+        case .refund, .refundReversal, .creditReversal, .storeNotice, .transferOut, .merged: []
         }
     }
 }
@@ -116,6 +134,198 @@ public struct ExpirationData: Sendable, Hashable {
     public var entitlements: [String]
     /// `voluntary`, `billing`, `price_increase`, `paused`, `other` (`EventDataValidator.ExpirationReason`).
     public var reason: String?
+}
+
+/// Why a purchase moved between subscribers (docs/identity.md).
+public enum TransferReason: String, Sendable, Hashable, CaseIterable {
+    /// A store message or an app named another subscriber for the purchase (transfer policy `transfer`).
+    case restore
+    /// An app moved the purchase to the account its user logged in to.
+    case login
+    /// A support agent moved it (`POST /v1/subscribers/{id}/transfers`).
+    case support
+    /// Part of a merge (`POST /v1/subscribers/{id}/merge`).
+    case merge
+}
+
+/// A `transfer_out`'s `data`: which purchase left, to whom.
+public struct TransferOutData: Sendable, Hashable {
+    public var store: String
+    /// The store's id of the purchase: Apple's original transaction id, a Google purchase's first order, a
+    /// Stripe subscription (the `original_transaction_id` its transactions carry, else their `transaction_id`).
+    public var purchaseID: String
+    public var toSubscriber: String
+    public var reason: String
+}
+
+/// A `transfer_in`'s `data`: the purchase and the windows it still had on the subscriber it left.
+public struct TransferInData: Sendable, Hashable {
+    public var store: String
+    public var purchaseID: String
+    public var fromSubscriber: String
+    public var reason: String
+    public var windows: [TransferredWindow]
+    /// The paid transactions the purchase's windows belong to, with their terms: money follows the
+    /// transaction, so the receiving side recognises the rest of it and takes any later refund (docs/identity.md).
+    public var transactions: [CarriedTransaction] = []
+}
+
+/// A paid transaction's terms as a `transfer_in` carries them: what revenue needs to go on recognising it
+/// where it now is. No money moves with the transfer itself.
+public struct CarriedTransaction: Sendable, Hashable {
+    public var transactionID: String
+    public var entitlements: [String]
+    /// `paid`, `intro`, `promo` or `lifetime`.
+    public var kind: Window.Kind
+    public var currency: String
+    public var gross: Int64
+    public var commission: Int64
+    public var occurredAt: Timestamp
+    /// The window as granted.
+    public var start: Timestamp
+    public var end: Timestamp?
+    /// Where a refund or cancellation had already cut its service short.
+    public var stop: Timestamp?
+    /// The billing period, for MRR.
+    public var period: String?
+    /// Refunds known when it moved.
+    public var refunds: [RevenueTransaction.Refund]
+
+    public init(_ t: RevenueTransaction, transactionID: String, period: String?) {
+        self.transactionID = transactionID
+        entitlements = t.entitlements
+        kind = t.kind
+        currency = t.currency
+        gross = t.gross
+        commission = t.commission
+        occurredAt = t.occurredAt
+        start = t.start
+        end = t.end
+        stop = t.stop
+        self.period = period
+        refunds = t.refunds
+    }
+
+    init?(_ o: [String: JSONValue]) {
+        let d = DataMembers(o)
+        guard let id = d.string("transaction_id"), let kind = d.string("kind").flatMap(Window.Kind.init(rawValue:)),
+            let currency = d.string("currency"), let gross = d.int64("price_minor"), let occurred = d.timestamp("occurred_at"),
+            let start = d.timestamp("start")
+        else { return nil }
+        transactionID = id
+        entitlements = d.strings("entitlements")
+        self.kind = kind
+        self.currency = currency
+        self.gross = gross
+        commission = d.int64("commission_minor") ?? 0
+        occurredAt = occurred
+        self.start = start
+        end = d.timestamp("end")
+        stop = d.timestamp("stop")
+        period = d.string("period")
+        refunds = (o["refunds"]?.arrayValue ?? []).compactMap { r in
+            let m = DataMembers(r.objectValue ?? [:])
+            guard let at = m.timestamp("at"), let amount = m.int64("amount_minor") else { return nil }
+            return RevenueTransaction.Refund(at: at, amount: amount, cut: m.bool("cut") ?? true)
+        }
+    }
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "transaction_id": .string(transactionID), "entitlements": .array(entitlements.map(JSONValue.string)),
+            "kind": .string(kind.rawValue), "currency": .string(currency), "price_minor": .number(JSONNumber(gross)),
+            "commission_minor": .number(JSONNumber(commission)), "occurred_at": .string(occurredAt.rfc3339), "start": .string(start.rfc3339),
+            "end": end.map { .string($0.rfc3339) } ?? .null,
+            "refunds": .array(
+                refunds.map { .object(["at": .string($0.at.rfc3339), "amount_minor": .number(JSONNumber($0.amount)), "cut": .bool($0.cut)]) }),
+        ]
+        if let period { o["period"] = .string(period) }
+        if let stop { o["stop"] = .string(stop.rfc3339) }
+        return .object(o)
+    }
+
+    /// The transaction as the subscriber it arrived at holds it, from `heldFrom`: an id of its own (the
+    /// transfer's and the transaction's), its refunds and its cut there.
+    func revenue(transferEvent: UUID, heldFrom: Timestamp, refunds more: [RevenueTransaction.Refund], stop: Timestamp?, handedOver: Timestamp?)
+        -> RevenueTransaction
+    {
+        // Refunds recorded here that took effect before it arrived count when it arrived: what was recognised
+        // before then stays with the subscriber it came from.
+        let own = more.map { RevenueTransaction.Refund(at: max($0.at, heldFrom), amount: $0.amount, cut: $0.cut) }
+        return RevenueTransaction(
+            eventID: CarriedTransaction.id(transferEvent, transactionID), entitlements: entitlements, kind: kind, currency: currency,
+            gross: gross, commission: commission, occurredAt: occurredAt, start: start, end: end,
+            stop: [self.stop, stop].compactMap { $0 }.min(),
+            refunds: (refunds + own).sorted { $0.at < $1.at },
+            monthly: kind == .lifetime ? nil : period.flatMap { MonthlyAmount(price: gross, period: $0) }, handedOver: handedOver,
+            heldFrom: heldFrom)
+    }
+
+    /// A stable id for the copy (its report row's key): a name-based UUID of the transfer and the transaction.
+    static func id(_ transferEvent: UUID, _ transactionID: String) -> UUID {
+        var bytes = Array(SHA256.hash(data: Array((transferEvent.uuidString.lowercased() + "|" + transactionID).utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11], bytes[12],
+                bytes[13], bytes[14], bytes[15]
+            ))
+    }
+}
+
+/// One window a `transfer_in` carries, `[start, end)` as it was on the other subscriber from the transfer on.
+public struct TransferredWindow: Sendable, Hashable {
+    public var entitlement: String
+    public var kind: Window.Kind
+    public var productID: String?
+    public var transactionID: String?
+    public var start: Timestamp
+    /// nil: it never ends (lifetime, free).
+    public var end: Timestamp?
+    /// Whether the window was granted by an auto-renewable transaction (or its grace): `will_renew` can hold
+    /// through it. Absent: true for paid, trial, intro, promo and grace windows.
+    public var autoRenewable: Bool
+
+    public init(
+        entitlement: String, kind: Window.Kind, productID: String?, transactionID: String?, start: Timestamp, end: Timestamp?,
+        autoRenewable: Bool
+    ) {
+        self.entitlement = entitlement
+        self.kind = kind
+        self.productID = productID
+        self.transactionID = transactionID
+        self.start = start
+        self.end = end
+        self.autoRenewable = autoRenewable
+    }
+
+    init?(_ o: [String: JSONValue]) {
+        let d = DataMembers(o)
+        guard let e = d.string("entitlement"), let kind = d.string("kind").flatMap(Window.Kind.init(rawValue:)),
+            let start = d.timestamp("start")
+        else { return nil }
+        self.init(
+            entitlement: e, kind: kind, productID: d.string("product_id"), transactionID: d.string("transaction_id"), start: start,
+            end: d.timestamp("end"), autoRenewable: d.bool("auto_renewable") ?? Self.renewsByDefault(kind))
+    }
+
+    static func renewsByDefault(_ kind: Window.Kind) -> Bool { [.paid, .trial, .intro, .promo, .grace].contains(kind) }
+
+    /// The window as a `transfer_in` carries it.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["entitlement": .string(entitlement), "kind": .string(kind.rawValue), "start": .string(start.rfc3339)]
+        if let productID { o["product_id"] = .string(productID) }
+        if let transactionID { o["transaction_id"] = .string(transactionID) }
+        o["end"] = end.map { .string($0.rfc3339) } ?? .null
+        if autoRenewable != Self.renewsByDefault(kind) { o["auto_renewable"] = .bool(autoRenewable) }
+        return .object(o)
+    }
+}
+
+/// A `merged`'s `data`.
+public struct MergedData: Sendable, Hashable {
+    public var into: String
 }
 
 /// An event as the fold and the report facts see it: the envelope fields they read and the typed payload.

@@ -15,6 +15,12 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     /// A fact of record that changes no window (a refund request, a declined refund, a price-increase
     /// consent): kept for auditors, never revenue, never churn.
     case storeNotice = "store_notice"
+    /// A purchase leaves this subscriber at `occurred_at` (docs/identity.md): its windows here are cut there.
+    case transferOut = "transfer_out"
+    /// A purchase arrives from another subscriber, with the windows it still had there (docs/identity.md).
+    case transferIn = "transfer_in"
+    /// This subscriber was merged into another: later appends naming it are refused.
+    case merged
 }
 
 /// Where an event happened: sandbox events are kept and readable but never count in revenue or churn.
@@ -55,13 +61,15 @@ public enum Identifiers {
         return nil
     }
 
-    /// `[A-Za-z0-9._:@$-]{1,200}` (`$` so that hosted backends' anonymous ids, `$RCAnonymousID:…`, are
-    /// imported as they are)
+    /// `[A-Za-z0-9._:@$-]{1,200}` (`$` for hosted backends' anonymous ids such as `$RCAnonymousID:…`).
     public static func isValidSubscriberID(_ s: String) -> Bool {
         let u = s.utf8
         return !u.isEmpty && u.count <= maxSubscriberIDLength
             && u.allSatisfy { isAlphanumeric($0) || ".:_@$-".utf8.contains($0) }
     }
+
+    /// Why a subscriber id was refused, for error messages.
+    public static let subscriberIDRule = "must be 1–200 characters of A–Z, a–z, 0–9 and . : _ @ $ -"
 
     /// `[a-z0-9_.-]{1,64}`: `apple`, `google`, `stripe`, `web`, `support`, `import`…
     public static func isValidSource(_ s: String) -> Bool {

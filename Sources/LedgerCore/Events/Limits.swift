@@ -18,6 +18,8 @@ public enum Limits {
     /// Ten years of monthly renewals of five products with every notice is about a thousand.
     public static let maxEventsPerSubscriber = 20_000
     public static let maxWindowsPerSubscriber = 10_000
+    /// Windows one `transfer_in` may carry (a purchase's windows still running at the transfer).
+    public static let maxTransferredWindows = 1_000
 
     /// Refuses `metadata` over its size limit or holding a string PostgreSQL cannot store (U+0000).
     public static func checkMetadata(_ metadata: [String: JSONValue], field: String) throws(EventValidationError) {

@@ -7,6 +7,9 @@ public struct TransactionData: Sendable, Hashable {
     public var productID: String?
     public var entitlements: [String]
     public var transactionID: String?
+    /// The purchase the transaction belongs to (docs/identity.md): Apple's original transaction id, a Google
+    /// purchase's first order, a Stripe subscription.
+    public var originalTransactionID: String?
     public var kind: EventDataValidator.Kind
     public var offer: EventDataValidator.Offer
     public var periodStart: Timestamp?
@@ -24,6 +27,7 @@ public struct TransactionData: Sendable, Hashable {
         productID = d.string("product_id")
         entitlements = d.strings("entitlements")
         transactionID = d.string("transaction_id")
+        originalTransactionID = d.string("original_transaction_id")
         kind = d.string("kind").flatMap(EventDataValidator.Kind.init(rawValue:)) ?? .autoRenewable
         offer = d.string("offer").flatMap(EventDataValidator.Offer.init(rawValue:)) ?? .none
         periodStart = d.timestamp("period_start")
@@ -50,6 +54,9 @@ public struct TransactionData: Sendable, Hashable {
             }
         }
     }
+
+    /// The purchase it belongs to: its `original_transaction_id`, else its own `transaction_id`.
+    public var purchaseID: String? { originalTransactionID ?? transactionID }
 
     /// Whether it is paid revenue (docs/semantics.md 6): a price above zero, not free, not a trial.
     public var isPaid: Bool { (priceMinor ?? 0) > 0 && currency != nil && kind != .free && offer != .trial }

@@ -9,11 +9,14 @@ public struct SubscriberLedger: Sendable, Hashable {
     public var renewing: [String: [Timestamp]]
     /// Refunds whose transaction never appeared in the fold (flagged for the audit trail).
     public var unmatchedRefunds: [UUID]
+    /// The subscriber this one was merged into (`merged`), if it was: its reads say so (docs/identity.md).
+    public var mergedInto: String?
 
-    public init(windows: [Window], renewing: [String: [Timestamp]], unmatchedRefunds: [UUID]) {
+    public init(windows: [Window], renewing: [String: [Timestamp]], unmatchedRefunds: [UUID], mergedInto: String? = nil) {
         self.windows = windows
         self.renewing = renewing
         self.unmatchedRefunds = unmatchedRefunds
+        self.mergedInto = mergedInto
     }
 
     public static let empty = SubscriberLedger(windows: [], renewing: [:], unmatchedRefunds: [])
@@ -116,10 +119,17 @@ private struct FoldState {
     /// Indexes into `refunds` per transaction id.
     var refundsByTransaction: [String: [Int]] = [:]
     var pendingCreditReversals: [UUID: (UUID, Timestamp)] = [:]
+    var mergedInto: String?
     // Indexes, so that every event touches only the windows it names: a subscriber with n windows folds in
     // O(n log n), not O(n²) (a refund, a cancellation or a reversal no longer scans every window).
     /// Windows of each transaction id (refunds, reversals).
     var byTransaction: [String: [Int]] = [:]
+    /// Windows of each purchase (`TransactionData.purchaseID`, a transfer's `purchase_id`, a credit's event
+    /// id): what a `transfer_out` cuts.
+    var byPurchase: [String: [Int]] = [:]
+    /// The transfers out of each purchase: they also cut its windows recorded before them that the fold
+    /// meets after them (a transaction dated after the transfer).
+    var transfersOut: [String: [(at: Timestamp, eventID: UUID, position: Int64)]] = [:]
     /// Windows of each entitlement (coverage for stacked grants), in insertion order.
     var byEntitlement: [String: [Int]] = [:]
     /// The same, in start order (a window's start never changes): a stacked grant's coverage is one sweep,
@@ -158,7 +168,8 @@ private struct FoldState {
         return SubscriberLedger(
             windows: resultOrder.map { windows[$0] }, renewing: renewing,
             unmatchedRefunds: refunds.isEmpty
-                ? [] : refunds.filter { !$0.reversed && byTransaction[$0.transactionID] == nil }.map(\.eventID))
+                ? [] : refunds.filter { !$0.reversed && byTransaction[$0.transactionID] == nil }.map(\.eventID),
+            mergedInto: mergedInto)
     }
 
     /// Inserts window `i` into `resultOrder` after the windows with an equal key (as a stable sort would).
@@ -276,6 +287,10 @@ private struct FoldState {
             }
         case .storeNotice:
             return
+        case .merged(let m):
+            if mergedInto == nil, !m.into.isEmpty { mergedInto = m.into }
+        case .transferOut(let t): transferOut(event, t)
+        case .transferIn(let t): transferIn(event, t)
         case .expiration(let x):
             for e in x.entitlements {
                 cutForGood(e, at: event.occurredAt, eventID: event.eventID, cause: .expiration)
@@ -308,11 +323,64 @@ private struct FoldState {
                 entitlement: e, start: start, grantedEnd: end, kind: windowKind, productID: t.productID,
                 transactionID: txn, sourceEventID: event.eventID, sourcePosition: event.position,
                 environment: event.environment)
-            for r in txn.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed && refunds[r].cuts {
-                window.cuts.append(.init(at: refunds[r].at, eventID: refunds[r].eventID, cause: .refund))
-            }
+            cutByEarlierRefunds(&window)
+            if let purchase = t.purchaseID { cutByLaterTransfers(&window, purchase: purchase) }
             add(window, renewable: renews)
+            if let purchase = t.purchaseID { byPurchase[purchase, default: []].append(windows.count - 1) }
         }
+    }
+
+    /// A refund folded before its transaction's window cuts it at once (rule 3.6).
+    func cutByEarlierRefunds(_ window: inout Window) {
+        for r in window.transactionID.flatMap({ refundsByTransaction[$0] }) ?? [] where !refunds[r].reversed && refunds[r].cuts {
+            window.cuts.append(.init(at: refunds[r].at, eventID: refunds[r].eventID, cause: .refund))
+        }
+    }
+
+    /// A window of a purchase that a transfer recorded after it took away: cut at the transfer.
+    func cutByLaterTransfers(_ window: inout Window, purchase: String) {
+        for x in transfersOut[purchase] ?? [] where x.position > window.sourcePosition {
+            window.cuts.append(.init(at: x.at, eventID: x.eventID, cause: .transfer))
+        }
+    }
+
+    /// The purchase leaves: its windows recorded before the transfer are cut at it (and the grace windows of
+    /// its products, which belong to no transaction). A later transfer back brings new windows.
+    mutating func transferOut(_ event: FoldEvent, _ t: TransferOutData) {
+        transfersOut[t.purchaseID, default: []].append((event.occurredAt, event.eventID, event.position))
+        let own = (byPurchase[t.purchaseID] ?? []).filter { windows[$0].sourcePosition < event.position }
+        let products = Set(own.compactMap { windows[$0].productID })
+        var cut = own
+        for (e, list) in unexpiredGrace {
+            for i in list
+            where windows[i].productID.map(products.contains) ?? false && windows[i].entitlement == e
+                && windows[i].sourcePosition < event.position
+            {
+                cut.append(i)
+            }
+        }
+        for i in cut where windows[i].end.map({ $0 > event.occurredAt }) ?? true {
+            windows[i].cuts.append(.init(at: event.occurredAt, eventID: event.eventID, cause: .transfer))
+            runsChanged(windows[i].entitlement)
+        }
+    }
+
+    /// The purchase arrives with the windows it still had: added as given (a paid window stays paid, a trial a
+    /// trial), carrying no money. A purchase that arrives auto-renewing renews here from now on.
+    mutating func transferIn(_ event: FoldEvent, _ t: TransferInData) {
+        var renewing: Set<String> = []
+        for w in t.windows {
+            var window = Window(
+                entitlement: w.entitlement, start: w.start, grantedEnd: w.end, kind: w.kind, productID: w.productID,
+                transactionID: w.transactionID, sourceEventID: event.eventID, sourcePosition: event.position,
+                environment: event.environment)
+            cutByEarlierRefunds(&window)
+            cutByLaterTransfers(&window, purchase: t.purchaseID)
+            add(window, renewable: w.autoRenewable)
+            byPurchase[t.purchaseID, default: []].append(windows.count - 1)
+            if w.autoRenewable { renewing.insert(w.entitlement) }
+        }
+        for e in renewing.sorted() { step(e, event, .purchase) }
     }
 
     mutating func credit(_ event: FoldEvent, _ c: CreditData) {
@@ -334,6 +402,7 @@ private struct FoldState {
             window.cuts.append(.init(at: start, eventID: reversal, cause: .creditReversal))
         }
         add(window)
+        byPurchase[PurchaseOwnership.creditPurchaseID(event.eventID), default: []].append(windows.count - 1)
     }
 
     /// The end of the entitlement's contiguous coverage containing `t`: `t` itself when nothing covers it,

@@ -14,6 +14,8 @@ public struct Window: Sendable, Hashable {
         public enum Cause: String, Sendable, Hashable {
             case refund, cancellation, expiration
             case creditReversal = "credit_reversal"
+            /// The purchase moved to another subscriber (`transfer_out`): access follows the owner, money does not move.
+            case transfer
         }
         public var at: Timestamp
         public var eventID: UUID
@@ -58,8 +60,17 @@ public struct Window: Sendable, Hashable {
     }
 
     /// The earliest cut that ends the window before its granted end.
-    public var effectiveCut: Cut? {
-        guard let first = cuts.min(by: { ($0.at, $0.eventID.uuidString) < ($1.at, $1.eventID.uuidString) }) else { return nil }
+    public var effectiveCut: Cut? { earliestCut { _ in true } }
+
+    /// The earliest cut of the causes `included` that ends the window before its granted end (revenue leaves
+    /// transfers out: money follows the transaction, not its owner).
+    public func earliestCut(_ included: (Cut.Cause) -> Bool) -> Cut? {
+        var first: Cut?
+        for c in cuts where included(c.cause) {
+            if let f = first, (f.at, f.eventID.uuidString) <= (c.at, c.eventID.uuidString) { continue }
+            first = c
+        }
+        guard let first else { return nil }
         if let grantedEnd, first.at >= grantedEnd { return nil }
         return first
     }

@@ -5,7 +5,11 @@ public struct ChurnPeriod: Sendable, Hashable {
     public var activeStart = 0
     public var new = 0
     public var reactivated = 0
+    /// Churned subscribers per reason (never `.transferred`: those are `transferredOut`).
     public var churned: [LapseReason: Int] = [:]
+    /// Runs begun by a purchase moving in, and ended by one moving out: not new, not churn (docs/identity.md).
+    public var transferredIn = 0
+    public var transferredOut = 0
     public var activeEnd = 0
 
     public init(start: Timestamp, end: Timestamp) {
@@ -40,9 +44,19 @@ public struct ChurnAccumulator: Sendable {
             if after { periods[i].activeEnd += 1 }
             if before && !after {
                 let last = runs.filter { r in r.end.map { $0 >= a && $0 < b } ?? false }.max { $0.end! < $1.end! }
-                periods[i].churned[last?.lapse ?? .other, default: 0] += 1
+                if last?.lapse == .transferred {
+                    periods[i].transferredOut += 1
+                } else {
+                    periods[i].churned[last?.lapse ?? .other, default: 0] += 1
+                }
             } else if !before && after {
-                if firstStart >= a { periods[i].new += 1 } else { periods[i].reactivated += 1 }
+                if ReportRollup.runActive(justBefore: b, in: runs)?.transferredIn == true {
+                    periods[i].transferredIn += 1
+                } else if firstStart >= a {
+                    periods[i].new += 1
+                } else {
+                    periods[i].reactivated += 1
+                }
             }
             before = after
         }

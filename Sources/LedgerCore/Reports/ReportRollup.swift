@@ -77,21 +77,27 @@ public struct ReportRollup: Sendable, Hashable {
         public var involuntary: Int64 = 0
         public var voluntary: Int64 = 0
         public var other: Int64 = 0
+        /// Runs begun by a purchase moving in, and ended by one moving out (docs/identity.md).
+        public var transferredIn: Int64 = 0
+        public var transferredOut: Int64 = 0
 
         public init(
             new: Int64 = 0, reactivated: Int64 = 0, refund: Int64 = 0, involuntary: Int64 = 0, voluntary: Int64 = 0,
-            other: Int64 = 0
+            other: Int64 = 0, transferredIn: Int64 = 0, transferredOut: Int64 = 0
         ) {
             (self.new, self.reactivated, self.refund) = (new, reactivated, refund)
             (self.involuntary, self.voluntary, self.other) = (involuntary, voluntary, other)
+            (self.transferredIn, self.transferredOut) = (transferredIn, transferredOut)
         }
 
+        /// Subscribers whose run ended for `reason` (`.transferred`: `transferredOut`).
         public func churned(_ reason: LapseReason) -> Int64 {
             switch reason {
             case .refund: refund
             case .involuntary: involuntary
             case .voluntary: voluntary
             case .other: other
+            case .transferred: transferredOut
             }
         }
     }
@@ -288,8 +294,8 @@ public struct ReportRollup: Sendable, Hashable {
     /// amount or its service is empty (cut before it started).
     static func service(_ t: RevenueTransaction) -> (start: Timestamp, end: Timestamp?)? {
         guard t.monthly != nil else { return nil }
-        if let end = t.serviceEnd, end <= t.start { return nil }
-        return (t.start, t.serviceEnd)
+        if let end = t.serviceEnd, end <= t.serviceStart { return nil }
+        return (t.serviceStart, t.serviceEnd)
     }
 
     mutating func addMRR(_ t: RevenueTransaction, sign: Int128) {
@@ -585,6 +591,8 @@ public struct ReportRollup: Sendable, Hashable {
                     }
                     let last = lo > 0 && list[lo - 1].end.map { $0 >= a } == true ? list[lo - 1] : nil
                     churn[k, default: .init()].count(last?.lapse ?? .other, sign: sign)
+                } else if Self.runActive(justBefore: b, in: list)?.transferredIn == true {
+                    churn[k, default: .init()].transferredIn &+= sign
                 } else if firstStart >= a {
                     churn[k, default: .init()].new &+= sign
                 } else {
@@ -611,6 +619,18 @@ public struct ReportRollup: Sendable, Hashable {
     }
 }
 
+extension ReportRollup {
+    /// The run of `list` (sorted by start, disjoint) that is active just before `t`.
+    static func runActive(justBefore t: Timestamp, in list: [PaidRun]) -> PaidRun? {
+        var (lo, hi) = (0, list.count)
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if list[mid].start < t { lo = mid + 1 } else { hi = mid }
+        }
+        return lo > 0 && list[lo - 1].isActive(justBefore: t) ? list[lo - 1] : nil
+    }
+}
+
 extension ReportRollup.Counts {
     mutating func add(_ other: Self, sign: Int64) {
         first &+= other.first &* sign
@@ -625,6 +645,7 @@ extension ReportRollup.ChurnCell {
         case .involuntary: involuntary &+= sign
         case .voluntary: voluntary &+= sign
         case .other: other &+= sign
+        case .transferred: transferredOut &+= sign
         }
     }
 
@@ -635,5 +656,7 @@ extension ReportRollup.ChurnCell {
         involuntary &+= o.involuntary
         voluntary &+= o.voluntary
         other &+= o.other
+        transferredIn &+= o.transferredIn
+        transferredOut &+= o.transferredOut
     }
 }

@@ -70,9 +70,11 @@ extension ReportRollup {
             guard let cell = transitions[boundaries[i].microseconds] else { continue }
             periods[i].new = Int(truncatingIfNeeded: cell.new)
             periods[i].reactivated = Int(truncatingIfNeeded: cell.reactivated)
-            for reason in LapseReason.allCases where cell.churned(reason) != 0 {
+            for reason in LapseReason.churn where cell.churned(reason) != 0 {
                 periods[i].churned[reason] = Int(truncatingIfNeeded: cell.churned(reason))
             }
+            periods[i].transferredIn = Int(truncatingIfNeeded: cell.transferredIn)
+            periods[i].transferredOut = Int(truncatingIfNeeded: cell.transferredOut)
         }
         return periods
     }

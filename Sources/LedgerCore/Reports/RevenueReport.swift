@@ -9,12 +9,16 @@ public struct RevenueFigures: Sendable, Hashable {
     public var refundedUnrecognized: Int128 = 0
     public var refundsRecognized: Int128 = 0
     public var recognized: Int128 = 0
+    /// Deferred money that moved with a transferred purchase: minus on the subscriber it left, plus on the one
+    /// it reached (docs/identity.md). Summed over both it is zero, so no report shows it; it keeps each side's
+    /// deferred balance right on its own.
+    public var handover: Int128 = 0
 
     public init() {}
 
     public var proceeds: Int128 { billings - commission }
-    /// Money billed and neither recognised nor refunded yet.
-    public var deferred: Int128 { billings - recognized - refundedUnrecognized }
+    /// Money billed (or handed over) and neither recognised nor refunded yet.
+    public var deferred: Int128 { billings - recognized - refundedUnrecognized + handover }
 
     static func - (l: RevenueFigures, r: RevenueFigures) -> RevenueFigures {
         var d = RevenueFigures()
@@ -24,6 +28,7 @@ public struct RevenueFigures: Sendable, Hashable {
         d.refundedUnrecognized = l.refundedUnrecognized - r.refundedUnrecognized
         d.refundsRecognized = l.refundsRecognized - r.refundsRecognized
         d.recognized = l.recognized - r.recognized
+        d.handover = l.handover - r.handover
         return d
     }
 
@@ -34,6 +39,7 @@ public struct RevenueFigures: Sendable, Hashable {
         l.refundedUnrecognized += r.refundedUnrecognized
         l.refundsRecognized += r.refundsRecognized
         l.recognized += r.recognized
+        l.handover += r.handover
     }
 }
 
@@ -112,8 +118,27 @@ public struct RevenueSchedule: Sendable {
         return piece.base + Money.roundHalfUp(piece.amount * elapsed, length)
     }
 
-    /// Everything that moved strictly before `x` (instants in `[a, b)` belong to that period).
+    /// Everything that moved strictly before `x` (instants in `[a, b)` belong to that period), for the
+    /// subscriber that holds the transaction: a transferred one is this subscriber's until it was handed over,
+    /// or from when it arrived, and its deferred balance moves with it (docs/identity.md).
     public func cumulative(before x: Timestamp) -> RevenueFigures {
+        let (from, until) = (transaction.heldFrom, transaction.handedOver)
+        if let from, x <= from { return RevenueFigures() }
+        let gone = until.map { x > $0 } ?? false
+        var figures = whole(before: gone ? until! : x)
+        if let from {
+            // Arrived with its deferred balance: what the subscriber it came from had not recognised.
+            let before = whole(before: from)
+            figures = figures - before
+            figures.handover += before.deferred
+        }
+        // Left with its deferred balance.
+        if gone { figures.handover -= figures.deferred }
+        return figures
+    }
+
+    /// `cumulative` of the transaction whoever holds it.
+    func whole(before x: Timestamp) -> RevenueFigures {
         var total = RevenueFigures()
         for flow in flows where flow.at < x { total += flow.figures }
         total.recognized += continuous(at: x)

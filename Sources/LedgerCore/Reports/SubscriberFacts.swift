@@ -3,6 +3,12 @@ import Foundation
 /// Why a paid run ended (docs/semantics.md section 5, first match wins).
 public enum LapseReason: String, Sendable, Hashable, CaseIterable {
     case refund, involuntary, voluntary, other
+    /// The run ended because its purchase moved to another subscriber (`transfer_out`): counted as
+    /// `transferred_out`, never as churn (docs/identity.md).
+    case transferred
+
+    /// The reasons that are churn.
+    public static let churn: [LapseReason] = [.refund, .involuntary, .voluntary, .other]
 }
 
 /// A maximal interval of paid service: paid/intro/promo windows and the grace windows touching them.
@@ -14,12 +20,16 @@ public struct PaidRun: Sendable, Hashable {
     public var end: Timestamp?
     /// Why the run ended; nil while it runs.
     public var lapse: LapseReason?
+    /// The run began with a purchase moving in (`transfer_in`): counted as `transferred_in`, not new nor
+    /// reactivated (docs/identity.md).
+    public var transferredIn: Bool
 
-    public init(entitlement: String, start: Timestamp, end: Timestamp?, lapse: LapseReason?) {
+    public init(entitlement: String, start: Timestamp, end: Timestamp?, lapse: LapseReason?, transferredIn: Bool = false) {
         self.entitlement = entitlement
         self.start = start
         self.end = end
         self.lapse = lapse
+        self.transferredIn = transferredIn
     }
 
     /// "Paid-active just before t": `start < t <= end`.
@@ -56,6 +66,12 @@ public struct RevenueTransaction: Sendable, Hashable {
     public var end: Timestamp?
     /// Where a refund or cancellation cut the service short (recognition stops, the rest is settled there).
     public var stop: Timestamp?
+    /// Where the purchase moved to another subscriber (`transfer_out`): this subscriber's share of its
+    /// recognition and MRR ends there (docs/identity.md).
+    public var handedOver: Timestamp?
+    /// For a transaction that arrived with a transferred purchase: when it arrived. Its terms are the
+    /// original's (billed by the subscriber it came from); this subscriber's share starts there.
+    public var heldFrom: Timestamp?
     public var refunds: [Refund]
     /// The price per month, for MRR; nil for lifetime purchases.
     public var monthly: MonthlyAmount?
@@ -63,7 +79,7 @@ public struct RevenueTransaction: Sendable, Hashable {
     public init(
         eventID: UUID, entitlements: [String], kind: Window.Kind, currency: String, gross: Int64, commission: Int64,
         occurredAt: Timestamp, start: Timestamp, end: Timestamp?, stop: Timestamp?, refunds: [Refund],
-        monthly: MonthlyAmount?
+        monthly: MonthlyAmount?, handedOver: Timestamp? = nil, heldFrom: Timestamp? = nil
     ) {
         self.eventID = eventID
         self.entitlements = entitlements
@@ -77,17 +93,27 @@ public struct RevenueTransaction: Sendable, Hashable {
         self.stop = stop
         self.refunds = refunds
         self.monthly = monthly
+        self.handedOver = handedOver
+        self.heldFrom = heldFrom
     }
 
-    /// When the service ends: the cut, else the granted end (nil = never).
-    public var serviceEnd: Timestamp? { stop ?? end }
+    /// When this subscriber's service ends: the cut or the transfer, else the granted end (nil = never).
+    public var serviceEnd: Timestamp? {
+        guard let handedOver else { return stop ?? end }
+        return min(stop ?? end ?? handedOver, handedOver)
+    }
 
-    /// After this instant nothing about the transaction changes any more.
+    /// After this instant nothing about the transaction changes any more (for this subscriber).
     public var settledAt: Timestamp {
         var t = max(occurredAt, kind == .lifetime ? occurredAt : (stop ?? end ?? occurredAt))
         for r in refunds { t = max(t, r.at) }
+        if let heldFrom { t = max(t, heldFrom) }
+        if let handedOver { t = min(t, handedOver) }
         return t
     }
+
+    /// When this subscriber's paid service (MRR) starts: the window's start, or when the purchase arrived.
+    public var serviceStart: Timestamp { heldFrom.map { max($0, start) } ?? start }
 }
 
 /// A trial window and whether it converted (docs/semantics.md section 5).
@@ -143,7 +169,8 @@ public struct SubscriberFacts: Sendable, Hashable {
         return SubscriberFacts(
             runs: paidRuns(windows: windows, events: ordered),
             transactions: transactions(events: ordered, windows: ledger.windows),
-            trials: trials(windows: windows))
+            // A trial that moved with its purchase started where it was bought: counted there only.
+            trials: trials(windows: windows.filter { w in !ordered.contains { $0.eventID == w.sourceEventID && $0.type == .transferIn } }))
     }
 
     static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {
@@ -153,7 +180,7 @@ public struct SubscriberFacts: Sendable, Hashable {
         // Most subscribers have one entitlement: its runs are the runs over all entitlements, under its name.
         if relevant.allSatisfy({ $0.entitlement == first }) {
             let all = runs(of: relevant, key: "", index: index)
-            return all + all.map { PaidRun(entitlement: first, start: $0.start, end: $0.end, lapse: $0.lapse) }
+            return all + all.map { PaidRun(entitlement: first, start: $0.start, end: $0.end, lapse: $0.lapse, transferredIn: $0.transferredIn) }
         }
         var result = runs(of: relevant, key: "", index: index)
         let byEntitlement = Dictionary(grouping: relevant, by: \.entitlement)
@@ -169,7 +196,13 @@ public struct SubscriberFacts: Sendable, Hashable {
         func close() {
             defer { component.removeAll(keepingCapacity: true) }
             guard component.contains(where: \.kind.isPaid), let first = component.first else { return }
-            runs.append(PaidRun(entitlement: key, start: first.start, end: end, lapse: end.map { lapse(of: component, at: $0, index: index) }))
+            // Begun by a transfer: every window at its start came with one.
+            let opening = component.prefix { $0.start == first.start }
+            let transferred = opening.allSatisfy { index.transfersIn.contains($0.sourceEventID) }
+            runs.append(
+                PaidRun(
+                    entitlement: key, start: first.start, end: end, lapse: end.map { lapse(of: component, at: $0, index: index) },
+                    transferredIn: transferred))
         }
         for w in sorted {
             if !component.isEmpty, let e = end, w.start > e { close() }
@@ -187,6 +220,8 @@ public struct SubscriberFacts: Sendable, Hashable {
     /// The reason a run that ends at `e` lapsed, first match wins: refund, involuntary, voluntary, other.
     static func lapse(of run: [Window], at e: Timestamp, index: LapseIndex) -> LapseReason {
         let closing = run.filter { $0.end == e }
+        // Ended by the purchase moving away: not churn.
+        if closing.contains(where: { w in w.effectiveCut.map { $0.at == e && $0.cause == .transfer } ?? false }) { return .transferred }
         if closing.contains(where: { w in
             guard let cut = w.effectiveCut, cut.at == e else { return false }
             return cut.cause == .refund || cut.cause == .cancellation
@@ -213,9 +248,12 @@ public struct SubscriberFacts: Sendable, Hashable {
         let events: [FoldEvent]
         /// `[type: [entitlement: indexes into events]]`, ascending.
         var lists: [EventType: [String: [Int]]] = [:]
+        /// The `transfer_in` events: windows they brought start transferred runs.
+        var transfersIn: Set<UUID> = []
 
         init(events: [FoldEvent]) {
             self.events = events
+            for event in events where event.type == .transferIn { transfersIn.insert(event.eventID) }
             for (i, event) in events.enumerated() where [.billingIssue, .expiration, .autoRenewChanged].contains(event.type) {
                 for e in Set(event.payload.entitlements) { lists[event.type, default: [:]][e, default: []].append(i) }
             }
@@ -242,14 +280,14 @@ public struct SubscriberFacts: Sendable, Hashable {
     }
 
     static func transactions(events: [FoldEvent], windows: [Window]) -> [RevenueTransaction] {
-        var refunds: [(transactionID: String, refund: RevenueTransaction.Refund, reversed: Bool)] = []
+        var refunds: [(transactionID: String, refund: RevenueTransaction.Refund, reversed: Bool, position: Int64)] = []
         var refundsByTransaction: [String: [Int]] = [:]
         for event in events {
             switch event.payload {
             case .refund(let r):
                 guard let txn = r.transactionID else { continue }
                 refundsByTransaction[txn, default: []].append(refunds.count)
-                refunds.append((txn, .init(at: event.occurredAt, amount: r.amountMinor, cut: r.cut), false))
+                refunds.append((txn, .init(at: event.occurredAt, amount: r.amountMinor, cut: r.cut), false, event.position))
             case .refundReversal(let r):
                 guard let txn = r.transactionID, let i = refundsByTransaction[txn]?.last(where: { !refunds[$0].reversed }) else { continue }
                 refunds[i].reversed = true
@@ -264,27 +302,95 @@ public struct SubscriberFacts: Sendable, Hashable {
             if let j = windowByEvent[w.sourceEventID], windows[j].entitlement <= w.entitlement { continue }
             windowByEvent[w.sourceEventID] = i
         }
-        var result: [RevenueTransaction] = []
+        // A transaction is this subscriber's from where it was recorded (its event, or the transfer that brought
+        // it) until the next transfer of its purchase away: a refund recorded in between is this copy's
+        // (docs/identity.md). Without transfers every refund is the transaction's one copy's.
+        var transfersOut: [String: [(position: Int64, at: Timestamp)]] = [:]
+        var transfers: [String: [Int64]] = [:]
         for event in events {
-            guard case .transaction(let t) = event.payload else { continue }
-            guard t.isPaid, let price = t.priceMinor, let currency = t.currency else { continue }
+            if case .transferOut(let x) = event.payload {
+                transfersOut[x.purchaseID, default: []].append((event.position, event.occurredAt))
+                transfers[x.purchaseID, default: []].append(event.position)
+            }
+            if case .transferIn(let x) = event.payload { transfers[x.purchaseID, default: []].append(event.position) }
+        }
+        struct Copy {
+            var event: FoldEvent
+            var transactionID: String?
+            var held: Range<Int64>
+            /// When the purchase left (the transfer that ends `held`).
+            var handedOver: Timestamp?
+            var carried: CarriedTransaction?
+            var refunds: [RevenueTransaction.Refund] = []
+
+            init(event: FoldEvent, transactionID: String?, held: (Range<Int64>, Timestamp?), carried: CarriedTransaction? = nil) {
+                (self.event, self.transactionID, self.held, self.handedOver, self.carried) = (event, transactionID, held.0, held.1, carried)
+            }
+        }
+        /// From the purchase's last transfer before `p` (0: none), or from `p` itself for a transfer in, to its
+        /// next transfer out.
+        func held(_ purchase: String?, from p: Int64, arrived: Bool = false) -> (Range<Int64>, Timestamp?) {
+            let next = purchase.flatMap { transfersOut[$0]?.filter { $0.position > p }.min { $0.position < $1.position } }
+            let since = arrived ? p : purchase.flatMap { transfers[$0]?.filter { $0 < p }.max() } ?? 0
+            return (since..<(next?.position ?? .max), next?.at)
+        }
+        var copies: [Copy] = []
+        for event in events {
+            switch event.payload {
+            case .transaction(let t):
+                guard t.isPaid, t.priceMinor != nil, t.currency != nil else { continue }
+                copies.append(Copy(event: event, transactionID: t.transactionID, held: held(t.purchaseID, from: event.position)))
+            case .transferIn(let x):
+                for c in x.transactions {
+                    copies.append(
+                        Copy(event: event, transactionID: c.transactionID, held: held(x.purchaseID, from: event.position, arrived: true), carried: c))
+                }
+            default:
+                continue
+            }
+        }
+        if !refunds.isEmpty {
+            var copiesByTransaction: [String: [Int]] = [:]
+            for (i, c) in copies.enumerated() { if let id = c.transactionID { copiesByTransaction[id, default: []].append(i) } }
+            for r in refunds where !r.reversed {
+                guard let mine = copiesByTransaction[r.transactionID], let first = mine.first else { continue }
+                // The copies held when the refund was recorded (several events may name one transaction id);
+                // else the last one before it; else the first.
+                let held = mine.filter { copies[$0].held.contains(r.position) }
+                for i in held.isEmpty ? [mine.last { copies[$0].held.lowerBound < r.position } ?? first] : held {
+                    copies[i].refunds.append(r.refund)
+                }
+            }
+        }
+        var result: [RevenueTransaction] = []
+        for copy in copies {
+            let event = copy.event
+            if let c = copy.carried {
+                // Arrived with a transferred purchase: this subscriber's share from then on.
+                let window = windows.filter { $0.sourceEventID == event.eventID && $0.transactionID == c.transactionID }
+                    .min { $0.entitlement < $1.entitlement }
+                result.append(
+                    c.revenue(
+                        transferEvent: event.eventID, heldFrom: event.occurredAt, refunds: copy.refunds,
+                        stop: c.kind == .lifetime ? nil : window?.earliestCut { $0 != .transfer }?.at, handedOver: copy.handedOver))
+                continue
+            }
+            guard case .transaction(let t) = event.payload, let price = t.priceMinor, let currency = t.currency else { continue }
             let lifetime = t.kind == .lifetime
             let window = windowByEvent[event.eventID].map { windows[$0] }
-            let txn = t.transactionID
             // Revenue books a lifetime purchase at once whatever its offer; otherwise the window's own kind.
             let windowKind: Window.Kind = lifetime ? .lifetime : window?.kind ?? t.windowKind
-            let rate = t.commissionRate
-            let period = t.period
-            let ownRefunds = (txn.flatMap { refundsByTransaction[$0] } ?? []).filter { !refunds[$0].reversed }.map { refunds[$0].refund }
             result.append(
                 RevenueTransaction(
                     eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
-                    currency: currency, gross: price, commission: Money.commission(price, rate: rate),
+                    currency: currency, gross: price, commission: Money.commission(price, rate: t.commissionRate),
                     occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
                     end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
-                    stop: lifetime ? nil : window?.effectiveCut?.at,
-                    refunds: ownRefunds.sorted { $0.at < $1.at },
-                    monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+                    // A transfer is not a stop: money follows the transaction; this subscriber's share ends there.
+                    stop: lifetime ? nil : window?.earliestCut { $0 != .transfer }?.at,
+                    refunds: copy.refunds.sorted { $0.at < $1.at },
+                    monthly: lifetime ? nil : t.period.flatMap { MonthlyAmount(price: price, period: $0) },
+                    handedOver: copy.handedOver))
         }
         return result
     }

@@ -10,6 +10,8 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     /// For `invalid_event`: the JSON path of the offending field.
     public var field: String?
     public var headers: HTTPFields = [:]
+    /// Further members of the error object the contract names for this code (`merged_into`).
+    public var extra: [String: JSONValue] = [:]
 
     public init(_ status: HTTPResponse.Status, code: String, message: String, field: String? = nil) {
         self.status = status
@@ -35,6 +37,7 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public var body: JSONValue {
         var error: [String: JSONValue] = ["code": .string(code), "message": .string(message)]
         if let field { error["field"] = .string(field) }
+        for (k, v) in extra where error[k] == nil { error[k] = v }
         return .object(["error": .object(error)])
     }
 

@@ -49,6 +49,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         case let error as EventValidationError:
             return .invalidEvent(error)
+        case let error as IdentityError:
+            return APIError(error)
         case let error as StoreLinks.Conflict:
             return APIError(.conflict, code: "version_conflict", message: error.description)
         case let error as ReportOverflow:

@@ -73,7 +73,7 @@ struct AppleStoreRoutes {
         guard Identifiers.isValidSubscriberID(subscriber) else {
             throw APIError(
                 .unprocessableContent, code: "invalid_request",
-                message: "subscriber_id: must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -", field: "subscriber_id")
+                message: "subscriber_id: \(Identifiers.subscriberIDRule)", field: "subscriber_id")
         }
         let mapping: AppleReceiptMapping
         do {
@@ -81,8 +81,11 @@ struct AppleStoreRoutes {
         } catch {
             throw APIError(.unprocessableContent, code: "invalid_request", message: error.description, field: error.field)
         }
-        // Link first (a conflict stores nothing), then the receipt's own facts, then what waited for the link.
-        try await intake.links.link(store: Self.store, mapping.originalTransactionIDs, to: subscriber, by: "receipt")
+        // Link first, under the transfer policy (a purchase another subscriber keeps: 409, nothing stored), then
+        // the receipt's own facts, then what waited for the link.
+        _ = try await intake.claim(
+            store: Self.store, accounts: mapping.originalTransactionIDs, for: subscriber, by: "receipt", kind: .app, at: Timestamp.now(),
+            logger: context.logger)
         let events = mapping.drafts.isEmpty ? [] : try await intake.append(drafts: mapping.drafts, subscriber: subscriber, source: Self.store).events
         let applied = try await intake.linkApple(
             originalTransactionIDs: mapping.originalTransactionIDs, to: subscriber, by: "receipt", logger: context.logger)

@@ -79,7 +79,7 @@ enum SubscriberPath {
         let raw = context.parameters.get("subscriber_id") ?? ""
         let id = raw.percentDecoded
         guard Identifiers.isValidSubscriberID(id) else {
-            throw APIError.invalidRequest("subscriber id must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -")
+            throw APIError.invalidRequest("subscriber id \(Identifiers.subscriberIDRule)")
         }
         return id
     }

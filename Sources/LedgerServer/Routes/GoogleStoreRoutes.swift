@@ -97,7 +97,7 @@ struct GoogleStoreRoutes {
         guard Identifiers.isValidSubscriberID(subscriber) else {
             throw APIError(
                 .unprocessableContent, code: "invalid_request",
-                message: "subscriber_id: must be 1–200 characters of A–Z, a–z, 0–9 and . _ : @ -", field: "subscriber_id")
+                message: "subscriber_id: \(Identifiers.subscriberIDRule)", field: "subscriber_id")
         }
         let package = try field("package_name")
         let product = try field("product_id")

@@ -29,6 +29,7 @@ struct ReportRoutes {
                 .string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.activeStart), .int(p.new), .int(p.reactivated),
                 .int(p.churnedTotal), .int(p.churned[.voluntary] ?? 0), .int(p.churned[.involuntary] ?? 0),
                 .int(p.churned[.refund] ?? 0), .int(p.churned[.other] ?? 0), .int(p.activeEnd), .ratio(p.churnRate),
+                .int(p.transferredIn), .int(p.transferredOut),
             ]
         }
         return q.respond(ReportTable(name: "churn", columns: ReportTable.churnColumns, rows: rows)).ledgerPosition(position)
@@ -114,7 +115,7 @@ struct ReportRoutes {
 struct ReportTable {
     static let churnColumns = [
         "period_start", "period_end", "active_start", "new", "reactivated", "churned", "churned_voluntary",
-        "churned_involuntary", "churned_refund", "churned_other", "active_end", "churn_rate",
+        "churned_involuntary", "churned_refund", "churned_other", "active_end", "churn_rate", "transferred_in", "transferred_out",
     ]
     static let revenueColumns = [
         "period_start", "period_end", "currency", "billings", "commission", "proceeds", "refunds", "refunded_unrecognized",

@@ -50,6 +50,8 @@ struct StripeStoreRoutes {
     let maxBodyBytes: Int
     var settings = StripeSettings()
     var versions = StripeVersionWatch()
+    /// Stripe's API (`serve --stripe-api-key`), for the lookup key of a price an invoice names only by id.
+    var prices: StripeAPIClient? = nil
 
     static let store = StripeEventMapper.store
     /// Links a paid invoice's id to its ledger transaction id, for the proration credits of a later change.
@@ -139,6 +141,7 @@ struct StripeStoreRoutes {
 
         let links = intake.links
         try await Self.learn(mapping, links: links)
+        if let prices { await Self.lookUpPrices(mapping.drafts, links: links, client: prices, logger: logger) }
         let (drafts, waiting) = try await Self.resolve(mapping.drafts, links: links)
         var linked = mapping.linkedIDs
         if let invoice = mapping.invoiceTransaction?.invoice {
@@ -214,6 +217,30 @@ struct StripeStoreRoutes {
             if !m.lineTransactions.isEmpty { try await link(lineStore, m.lineTransactions, to: transaction, by: "invoice") }
         }
         if let (invoice, payments) = m.invoicePayment { try await link(paymentStore, payments, to: invoice, by: "invoice_payment") }
+    }
+
+    /// Asks Stripe's API for the lookup key of each price the drafts name only by id and no event taught yet
+    /// (API 2025-03-31.basil and later put only `pricing.price_details.price` on an invoice line), and links
+    /// it as a full price would (`stripe.price`). Outside any transaction; a failure leaves the id as it is:
+    /// the catalog may know the price by its id, else the event is refused and Stripe retries it.
+    static func lookUpPrices(_ drafts: [EventDraft], links: StoreLinks, client: StripeAPIClient, logger: Logger) async {
+        var asked: Set<String> = []
+        for d in drafts {
+            guard let price = d.productID, price.hasPrefix("price_") || price.hasPrefix("plan_"), asked.count < 10,
+                asked.insert(price).inserted
+            else { continue }
+            do {
+                guard try await links.subscriber(store: priceStore, accountID: price) == nil,
+                    let key = try await client.priceLookupKey(price), key != price
+                else { continue }
+                try await links.link(store: priceStore, [price], to: key, by: "price")
+                logger.info("stripe price looked up", metadata: ["stripe.price": "\(price)", "stripe.lookup_key": "\(key)"])
+            } catch is StoreLinks.Conflict {
+                // Learned meanwhile from another event: first learned stands.
+            } catch {
+                logger.warning("stripe price look-up failed", metadata: ["stripe.price": "\(price)", "error.message": "\(error)"])
+            }
+        }
     }
 
     /// Drafts with what Stripe's ids stand for in the ledger: a price id's lookup key, a credited invoice's

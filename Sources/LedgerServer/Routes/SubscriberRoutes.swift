@@ -31,6 +31,7 @@ struct SubscriberRoutes {
         if let asOf { body.member("as_of", asOf.json) }
         body.member("at", string: at.rfc3339)
         body.member("entitlements", objects: ledger.entitlements(at: at)) { $0.write(to: &$1) }
+        if let merged = ledger.mergedInto { body.member("merged_into", string: merged) }
         body.member("subscriber_id", string: subscriber)
         return Response.json(canonical: body.finish()).ledgerPosition(position)
     }
@@ -54,6 +55,7 @@ struct SubscriberRoutes {
             "windows": .array(all[start..<end].map(\.json)),
         ]
         if end < all.count { body["next_after"] = .number(JSONNumber(Int64(end))) }
+        if let merged = ledger.mergedInto { body["merged_into"] = .string(merged) }
         if let asOf { body["as_of"] = asOf.json }
         return Response.json(.object(body)).ledgerPosition(position)
     }

@@ -185,21 +185,11 @@ struct WebhookRoutes {
     }
 
     /// A well-formed body with a wrong member: 422 `invalid_request` naming it.
-    static func invalid(_ field: String, _ problem: String) -> APIError {
-        APIError(.unprocessableContent, code: "invalid_request", message: "\(field) \(problem)", field: field)
-    }
+    static func invalid(_ field: String, _ problem: String) -> APIError { BodyFields.invalid(field, problem) }
 
     /// The body as a JSON object (400 for malformed JSON, 422 for another JSON value).
     private func object(_ request: Request) async throws -> [String: JSONValue] {
-        let body = try await RequestBody.collect(request, limit: maxBodyBytes)
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(body.readableBytesView)
-        } catch {
-            throw APIError.invalidRequest("the body is not valid JSON: \(error)")
-        }
-        guard let object = value.objectValue else { throw Self.invalid("$", "must be a JSON object, not \(value.typeName)") }
-        return object
+        try await BodyFields(request, limit: maxBodyBytes).members
     }
 
     /// The `{id}` path parameter: a UUID (400 otherwise).

@@ -45,6 +45,11 @@ struct BinaryCells {
         return value
     }
     mutating func uuid() throws -> UUID { try Self.uuid(try bytes()) }
+    mutating func bool() throws -> Bool {
+        let b = try bytes()
+        guard b.readableBytes == 1, let value = b.getInteger(at: b.readerIndex, as: UInt8.self) else { throw Unexpected(column: "bool") }
+        return value != 0
+    }
     mutating func byteArray() throws -> [UInt8] { Array(try bytes().readableBytesView) }
 
     mutating func optionalString() throws -> String? { try optionalBytes().map(Self.string) }

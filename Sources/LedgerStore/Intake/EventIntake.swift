@@ -12,10 +12,15 @@ public struct EventIntake: Sendable {
     public let catalog: CatalogStore
     public let inbox: StoreInbox
     public let links: StoreLinks
+    let database: Database
+    /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
+    public let transferPolicy: TransferPolicy
 
-    public init(store: EventStore, catalog: CatalogStore, database: Database) {
+    public init(store: EventStore, catalog: CatalogStore, database: Database, transferPolicy: TransferPolicy = .transfer) {
         self.store = store
         self.catalog = catalog
+        self.database = database
+        self.transferPolicy = transferPolicy
         self.inbox = StoreInbox(database: database)
         self.links = StoreLinks(database: database)
     }
@@ -41,7 +46,22 @@ public struct EventIntake: Sendable {
         var events = events
         try await prepare(&events, path: path)
         try AppendRequest.checkEntitlements(events)
+        try await refuseMerged(events)
         return try await store.append(events)
+    }
+
+    /// The time a store message without a date of its own is taken to happen (a restore's transfer).
+    public static func now() -> Timestamp { Timestamp(microseconds: Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down))) }
+
+    /// A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`, naming where
+    /// it went. Its own `merged` event (the merge itself) passes.
+    func refuseMerged(_ events: [NewEvent]) async throws {
+        var subscribers: [String] = []
+        for e in events where !subscribers.contains(e.subscriberID) { subscribers.append(e.subscriberID) }
+        let merged = try await IdentityChecks.mergedInto(subscribers, database: database)
+        if let e = events.first(where: { merged[$0.subscriberID] != nil }) {
+            throw IdentityError.subscriberMerged(subscriber: e.subscriberID, into: merged[e.subscriberID]!)
+        }
     }
 
     // MARK: store drafts
@@ -63,6 +83,7 @@ public struct EventIntake: Sendable {
             }
             keys[e.idempotencyKey] = i
         }
+        try await refuseMerged(events)
         return try await store.append(events, replays: .keepStored)
     }
 
@@ -152,10 +173,11 @@ public struct EventIntake: Sendable {
     /// The subscriber a message names (linking its account to it), else the one its account is linked to.
     public func resolve(_ message: StoreMessage) async throws -> String? {
         if let hint = message.subscriberHint, Identifiers.isValidSubscriberID(hint) {
-            if let account = message.accountID {
-                try await links.link(store: message.store, [account], to: hint, by: "message")
-            }
-            return hint
+            guard let account = message.accountID else { return hint }
+            // The store's own fact: never refused; under a policy that keeps the purchase, it goes to its owner.
+            return try await claim(
+                store: message.store, accounts: [account], for: hint, by: "message", kind: .store,
+                at: message.drafts.map(\.occurredAt).min() ?? Self.now(), logger: database.logger)
         }
         guard let account = message.accountID else { return nil }
         return try await links.subscriber(store: message.store, accountID: account)
@@ -165,10 +187,12 @@ public struct EventIntake: Sendable {
     /// that waited for them, re-reading each with `drafts` (the store adapter's mapping of a stored payload).
     /// Returns how many were applied; one that still cannot be is left pending and logged.
     public func link(
-        store: String, accountIDs: [String], to subscriber: String, by origin: String, logger: Logger,
+        store: String, accountIDs: [String], to subscriber: String, by origin: String, logger: Logger, claim kind: ClaimKind = .store,
         drafts: (StoreInbox.Message) async throws -> [EventDraft]
     ) async throws -> Int {
-        try await links.link(store: store, accountIDs, to: subscriber, by: origin)
+        let owner = try await claim(store: store, accounts: accountIDs, for: subscriber, by: origin, kind: kind, at: Self.now(), logger: logger)
+        // A store's fact about a purchase its owner keeps: what waited applies to the owner.
+        let subscriber = owner
         var applied = 0
         for pending in try await inbox.pending(store: store, accountIDs: accountIDs) {
             do {

@@ -73,24 +73,25 @@ public struct ProjectionReader: Sendable {
         return try await database.withConnection { connection in
             var windows: [Window] = []
             var state: (String, String)?
+            var mergedInto: String?
             let rows = try await connection.query(
                 """
-                SELECT s.will_renew::text, s.unmatched_refunds::text, \(unescaped: WindowRow.nulls), 0 AS part, 0 AS seq
+                SELECT s.will_renew::text, s.unmatched_refunds::text, s.merged_into, \(unescaped: WindowRow.nulls), 0 AS part, 0 AS seq
                 FROM subscriber_state s WHERE s.subscriber_id = \(subscriberID)
                 UNION ALL
-                SELECT NULL, NULL, \(unescaped: WindowRow.columns), 1, w.seq
+                SELECT NULL, NULL, NULL, \(unescaped: WindowRow.columns), 1, w.seq
                 FROM windows w WHERE w.subscriber_id = \(subscriberID)
                 ORDER BY part, seq
                 """, logger: logger)
             for try await row in rows {
                 guard var c = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let (willRenew, unmatched) = (try c.optionalString(), try c.optionalString())
-                if state == nil, let willRenew, let unmatched { state = (willRenew, unmatched) }
+                let (willRenew, unmatched, merged) = (try c.optionalString(), try c.optionalString(), try c.optionalString())
+                if state == nil, let willRenew, let unmatched { (state, mergedInto) = ((willRenew, unmatched), merged) }
                 if let window = try WindowRow.decode(&c) { windows.append(window) }
             }
             // An exact-size copy: appending left up to twice the capacity, which a cached ledger would keep.
             let exact = windows.withUnsafeBufferPointer { Array($0) }
-            var ledger = SubscriberLedger(windows: exact, renewing: [:], unmatchedRefunds: [])
+            var ledger = SubscriberLedger(windows: exact, renewing: [:], unmatchedRefunds: [], mergedInto: mergedInto)
             if let (willRenew, unmatched) = state {
                 // Anything but a list of instants (a row from before schema 0020, not yet rebuilt) is no timeline.
                 if case .object(let o) = try JSONParser.parse(willRenew) {

@@ -66,6 +66,7 @@ enum ProjectionRows {
         e.integer("version", f.version)
         e.json("will_renew", state.willRenew)
         e.json("unmatched_refunds", state.unmatchedRefunds)
+        e.text("merged_into", f.ledger.mergedInto)
         e.endRow()
         for (i, (run, firstStart)) in zip(f.facts.runs, f.facts.runFirstStarts).enumerated()
         where patch?.keptRuns.contains(i) != true {
@@ -76,6 +77,7 @@ enum ProjectionRows {
             e.integer("end_us", run.end?.microseconds)
             e.integer("first_start_us", firstStart.microseconds)
             e.text("lapse", run.lapse?.rawValue)
+            e.bool("transferred_in", run.transferredIn)
             e.endRow()
         }
         for (i, t) in f.facts.transactions.enumerated() where patch?.keptTransactions.contains(i) != true {
@@ -101,6 +103,8 @@ enum ProjectionRows {
             e.boolArray("refund_cut", t.refunds.map(\.cut))
             e.bool("revenue_rolled_up", ReportRollup.rollsUp(t))
             e.bool("revenue_rolled_up_days", ReportRollup.rollsUpDays(t))
+            e.integer("held_from_us", t.heldFrom?.microseconds)
+            e.integer("handed_over_us", t.handedOver?.microseconds)
             e.endRow()
         }
         for (i, t) in f.facts.trials.enumerated() where patch?.keptTrials.contains(i) != true {

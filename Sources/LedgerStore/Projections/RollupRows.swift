@@ -35,6 +35,7 @@ enum RollupRows {
                 rows.wide("refunds_recognized", v.figures.refundsRecognized)
                 rows.wide("recognized", v.figures.recognized)
                 rows.wide("settled_deferred", v.settledDeferred)
+                rows.wide("handover", v.figures.handover)
                 rows.endRow()
             }
             return rows
@@ -58,6 +59,8 @@ enum RollupRows {
             pending.member("refund_at_us", .array(t.refunds.map { .number(JSONNumber($0.at.microseconds)) }))
             pending.member("refund_amount", .array(t.refunds.map { .number(JSONNumber($0.amount)) }))
             pending.member("refund_cut", .array(t.refunds.map { .bool($0.cut) }))
+            pending.integer("held_from_us", t.heldFrom?.microseconds)
+            pending.integer("handed_over_us", t.handedOver?.microseconds)
             pending.endRow()
         }
         var trials = JSONRows()
@@ -90,6 +93,8 @@ enum RollupRows {
             churn.integer("churned_involuntary", v.involuntary)
             churn.integer("churned_voluntary", v.voluntary)
             churn.integer("churned_other", v.other)
+            churn.integer("transferred_in", v.transferredIn)
+            churn.integer("transferred_out", v.transferredOut)
             churn.endRow()
         }
         var retention = JSONRows()

@@ -57,15 +57,17 @@ public struct ReportStore: Sendable {
             var transitions: [Int64: ReportRollup.ChurnCell] = [:]
             let cells = try await c.query(
                 """
-                SELECT period_us, new, reactivated, churned_refund, churned_involuntary, churned_voluntary, churned_other
+                SELECT period_us, new, reactivated, churned_refund, churned_involuntary, churned_voluntary, churned_other,
+                       transferred_in, transferred_out
                 FROM report_churn_periods
                 WHERE entitlement = \(key) AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
                 """, logger: logger)
-            for try await (period, new, reactivated, refund, involuntary, voluntary, other) in cells.decode(
-                (Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
+            for try await (period, new, reactivated, refund, involuntary, voluntary, other, movedIn, movedOut) in cells.decode(
+                (Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
             {
                 transitions[period] = .init(
-                    new: new, reactivated: reactivated, refund: refund, involuntary: involuntary, voluntary: voluntary, other: other)
+                    new: new, reactivated: reactivated, refund: refund, involuntary: involuntary, voluntary: voluntary, other: other,
+                    transferredIn: movedIn, transferredOut: movedOut)
             }
             return ReportRollup.churnPeriods(boundaries: boundaries, runDays: days, transitions: transitions)
         }
@@ -79,7 +81,7 @@ public struct ReportStore: Sendable {
         }
         acc = try await streamRuns(
             """
-            SELECT subscriber_id, start_us, end_us, first_start_us, lapse FROM report_runs
+            SELECT subscriber_id, start_us, end_us, first_start_us, lapse, transferred_in FROM report_runs
             WHERE entitlement = \(entitlement ?? "") AND start_us < \(to) AND (end_us IS NULL OR end_us >= \(from))
             ORDER BY subscriber_id, start_us
             """, into: acc)
@@ -107,7 +109,7 @@ public struct ReportStore: Sendable {
         }
         acc = try await streamRuns(
             """
-            SELECT subscriber_id, start_us, end_us, first_start_us, lapse FROM report_runs
+            SELECT subscriber_id, start_us, end_us, first_start_us, lapse, transferred_in FROM report_runs
             WHERE entitlement = \(entitlement ?? "") AND first_start_us >= \(first.microseconds)
               AND first_start_us < \(end.microseconds)
             ORDER BY subscriber_id, start_us
@@ -160,7 +162,7 @@ public struct ReportStore: Sendable {
 
     private static let revenueCellColumns = """
         currency, transactions, billings::text, commission::text, refunds::text, refunded_unrecognized::text,
-        refunds_recognized::text, recognized::text, settled_deferred::text
+        refunds_recognized::text, recognized::text, settled_deferred::text, handover::text
         """
 
     /// Revenue cells (`period` first, then `revenueCellColumns`).
@@ -169,12 +171,13 @@ public struct ReportStore: Sendable {
     ) async throws -> [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)] {
         var cells: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)] = []
         for try await row in try await c.query(query, logger: logger) {
-            let (period, currency, transactions, b, c, r, ru, rr, rec, sd) = try row.decode(
-                (Int64, String, Int64, String, String, String, String, String, String, String).self)
+            let (period, currency, transactions, b, c, r, ru, rr, rec, sd, ho) = try row.decode(
+                (Int64, String, Int64, String, String, String, String, String, String, String, String).self)
             guard let b = Int128(b), let c = Int128(c), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
-                let rec = Int128(rec), let sd = Int128(sd)
+                let rec = Int128(rec), let sd = Int128(sd), let ho = Int128(ho)
             else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
             var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
+            cell.figures.handover = ho
             (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (b, c, r)
             (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
             cells.append((period, currency, cell))
@@ -225,7 +228,8 @@ public struct ReportStore: Sendable {
     /// The revenue columns of a transaction fact (`report_transactions`, `report_revenue_pending`).
     static let transactionColumns = """
         source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
-        array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','), array_to_string(refund_cut, ',')
+        array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','), array_to_string(refund_cut, ','),
+        held_from_us, handed_over_us
         """
 
     /// A transaction from `transactionColumns`, without its entitlements (the query filtered by them).
@@ -242,6 +246,8 @@ public struct ReportStore: Sendable {
         let refundAt = Self.integers(try c.string())
         let refundAmount = Self.integers(try c.string())
         let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
+        let heldFrom = try c.optionalInt64()
+        let handedOver = try c.optionalInt64()
         return RevenueTransaction(
             eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
             gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
@@ -251,7 +257,7 @@ public struct ReportStore: Sendable {
                 // Rows from before refund_cut existed hold only cutting refunds.
                 .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
             },
-            monthly: nil)
+            monthly: nil, handedOver: handedOver.map(Timestamp.init(microseconds:)), heldFrom: heldFrom.map(Timestamp.init(microseconds:)))
     }
 
     /// Trials started per period; a trial transaction counts once, converted if any entitlement converted.
@@ -348,18 +354,18 @@ public struct ReportStore: Sendable {
                 let ids = try await c.query(
                     """
                     SELECT DISTINCT subscriber_id FROM report_transactions
-                    WHERE (start_us BETWEEN \(lo) AND \(hi) OR service_end_us BETWEEN \(lo) AND \(hi))
+                    WHERE (start_us BETWEEN \(lo) AND \(hi) OR service_end_us BETWEEN \(lo) AND \(hi) OR held_from_us BETWEEN \(lo) AND \(hi))
                       AND monthly_num IS NOT NULL
                     """, logger: logger)
                 for try await id in ids.decode(String.self) { moved.append(id) }
                 var changed: [MRRService] = []
                 let rows = try await c.query(
                     """
-                    SELECT subscriber_id, currency, start_us, service_end_us, monthly_num::text, monthly_den::text
+                    SELECT subscriber_id, currency, greatest(start_us, held_from_us), service_end_us, monthly_num::text, monthly_den::text
                     FROM report_transactions
                     WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
                       AND (\(key) = '' OR \(key) = ANY(entitlements))
-                      AND start_us <= \(hi) AND coalesce(service_end_us, 9223372036854775807) >= \(lo)
+                      AND greatest(start_us, held_from_us) <= \(hi) AND coalesce(service_end_us, 9223372036854775807) >= \(lo)
                     """, logger: logger)
                 for try await (subscriber, currency, start, end, num, den) in rows.decode(
                     (String, String, Int64, Int64?, String, String).self)
@@ -386,7 +392,8 @@ public struct ReportStore: Sendable {
             let sums = try await c.query(
                 """
                 SELECT currency, sum(monthly_num)::text, monthly_den::text FROM report_transactions
-                WHERE monthly_num IS NOT NULL AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us > \(t))
+                WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
+                  AND (service_end_us IS NULL OR service_end_us > \(t))
                   AND (\(key) = '' OR \(key) = ANY(entitlements))
                 GROUP BY currency, monthly_den
                 """, logger: logger)
@@ -400,7 +407,8 @@ public struct ReportStore: Sendable {
             let counts = try await c.query(
                 """
                 SELECT currency, count(DISTINCT subscriber_id) FROM report_transactions
-                WHERE monthly_num IS NOT NULL AND start_us <= \(t) AND (service_end_us IS NULL OR service_end_us > \(t))
+                WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
+                  AND (service_end_us IS NULL OR service_end_us > \(t))
                   AND (\(key) = '' OR \(key) = ANY(entitlements))
                 GROUP BY currency ORDER BY currency
                 """, logger: logger)
@@ -427,6 +435,7 @@ public struct ReportStore: Sendable {
                 let end = try c.optionalInt64()
                 let firstStart = try c.int64()
                 let lapse = try c.optionalString()
+                let transferredIn = try c.bool()
                 if subscriber != current {
                     if !runs.isEmpty { acc.add(runs: runs, firstStart: first) }
                     runs.removeAll(keepingCapacity: true)
@@ -436,7 +445,7 @@ public struct ReportStore: Sendable {
                 runs.append(
                     PaidRun(
                         entitlement: "", start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
-                        lapse: lapse.flatMap(LapseReason.init(rawValue:))))
+                        lapse: lapse.flatMap(LapseReason.init(rawValue:)), transferredIn: transferredIn))
             }
             if !runs.isEmpty { acc.add(runs: runs, firstStart: first) }
             return acc

@@ -3,8 +3,8 @@ import LedgerCore
 import NIOCore
 
 /// Stripe's REST API, for what a webhook leaves out: the `metadata.subscriber_id` of a customer whose
-/// events arrived before anything linked it. Optional: without an API key the adapter works from webhook
-/// payloads alone.
+/// events arrived before anything linked it, and the lookup key of a price an invoice names only by id.
+/// Optional: without an API key the adapter works from webhook payloads alone.
 public struct StripeAPIClient: Sendable {
     public static let defaultBaseURL = "https://api.stripe.com"
 
@@ -28,7 +28,7 @@ public struct StripeAPIClient: Sendable {
     let timeout: TimeAmount
     let attempts: Int
 
-    /// `apiKey` is a secret or restricted key (`sk_…`, `rk_…`) with read access to customers; never logged.
+    /// `apiKey` is a secret or restricted key (`sk_…`, `rk_…`) with read access to customers and prices; never logged.
     public init(apiKey: String, baseURL: String = defaultBaseURL, client: HTTPClient = .shared, timeout: TimeAmount = .seconds(10), attempts: Int = 3)
     {
         self.apiKey = apiKey
@@ -40,9 +40,21 @@ public struct StripeAPIClient: Sendable {
 
     /// The customer's `metadata.subscriber_id`; nil when it has none, or there is no such customer (404).
     public func customerSubscriberID(_ customerID: String) async throws(Failure) -> String? {
-        // Stripe ids are `cus_` + letters and digits: anything else is not looked up (no path injection).
-        guard customerID.utf8.count <= 255,
-            customerID.utf8.allSatisfy({ $0 == 0x5f || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) })
+        try await object("customers", customerID)?["metadata"]?.objectValue?["subscriber_id"]?.stringValue
+    }
+
+    /// The price's `lookup_key` (the catalog product id the ledger knows it by); nil when it has none, or
+    /// there is no such price (404). API 2025-03-31.basil and later name only the price's id on an invoice line.
+    public func priceLookupKey(_ priceID: String) async throws(Failure) -> String? {
+        guard let key = try await object("prices", priceID)?["lookup_key"]?.stringValue, !key.isEmpty else { return nil }
+        return key
+    }
+
+    /// `GET /v1/<collection>/<id>`: the object, or nil for 404 (and for an id that is not a Stripe id).
+    func object(_ collection: String, _ id: String) async throws(Failure) -> [String: JSONValue]? {
+        // Stripe ids are letters, digits and `_`: anything else is not looked up (no path injection).
+        guard id.utf8.count <= 255,
+            id.utf8.allSatisfy({ $0 == 0x5f || (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) })
         else { return nil }
         var last = ""
         for attempt in 1...attempts {
@@ -50,7 +62,7 @@ public struct StripeAPIClient: Sendable {
                 // 0.5 s, 1 s, 2 s … between attempts.
                 try? await Task.sleep(for: .milliseconds(250 << (attempt - 1)))
             }
-            var request = HTTPClientRequest(url: "\(baseURL)/v1/customers/\(customerID)")
+            var request = HTTPClientRequest(url: "\(baseURL)/v1/\(collection)/\(id)")
             request.headers.add(name: "Authorization", value: "Bearer \(apiKey)")
             request.headers.add(name: "Accept", value: "application/json")
             do {
@@ -59,10 +71,10 @@ public struct StripeAPIClient: Sendable {
                 switch response.status.code {
                 case 200:
                     guard let object = try? JSONParser.parse(body.readableBytesView).objectValue else {
-                        last = "the customer is not a JSON object"
+                        last = "the \(collection) answer is not a JSON object"
                         continue
                     }
-                    return object["metadata"]?.objectValue?["subscriber_id"]?.stringValue
+                    return object
                 case 404:
                     return nil
                 case 429, 500...:

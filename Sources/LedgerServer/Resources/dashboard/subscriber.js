@@ -28,6 +28,9 @@ function summary(e) {
     case "auto_renew_changed": return `auto-renew ${d.enabled ? "on" : "off"} · ${d.product_id ?? ""}`;
     case "billing_issue": return `${d.product_id ?? ""}${d.grace_until ? ` · grace until ${when(d.grace_until)}` : " · no grace"}`;
     case "expiration": return `${d.product_id ?? ""} · ${d.reason ?? ""}`;
+    case "transfer_out": return `${d.store} purchase ${d.purchase_id} → ${d.to_subscriber} · ${d.reason}`;
+    case "transfer_in": return `${d.store} purchase ${d.purchase_id} ← ${d.from_subscriber} · ${d.reason} · ${(d.windows ?? []).length} window(s)`;
+    case "merged": return `merged into ${d.into}`;
     default: return "";
   }
 }
@@ -48,6 +51,17 @@ function historyTable(events, asOf, onPick) {
   return h("table", { class: "numbers history-table" },
     h("thead", {}, h("tr", {}, ["v", "pos", "type", "occurred", "recorded", "details"].map((t) => h("th", {}, t)))),
     h("tbody", {}, rows));
+}
+
+/** The purchases the subscriber held as of the slider's position (who held what then, docs/identity.md). */
+function purchasesTable(answer) {
+  const merged = answer.merged_into ? h("p", { class: "note", "data-merged-into": answer.merged_into }, `Merged into ${answer.merged_into}.`) : null;
+  if (!answer.purchases.length) return h("div", {}, merged, h("p", { class: "note" }, "No purchase held at that point."));
+  return h("div", {}, merged, h("table", { class: "numbers" },
+    h("thead", {}, h("tr", {}, ["store", "purchase", "since", "product", "active"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, answer.purchases.map((p) => h("tr", { "data-purchase": p.purchase_id, "data-active": String(p.active) },
+      h("td", {}, p.store), h("td", {}, p.purchase_id), h("td", { title: p.since }, minute(p.since)), h("td", {}, p.product_id ?? "—"),
+      h("td", { class: p.active ? "yes" : "no" }, p.active ? "active" : "not active"))))));
 }
 
 function entitlementsTable(answer) {
@@ -75,7 +89,10 @@ async function replay(section) {
     const base = `/v1/subscribers/${encodeURIComponent(id)}`;
     const windowsPath = path(`${base}/windows`, { as_of: asOf });
     const entitlementsPath = path(`${base}/entitlements`, { at, as_of: asOf });
-    const [windows, entitlements] = await Promise.all([get(windowsPath, needs.history), get(entitlementsPath, needs.history)]);
+    const purchasesPath = path(`${base}/purchases`, { at, as_of: asOf });
+    const [windows, entitlements, purchases] = await Promise.all([
+      get(windowsPath, needs.history), get(entitlementsPath, needs.history), get(purchasesPath, needs.history),
+    ]);
     if (!isCurrent()) return;
     const known = events.filter((e) => e.position <= asOf);
     const latest = index === positions.length - 1;
@@ -91,6 +108,9 @@ async function replay(section) {
     Object.assign(ent.dataset, { source: entitlementsPath, at: entitlements.at });
     section.querySelector("#ent-title").textContent = `Entitlements at ${when(entitlements.at)}, as the ledger knew it at position ${asOf}`;
     fill(ent, entitlementsTable(entitlements));
+    const held = section.querySelector("#purchases");
+    Object.assign(held.dataset, { source: purchasesPath });
+    fill(held, purchasesTable(purchases));
     const history = section.querySelector("#history");
     fill(history, historyTable(events, asOf, (i) => { slider.value = String(i); replay(section); }));
     const row = history.querySelector("tr.as-of-row");

@@ -1,0 +1,115 @@
+-- Identity in the reports (docs/identity.md): transfers are counted apart in churn, and money follows the
+-- transaction, not its owner.
+
+-- A run that ends because its purchase moved away is `transferred` (not churn); one that begins with a
+-- purchase moving in is `transferred_in` (not new, not reactivated).
+ALTER TABLE report_runs DROP CONSTRAINT report_runs_lapse_check;
+ALTER TABLE report_runs ADD CONSTRAINT report_runs_lapse_check
+    CHECK (lapse IN ('refund', 'involuntary', 'voluntary', 'other', 'transferred'));
+ALTER TABLE report_runs ADD COLUMN transferred_in boolean NOT NULL DEFAULT false;
+ALTER TABLE report_churn_periods ADD COLUMN transferred_in int8 NOT NULL DEFAULT 0;
+ALTER TABLE report_churn_periods ADD COLUMN transferred_out int8 NOT NULL DEFAULT 0;
+
+-- A transferred transaction is kept by the subscriber it left until the transfer (`handed_over_us`) and by the
+-- one it reached from then on (`held_from_us`, a copy of its terms): recognition is split there, the
+-- deferred balance moves with it (`handover`: minus on the one side, plus on the other; zero summed), and
+-- MRR counts it under whoever holds it.
+ALTER TABLE report_transactions ADD COLUMN held_from_us int8;
+ALTER TABLE report_transactions ADD COLUMN handed_over_us int8;
+CREATE INDEX report_transactions_held_from ON report_transactions (held_from_us) WHERE held_from_us IS NOT NULL;
+ALTER TABLE report_revenue_pending ADD COLUMN held_from_us int8;
+ALTER TABLE report_revenue_pending ADD COLUMN handed_over_us int8;
+ALTER TABLE report_revenue_months ADD COLUMN handover numeric NOT NULL DEFAULT 0;
+ALTER TABLE report_revenue_days ADD COLUMN handover numeric NOT NULL DEFAULT 0;
+
+-- A restore or a merge points a store account at its purchase's new owner.
+GRANT UPDATE ON store_links TO subledger_app;
+
+-- The rollup cells' sums (schema 0018), with the new columns.
+CREATE OR REPLACE FUNCTION subledger_rollup_add(cells jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF jsonb_array_length(coalesce(cells -> 'report_revenue_months', '[]')) > 0 THEN
+        INSERT INTO report_revenue_months AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_revenue_months, cells -> 'report_revenue_months')
+            ON CONFLICT (entitlement, month_us, currency) DO UPDATE SET
+                transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
+                commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+                refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
+                refunds_recognized = t.refunds_recognized + excluded.refunds_recognized,
+                recognized = t.recognized + excluded.recognized,
+                settled_deferred = t.settled_deferred + excluded.settled_deferred,
+                handover = t.handover + excluded.handover;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_trial_days', '[]')) > 0 THEN
+        INSERT INTO report_trial_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_trial_days, cells -> 'report_trial_days')
+            ON CONFLICT (entitlement, day_us) DO UPDATE SET
+                started = t.started + excluded.started, converted = t.converted + excluded.converted;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_run_days', '[]')) > 0 THEN
+        INSERT INTO report_run_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_run_days, cells -> 'report_run_days')
+            ON CONFLICT (entitlement, day_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_churn_periods', '[]')) > 0 THEN
+        INSERT INTO report_churn_periods AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_churn_periods, cells -> 'report_churn_periods')
+            ON CONFLICT (entitlement, period_interval, period_us) DO UPDATE SET
+                new = t.new + excluded.new, reactivated = t.reactivated + excluded.reactivated,
+                churned_refund = t.churned_refund + excluded.churned_refund,
+                churned_involuntary = t.churned_involuntary + excluded.churned_involuntary,
+                churned_voluntary = t.churned_voluntary + excluded.churned_voluntary,
+                churned_other = t.churned_other + excluded.churned_other,
+                transferred_in = t.transferred_in + excluded.transferred_in,
+                transferred_out = t.transferred_out + excluded.transferred_out;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_retention_cells', '[]')) > 0 THEN
+        INSERT INTO report_retention_cells AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_retention_cells, cells -> 'report_retention_cells')
+            ON CONFLICT (entitlement, cohort_us, month_us) DO UPDATE SET delta = t.delta + excluded.delta;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_mrr_days', '[]')) > 0 THEN
+        INSERT INTO report_mrr_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_days, cells -> 'report_mrr_days')
+            ON CONFLICT (entitlement, day_us, currency, denominator) DO UPDATE SET
+                started = t.started + excluded.started, ended = t.ended + excluded.ended;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_paid_days', '[]')) > 0 THEN
+        INSERT INTO report_paid_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_paid_days, cells -> 'report_paid_days')
+            ON CONFLICT (entitlement, day_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_revenue_days', '[]')) > 0 THEN
+        INSERT INTO report_revenue_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_revenue_days, cells -> 'report_revenue_days')
+            ON CONFLICT (entitlement, day_us, currency) DO UPDATE SET
+                transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
+                commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+                refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
+                refunds_recognized = t.refunds_recognized + excluded.refunds_recognized,
+                recognized = t.recognized + excluded.recognized,
+                settled_deferred = t.settled_deferred + excluded.settled_deferred,
+                handover = t.handover + excluded.handover;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_revenue_pending', '[]')) > 0 THEN
+        INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
+                                            occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,
+                                            held_from_us, handed_over_us)
+            SELECT change, source_event_id, entitlements, kind, currency, gross, commission, occurred_us, start_us, end_us,
+                   stop_us, refund_at_us, refund_amount, refund_cut, held_from_us, handed_over_us
+            FROM jsonb_populate_recordset(NULL::report_revenue_pending, cells -> 'report_revenue_pending');
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_mrr_hours', '[]')) > 0 THEN
+        INSERT INTO report_mrr_hours AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_hours, cells -> 'report_mrr_hours')
+            ON CONFLICT (entitlement, hour_us, currency, denominator) DO UPDATE SET
+                started = t.started + excluded.started, ended = t.ended + excluded.ended;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_paid_hours', '[]')) > 0 THEN
+        INSERT INTO report_paid_hours AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_paid_hours, cells -> 'report_paid_hours')
+            ON CONFLICT (entitlement, hour_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
+    END IF;
+END $$;
+
+
