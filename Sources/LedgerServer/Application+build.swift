@@ -10,88 +10,6 @@ import Prometheus
 import ServiceLifecycle
 import StoreAdapters
 
-/// What `subledger serve` is told on its command line.
-public struct ServerConfiguration: Sendable {
-    public var host: String
-    public var port: Int
-    /// Request bodies above this are refused with 413 before they are read.
-    public var maxBodyBytes: Int
-    /// How long a request waits for a database connection before answering 503 `unavailable`.
-    public var databaseLeaseTimeout: Duration
-    /// Trusted roots for App Store JWS, DER-encoded; empty means Apple Root CA - G3.
-    public var appleRootsDER: [[UInt8]]
-    /// When set, App Store payloads for another bundle are refused.
-    public var appleBundleID: String?
-    /// Oldest App Store `signedDate` accepted (default 180 days, the reach of Apple's notification history).
-    public var appleMaxAge: Duration
-    /// How long a valid API key is trusted without asking the database again: the longest a revoked key
-    /// keeps working. Zero asks on every request.
-    public var keyCacheTTL: Duration
-    /// Bytes (estimated) of subscribers' ledgers kept in memory for entitlement reads; zero reads
-    /// PostgreSQL every time. See docs/entitlement-cache.md.
-    public var entitlementCacheBytes: Int
-    /// How long a read that needs a position waits for a replica to reach it before reading the primary.
-    public var replicaWait: Duration
-    /// Outbound webhooks: which URLs are allowed, timeouts, retries, leases (docs/webhooks.md).
-    public var webhooks: WebhookConfiguration
-    /// The App Store Server API client and how often to read the notification history (docs/apple.md);
-    /// nil: no periodic backfill.
-    public var appleBackfill: (client: AppStoreServerAPIClient, interval: Duration)?
-    /// The App Store Server API client and the developer's policy for answering refund consumption
-    /// requests; nil: they are recorded, not answered.
-    public var appleConsumption: (client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy)?
-    /// Apple's sandbox host, for consumption requests about sandbox transactions (nil: `appleConsumption`'s
-    /// client answers them, e.g. when a base URL is configured).
-    public var appleSandboxClient: AppStoreServerAPIClient?
-    /// Stripe webhook endpoint secrets (`whsec_…`), several during a rotation; empty: the Stripe route answers 404.
-    public var stripeWebhookSecrets: [String]
-    /// Seconds a `Stripe-Signature` timestamp may differ from now (docs/stripe.md).
-    public var stripeSignatureTolerance: Int64
-    /// A Stripe API key: pending events' customers are looked up for `metadata.subscriber_id`. Nil: webhooks alone.
-    public var stripeAPIKey: String?
-    /// Stripe's API (`https://api.stripe.com`; tests point it at a local stand-in).
-    public var stripeAPIBaseURL: String
-    /// How often pending Stripe customers are looked up.
-    public var stripeLookupInterval: Duration
-    /// The Connect accounts whose Stripe events are applied, and the longest past-due grace (docs/stripe.md).
-    public var stripe: StripeSettings
-    /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
-    public var transferPolicy: TransferPolicy = .transfer
-    /// Google Play: package names, the service account, Pub/Sub push verification (docs/google.md).
-    public var google: GooglePlayConfiguration
-
-    public init(
-        host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
-        databaseLeaseTimeout: Duration = .seconds(3), appleRootsDER: [[UInt8]] = [], appleBundleID: String? = nil,
-        keyCacheTTL: Duration = .seconds(2), entitlementCacheBytes: Int = 256 << 20,
-        appleMaxAge: Duration = AppleNotificationReader.defaultMaxAge, replicaWait: Duration = .milliseconds(250),
-        webhooks: WebhookConfiguration = WebhookConfiguration(), stripeWebhookSecrets: [String] = [],
-        stripeSignatureTolerance: Int64 = StripeSignatureVerifier.defaultTolerance, stripeAPIKey: String? = nil,
-        stripeAPIBaseURL: String = StripeAPIClient.defaultBaseURL, stripeLookupInterval: Duration = .seconds(60),
-        stripe: StripeSettings = StripeSettings(),
-        google: GooglePlayConfiguration = GooglePlayConfiguration()
-    ) {
-        self.google = google
-        self.stripeAPIKey = stripeAPIKey
-        self.stripeAPIBaseURL = stripeAPIBaseURL
-        self.stripeLookupInterval = stripeLookupInterval
-        self.stripe = stripe
-        self.stripeWebhookSecrets = stripeWebhookSecrets
-        self.stripeSignatureTolerance = stripeSignatureTolerance
-        self.replicaWait = replicaWait
-        self.webhooks = webhooks
-        self.appleMaxAge = appleMaxAge
-        self.keyCacheTTL = keyCacheTTL
-        self.entitlementCacheBytes = entitlementCacheBytes
-        self.appleRootsDER = appleRootsDER
-        self.appleBundleID = appleBundleID
-        self.host = host
-        self.port = port
-        self.maxBodyBytes = maxBodyBytes
-        self.databaseLeaseTimeout = databaseLeaseTimeout
-    }
-}
-
 /// The ledger's HTTP application: routes, auth and error mapping over a PostgreSQL client.
 ///
 /// The client is added to the application's services so it starts before the server accepts requests
@@ -101,13 +19,13 @@ public func buildApplication(
     configuration: ServerConfiguration,
     client: PostgresClient,
     replicas: [(name: String, client: PostgresClient)] = [],
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) throws -> some ApplicationProtocol {
     try buildApplication(
         configuration: configuration, primary: Database(client: client, logger: logger, leaseTimeout: configuration.databaseLeaseTimeout),
-        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, migrations: migrations, metrics: registry,
+        services: [client as any Service] + replicas.map { $0.client as any Service }, replicas: replicas, schema: schema, metrics: registry,
         logger: logger)
 }
 
@@ -118,7 +36,7 @@ public func buildApplication(
     primary database: Database,
     services clientServices: [any Service],
     replicas: [(name: String, client: PostgresClient)] = [],
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     logger: Logger
 ) throws -> some ApplicationProtocol {
@@ -130,16 +48,19 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
-    let intake = makeIntake(database: database, readRouter: readRouter, cache: cache, transferPolicy: configuration.transferPolicy)
+    let intake = makeIntake(
+        database: database, readRouter: readRouter, cache: cache, clock: configuration.clock, transferPolicy: configuration.transferPolicy)
     let (router, routerServices) = try buildRouterAndServices(
-        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        configuration: configuration, database: database, readRouter: readRouter, schema: schema, metrics: registry,
         cache: cache, intake: intake, logger: logger)
-    var services = clientServices + routerServices
-    if let key = configuration.stripeAPIKey {
+    // The append engine after the database clients, so a graceful shutdown (in reverse order: the HTTP
+    // server first) finishes its groups in flight before the clients close.
+    var services = clientServices + [intake.store as any Service] + routerServices
+    if let key = configuration.stripe.apiKey {
         services.append(
             StripeCustomerLookup(
-                client: StripeAPIClient(apiKey: key, baseURL: configuration.stripeAPIBaseURL), intake: intake,
-                interval: configuration.stripeLookupInterval, options: configuration.stripe.mapping, logger: logger))
+                client: StripeAPIClient(apiKey: key, baseURL: configuration.stripe.apiBaseURL), intake: intake,
+                interval: configuration.stripe.lookupInterval, options: configuration.stripe.settings.mapping, logger: logger))
     }
     services.append(DatabaseWatch(database: database))
     services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
@@ -150,15 +71,15 @@ public func buildApplication(
     services.append(ReadRouterMonitor(router: readRouter, onFloor: { cache?.forgetChanges(upTo: $0) }))
     services.append(
         WebhookDeliveryService(store: WebhookStore(database: database), configuration: configuration.webhooks, logger: logger))
-    if let apple = configuration.appleBackfill {
+    if let apple = configuration.apple.backfill {
         let backfill = AppleBackfill(client: apple.client, reader: try appleReader(configuration), intake: intake, logger: logger)
         services.append(
             AppleBackfillService(backfill: backfill, marks: StoreSyncMarks(database: database), interval: apple.interval, logger: logger))
     }
-    if let apple = configuration.appleConsumption {
+    if let apple = configuration.apple.consumption {
         services.append(
             AppleConsumptionResponder(
-                client: apple.client, sandboxClient: configuration.appleSandboxClient, policy: apple.policy, database: database,
+                client: apple.client, sandboxClient: configuration.apple.sandboxClient, policy: apple.policy, database: database,
                 logger: logger))
     }
     return Application(
@@ -177,14 +98,14 @@ func buildRouter(
     configuration: ServerConfiguration,
     database: Database,
     readRouter: ReadRouter,
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     cache: LedgerCache? = nil,
     intake: EventIntake? = nil,
     logger: Logger
 ) throws -> Router<LedgerRequestContext> {
     try buildRouterAndServices(
-        configuration: configuration, database: database, readRouter: readRouter, migrations: migrations, metrics: registry,
+        configuration: configuration, database: database, readRouter: readRouter, schema: schema, metrics: registry,
         cache: cache, intake: intake, logger: logger
     ).router
 }
@@ -194,7 +115,7 @@ func buildRouterAndServices(
     configuration: ServerConfiguration,
     database: Database,
     readRouter: ReadRouter,
-    migrations: [Migration],
+    schema: Schema,
     metrics registry: PrometheusCollectorRegistry? = nil,
     cache: LedgerCache? = nil,
     intake: EventIntake? = nil,
@@ -208,19 +129,19 @@ func buildRouterAndServices(
 
     let stripeVersions = StripeVersionWatch()
     OperationsRoutes(
-        migrations: MigrationRunner(database: database, migrations: migrations), registry: registry, cache: cache,
+        migrations: MigrationRunner(database: database, schema: schema), registry: registry, cache: cache,
         readRouter: readRouter, stripeVersions: stripeVersions
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
     let v1 = router.group("v1").add(
         middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
-    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache)
+    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache, clock: configuration.clock)
     let store = intake.store
     let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
-    SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache)).register(on: v1)
-    RevenueCatCompatRoutes(store: store, router: readRouter).register(on: v1)
+    SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache), clock: configuration.clock).register(on: v1)
+    RevenueCatCompatRoutes(store: store, router: readRouter, clock: configuration.clock).register(on: v1)
     IdentityRoutes(
         identity: IdentityStore(intake: intake, database: database, defaultPolicy: configuration.transferPolicy),
         maxBodyBytes: configuration.maxBodyBytes
@@ -230,7 +151,7 @@ func buildRouterAndServices(
         store: store, router: readRouter,
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
-    ReportRoutes(router: readRouter).register(on: v1)
+    ReportRoutes(router: readRouter, clock: configuration.clock).register(on: v1)
     WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
     AppleStoreRoutes(
@@ -240,11 +161,12 @@ func buildRouterAndServices(
     StoreInboxRoutes(inbox: intake.inbox).register(on: v1)
     // Outside the v1 group: Stripe authenticates with its signature, not an API key.
     StripeStoreRoutes(
-        verifier: StripeSignatureVerifier(secrets: configuration.stripeWebhookSecrets, tolerance: configuration.stripeSignatureTolerance),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe, versions: stripeVersions,
+        verifier: StripeSignatureVerifier(secrets: configuration.stripe.webhookSecrets, tolerance: configuration.stripe.signatureTolerance),
+        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe.settings,
+        versions: stripeVersions,
         // Asked while Stripe waits for the answer: one attempt, a short timeout.
-        prices: configuration.stripeAPIKey.map {
-            StripeAPIClient(apiKey: $0, baseURL: configuration.stripeAPIBaseURL, timeout: .seconds(5), attempts: 1)
+        prices: configuration.stripe.apiKey.map {
+            StripeAPIClient(apiKey: $0, baseURL: configuration.stripe.apiBaseURL, timeout: .seconds(5), attempts: 1)
         }
     ).register(on: router)
     var services: [any Service] = []
@@ -266,17 +188,20 @@ func buildRouterAndServices(
 
 /// The App Store payload reader: Apple's root (or the configured test roots), the bundle, the age limit.
 func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificationReader {
-    let roots = configuration.appleRootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : configuration.appleRootsDER
+    let apple = configuration.apple
+    let roots = apple.rootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : apple.rootsDER
     return AppleNotificationReader(
-        verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: configuration.appleBundleID, maxAge: configuration.appleMaxAge)
+        verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: apple.bundleID, maxAge: apple.maxAge)
 }
 
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake
 /// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
 /// router learns a position the primary has committed.
-func makeIntake(database: Database, readRouter: ReadRouter, cache: LedgerCache?, transferPolicy: TransferPolicy = .transfer) -> EventIntake {
+func makeIntake(
+    database: Database, readRouter: ReadRouter, cache: LedgerCache?, clock: WallClock, transferPolicy: TransferPolicy = .transfer
+) -> EventIntake {
     let store = EventStore(
-        database: database,
+        database: database, clock: clock,
         onCommit: { changes in
             cache?.invalidate(changes)
             if let last = changes.values.max() { readRouter.observedPrimary(last) }

@@ -4,10 +4,11 @@ extension ServerConfiguration {
     /// What each store's routes will do with this configuration, one line per store, for the start-up line:
     /// a newcomer who forgot a flag reads it there rather than from a 404 `not_configured` later.
     public var storesSummary: [(store: String, summary: String)] {
-        var apple = ["on: notifications signed under \(appleRootsDER.isEmpty ? "Apple Root CA - G3" : "\(appleRootsDER.count) configured root(s)")"]
-        if let appleBundleID { apple.append("bundle \(appleBundleID)") }
-        if let appleBackfill { apple.append("history backfill every \(appleBackfill.interval)") }
-        if appleConsumption != nil { apple.append("consumption requests answered") }
+        let roots = self.apple.rootsDER
+        var apple = ["on: notifications signed under \(roots.isEmpty ? "Apple Root CA - G3" : "\(roots.count) configured root(s)")"]
+        if let bundleID = self.apple.bundleID { apple.append("bundle \(bundleID)") }
+        if let backfill = self.apple.backfill { apple.append("history backfill every \(backfill.interval)") }
+        if self.apple.consumption != nil { apple.append("consumption requests answered") }
 
         let play: String
         if google.acceptsPushes || google.serviceAccount != nil {
@@ -25,11 +26,12 @@ extension ServerConfiguration {
         }
 
         let stripe: String
-        if stripeWebhookSecrets.isEmpty {
+        let secrets = self.stripe.webhookSecrets
+        if secrets.isEmpty {
             stripe = "off (--stripe-webhook-secret)"
         } else {
-            let secrets = stripeWebhookSecrets.count == 1 ? "1 secret" : "\(stripeWebhookSecrets.count) secrets"
-            stripe = "on: webhooks (\(secrets))" + (stripeAPIKey == nil ? "" : "; customers looked up at \(stripeAPIBaseURL)")
+            let count = secrets.count == 1 ? "1 secret" : "\(secrets.count) secrets"
+            stripe = "on: webhooks (\(count))" + (self.stripe.apiKey == nil ? "" : "; customers looked up at \(self.stripe.apiBaseURL)")
         }
         return [("apple", apple.joined(separator: "; ")), ("google", play), ("stripe", stripe)]
     }

@@ -12,8 +12,8 @@ import StoreAdapters
 /// did not bring.
 struct Apple: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Recover and import App Store history with the App Store Server API (docs/apple.md).",
-        subcommands: [Backfill.self, Sync.self])
+        abstract: "Recover and import App Store history with the App Store Server API (docs/apple.md); sign test notifications.",
+        subcommands: [Backfill.self, Sync.self, AppleTestNotification.self])
 
     struct Backfill: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -40,10 +40,11 @@ struct Apple: AsyncParsableCommand {
             guard from < to else { throw ValidationError("--since must be before --until") }
             let summary = try await apple.withClient(logger: logger) { client in
                 try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { pg in
-                    let backfill = AppleBackfill(
-                        client: client, reader: try apple.reader(), intake: AppleAPIOptions.intake(pg, logger: logger), logger: logger)
-                    return try await backfill.run(since: from, until: to, now: now) { progress in
-                        FileHandle.standardError.write(Data("page \(progress.pages): \(progress)\n".utf8))
+                    try await AppleAPIOptions.withIntake(pg, logger: logger) { intake in
+                        let backfill = AppleBackfill(client: client, reader: try apple.reader(), intake: intake, logger: logger)
+                        return try await backfill.run(since: from, until: to, now: now) { progress in
+                            FileHandle.standardError.write(Data("page \(progress.pages): \(progress)\n".utf8))
+                        }
                     }
                 }
             }
@@ -103,23 +104,24 @@ struct Apple: AsyncParsableCommand {
             let given = ids
             try await apple.withClient(logger: logger) { client in
                 try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) { pg in
-                    let intake = AppleAPIOptions.intake(pg, logger: logger)
-                    var ids = given
-                    if ids.isEmpty, let subscriber {
-                        ids = try await intake.links.accounts(store: AppleNotificationMapper.store, subscriber: subscriber)
-                        guard !ids.isEmpty else { throw CommandFailure("no App Store subscription is linked to \(subscriber)") }
-                    }
-                    let sync = AppleSync(
-                        client: client, verifier: try apple.verifier(), intake: intake, bundleID: apple.bundleID, logger: logger)
-                    for (i, id) in ids.enumerated() {
-                        do {
-                            let summary = try await sync.sync(originalTransactionID: id, subscriber: subscriber, now: AppleAPIOptions.now())
-                            print("[\(i + 1)/\(ids.count)] \(id): \(summary)")
-                        } catch {
-                            throw CommandFailure("\(id): \(error) (resume with --resume-after \(i == 0 ? "''" : ids[i - 1]))")
+                    try await AppleAPIOptions.withIntake(pg, logger: logger) { intake in
+                        var ids = given
+                        if ids.isEmpty, let subscriber {
+                            ids = try await intake.links.accounts(store: AppleNotificationMapper.store, subscriber: subscriber)
+                            guard !ids.isEmpty else { throw CommandFailure("no App Store subscription is linked to \(subscriber)") }
                         }
+                        let sync = AppleSync(
+                            client: client, verifier: try apple.verifier(), intake: intake, bundleID: apple.bundleID, logger: logger)
+                        for (i, id) in ids.enumerated() {
+                            do {
+                                let summary = try await sync.sync(originalTransactionID: id, subscriber: subscriber, now: AppleAPIOptions.now())
+                                print("[\(i + 1)/\(ids.count)] \(id): \(summary)")
+                            } catch {
+                                throw CommandFailure("\(id): \(error) (resume with --resume-after \(i == 0 ? "''" : ids[i - 1]))")
+                            }
+                        }
+                        return true
                     }
-                    return true
                 }
             }
         }
@@ -145,20 +147,22 @@ struct AppleAPIKeyOptions: ParsableArguments {
     )
     var baseURL: String?
 
-    var env: [String: String] { ProcessInfo.processInfo.environment }
+    var env: EnvironmentFallback { EnvironmentFallback() }
 
     /// Whether a base URL is given (by option or environment) instead of Apple's own hosts.
-    var hasBaseURL: Bool { !(baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"] ?? "").isEmpty }
+    var hasBaseURL: Bool { env.string(baseURL, "SUBLEDGER_APPLE_API_BASE_URL") != nil }
 
     /// Whether a key is configured at all (by option or environment).
     var isConfigured: Bool {
-        [issuerID ?? env["SUBLEDGER_APPLE_ISSUER_ID"], keyID ?? env["SUBLEDGER_APPLE_KEY_ID"], privateKey ?? env["SUBLEDGER_APPLE_PRIVATE_KEY"]]
-            .contains { !($0 ?? "").isEmpty }
+        [
+            env.string(issuerID, "SUBLEDGER_APPLE_ISSUER_ID"), env.string(keyID, "SUBLEDGER_APPLE_KEY_ID"),
+            env.string(privateKey, "SUBLEDGER_APPLE_PRIVATE_KEY"),
+        ].contains { $0 != nil }
     }
 
     func credentials(bundleID: String?) throws -> AppStoreAPICredentials {
         func value(_ option: String?, _ name: String, _ variable: String) throws -> String {
-            guard let v = option ?? env[variable], !v.isEmpty else {
+            guard let v = env.string(option, variable) else {
                 throw ValidationError("--\(name) (or \(variable)) is required to call the App Store Server API")
             }
             return v
@@ -180,7 +184,7 @@ struct AppleAPIKeyOptions: ParsableArguments {
     }
 
     func url(sandbox: Bool) -> String {
-        baseURL ?? env["SUBLEDGER_APPLE_API_BASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        env.string(baseURL, "SUBLEDGER_APPLE_API_BASE_URL")
             ?? (sandbox ? AppStoreServerAPIClient.sandboxURL : AppStoreServerAPIClient.productionURL)
     }
 }
@@ -200,8 +204,7 @@ struct AppleAPIOptions: ParsableArguments {
         help: "Trust this root for signed payloads instead of Apple Root CA G3 (repeatable; default: $SUBLEDGER_APPLE_ROOT_CERTS).")
     var rootCerts: [String] = []
 
-    var env: [String: String] { ProcessInfo.processInfo.environment }
-    var bundleID: String? { bundleIDOption ?? env["SUBLEDGER_APPLE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 } }
+    var bundleID: String? { EnvironmentFallback().string(bundleIDOption, "SUBLEDGER_APPLE_BUNDLE_ID") }
 
     func validate() throws {
         guard environment == "production" || environment == "sandbox" else {
@@ -244,21 +247,19 @@ struct AppleAPIOptions: ParsableArguments {
         }
     }
 
-    static func intake(_ client: PostgresClient, logger: Logger) -> EventIntake {
-        EventIntake(
-            store: EventStore(client: client, logger: logger), catalog: CatalogStore(client: client, logger: logger),
-            database: Database(client: client, logger: logger))
+    /// An intake whose append engine runs for the duration of `body`.
+    static func withIntake<T>(_ client: PostgresClient, logger: Logger, _ body: (EventIntake) async throws -> T) async throws -> T {
+        try await EventStore(client: client, logger: logger).running { store in
+            try await body(
+                EventIntake(store: store, catalog: CatalogStore(client: client, logger: logger), database: Database(client: client, logger: logger)))
+        }
     }
 }
 
 /// Root certificates from DER or PEM files (`--apple-root-cert`, or `SUBLEDGER_APPLE_ROOT_CERTS`, comma-separated).
 enum AppleRootFiles {
     static func load(_ given: [String]) throws -> [[UInt8]] {
-        var paths = given
-        if paths.isEmpty, let env = ProcessInfo.processInfo.environment["SUBLEDGER_APPLE_ROOT_CERTS"] {
-            paths = env.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        return try paths.map { path in
+        try EnvironmentFallback().list(given, "SUBLEDGER_APPLE_ROOT_CERTS").map { path in
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ValidationError("--apple-root-cert \(path): cannot read the file")
             }

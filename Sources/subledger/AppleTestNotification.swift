@@ -7,7 +7,7 @@ import StoreAdapters
 /// against a server started with `--apple-root-cert <ca-dir>/root.der`.
 struct AppleTestNotification: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "apple-test-notification",
+        commandName: "test-notification",
         abstract: "Print a signed App Store Server Notification V2 body, signed by a local test CA (for trials and tests).")
 
     @Option(help: "Folder of the test CA (created on first use); trust its root.der with serve --apple-root-cert.")
@@ -82,5 +82,21 @@ struct AppleTestNotification: AsyncParsableCommand {
                 "originalTransactionId": .string(originalTransactionId ?? transactionId), "productId": .string(productId), "autoRenewStatus": 1,
             ])
         print(body.canonicalString())
+    }
+}
+
+/// The command's first spelling, `subledger apple-test-notification`, kept working: it says on stderr where
+/// the command moved, then runs it.
+struct DeprecatedAppleTestNotification: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apple-test-notification", abstract: "Deprecated spelling of `subledger apple test-notification`.",
+        shouldDisplay: false)
+
+    @OptionGroup var command: AppleTestNotification
+
+    func run() throws {
+        FileHandle.standardError.write(
+            Data("subledger: 'apple-test-notification' is deprecated; use 'subledger apple test-notification'\n".utf8))
+        try command.run()
     }
 }

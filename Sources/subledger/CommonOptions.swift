@@ -23,7 +23,7 @@ struct DatabaseOptions: ParsableArguments {
 
     /// Every host given (`--database-url` repeated, or libpq's `h1:p1,h2:p2`), as one URL.
     func allHosts() throws -> DatabaseURL {
-        let texts = databaseURLs.isEmpty ? [ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""] : databaseURLs
+        let texts = databaseURLs.isEmpty ? [EnvironmentFallback().text("DATABASE_URL") ?? ""] : databaseURLs
         guard let first = texts.first, !first.isEmpty else {
             throw ValidationError("no database: pass --database-url or set DATABASE_URL (in a checkout: eval \"$(tools/pg env)\")")
         }
@@ -50,13 +50,13 @@ struct DatabaseOptions: ParsableArguments {
     /// pending, or an applied one edited), instead of with the first statement's PostgreSQL error. Skipped
     /// when the binary cannot find its schema files.
     func requireCurrentSchema(_ client: PostgresClient, logger: Logger) async throws {
-        guard let migrations = try? Migration.bundled() else { return }
-        let status = try await MigrationRunner(client: client, migrations: migrations, logger: logger).status()
+        guard let schema = try? Schema.bundled() else { return }
+        let status = try await MigrationRunner(client: client, schema: schema, logger: logger).status()
         if let refusal = status.refusal { throw CommandFailure(refusal) }
     }
 
     func makeLogger(_ label: String) -> Logger {
-        let levelText = logLevel ?? ProcessInfo.processInfo.environment["LOG_LEVEL"] ?? "info"
+        let levelText = EnvironmentFallback().string(logLevel, "LOG_LEVEL") ?? "info"
         let level = Logger.Level(rawValue: levelText.lowercased()) ?? .info
         LoggingBootstrap.once(level: level)
         var logger = Logger(label: label)

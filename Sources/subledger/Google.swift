@@ -38,20 +38,16 @@ struct GoogleOptions: ParsableArguments {
 
     /// Google Play's configuration from the flags, else the environment.
     func configuration() throws -> GooglePlayConfiguration {
-        let env = ProcessInfo.processInfo.environment
+        let env = EnvironmentFallback()
         func value(_ flag: String?, _ name: String) -> String? {
-            (flag ?? env[name]).flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0.trimmingCharacters(in: .whitespaces) }
-        }
-        var packages = googlePackageNames
-        if packages.isEmpty, let list = env["SUBLEDGER_GOOGLE_PACKAGE_NAMES"] {
-            packages = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            env.string(flag?.trimmingCharacters(in: .whitespaces), name)
         }
         var account: GoogleServiceAccount?
         if let path = value(googleServiceAccountFile, "SUBLEDGER_GOOGLE_SERVICE_ACCOUNT_FILE") {
             do { account = try GoogleServiceAccount.load(path: path) } catch { throw ValidationError("--google-service-account-file: \(error)") }
         }
         return GooglePlayConfiguration(
-            packageNames: Set(packages), serviceAccount: account,
+            packageNames: Set(env.list(googlePackageNames, "SUBLEDGER_GOOGLE_PACKAGE_NAMES")), serviceAccount: account,
             apiBaseURL: value(googleAPIBaseURL, "SUBLEDGER_GOOGLE_API_BASE_URL") ?? GooglePlayConfiguration.defaultAPIBaseURL,
             pubsubAudience: value(googlePubsubAudience, "SUBLEDGER_GOOGLE_PUBSUB_AUDIENCE"),
             pubsubServiceAccount: value(googlePubsubServiceAccount, "SUBLEDGER_GOOGLE_PUBSUB_SERVICE_ACCOUNT"),
@@ -88,8 +84,10 @@ struct GoogleReconcile: AsyncParsableCommand {
         let (read, new) = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 4), logger: logger) {
             client in
             let db = Database(client: client, logger: logger)
-            let intake = EventIntake(store: EventStore(database: db), catalog: CatalogStore(database: db), database: db)
-            return try await GooglePlay(configuration: config, intake: intake, logger: logger).reconcile(since: since)
+            return try await EventStore(database: db).running { store in
+                let intake = EventIntake(store: store, catalog: CatalogStore(database: db), database: db)
+                return try await GooglePlay(configuration: config, intake: intake, logger: logger).reconcile(since: since)
+            }
         }
         print("read \(read) voided purchases; \(new) new")
     }

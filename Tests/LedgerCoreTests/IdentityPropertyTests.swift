@@ -152,3 +152,33 @@ struct IdentityPropertyTests {
         }
     }
 }
+
+@Suite("Identity: what each side of a transfer is told")
+struct IdentityWebhookTests {
+    @Test("a transfer's two events each carry what moved: the side it leaves loses the entitlement, the side it reaches gains it")
+    func eachSideHearsOfIt() throws {
+        var ledger = IdentityPropertyTests.Ledger()
+        _ = ledger.append(
+            "a", .purchase, at: IdentityPropertyTests.at(0),
+            IdentityPropertyTests.transaction("t1", purchase: "p", from: 0, days: 30, price: 999))
+        let beforeA = Fold.fold(ledger.streams["a"]!)
+        ledger.transfer("p", to: "b", at: IdentityPropertyTests.at(10))
+        let out = try #require(ledger.streams["a"]?.last)
+        let arrived = try #require(ledger.streams["b"]?.last)
+        let lost = WebhookMessage.payload(
+            event: out, after: Fold.fold(ledger.streams["a"]!),
+            changes: EntitlementChange.between(beforeA, Fold.fold(ledger.streams["a"]!), at: out.occurredAt))
+        let gained = WebhookMessage.payload(
+            event: arrived, after: Fold.fold(ledger.streams["b"]!),
+            changes: EntitlementChange.between(.empty, Fold.fold(ledger.streams["b"]!), at: arrived.occurredAt))
+        #expect(lost.objectValue?["type"] == "ledger.transfer_out")
+        #expect(gained.objectValue?["type"] == "ledger.transfer_in")
+        let lostKinds = lost.objectValue?["data"]?.objectValue?["changes"]?.arrayValue?.first?.objectValue?["changes"]
+        let gainedKinds = gained.objectValue?["data"]?.objectValue?["changes"]?.arrayValue?.first?.objectValue?["changes"]
+        #expect(lostKinds?.arrayValue?.contains("revoked") == true)
+        #expect(gainedKinds?.arrayValue?.contains("granted") == true)
+        // What moved is named in the event: the purchase, the other side, the windows.
+        #expect(gained.objectValue?["data"]?.objectValue?["event"]?.objectValue?["data"]?.objectValue?["from_subscriber"] == "a")
+        #expect(lost.objectValue?["data"]?.objectValue?["event"]?.objectValue?["data"]?.objectValue?["to_subscriber"] == "b")
+    }
+}

@@ -39,12 +39,13 @@ struct APIHarness {
                 // A connection may take a while on a loaded machine (tests run in parallel): a lease timeout
                 // above the production default, so a slow lease is not mistaken for an outage.
                 configuration: ServerConfiguration(
-                    maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15), appleRootsDER: appleRootsDER,
-                    appleMaxAge: .seconds(100 * 365 * 86_400),
-                    stripeWebhookSecrets: stripeSecrets, stripeAPIKey: stripeAPIKey, stripeAPIBaseURL: stripeAPIBaseURL,
-                    stripeLookupInterval: .milliseconds(100), stripe: stripe),
+                    maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15),
+                    apple: AppleConfiguration(rootsDER: appleRootsDER, maxAge: .seconds(100 * 365 * 86_400)),
+                    stripe: StripeConfiguration(
+                        webhookSecrets: stripeSecrets, apiKey: stripeAPIKey, apiBaseURL: stripeAPIBaseURL,
+                        lookupInterval: .milliseconds(100), settings: stripe)),
                 client: client,
-                migrations: try TestDatabase.migrations(), metrics: metrics, logger: TestDatabase.logger)
+                schema: try TestDatabase.schema(), metrics: metrics, logger: TestDatabase.logger)
             // Background services (the Stripe customer look-up) run only in a live application.
             // A live application also serves a real socket (`http.port`), for tests that need one.
             try await app.test(stripeAPIKey == nil && !live ? .router : .live) { http in

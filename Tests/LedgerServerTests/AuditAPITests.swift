@@ -20,7 +20,7 @@ struct AuditAPITests {
             }
             let client = PostgresClient(configuration: url.clientConfiguration(role: "subledger_app"), backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
-                configuration: ServerConfiguration(), client: client, migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
+                configuration: ServerConfiguration(), client: client, schema: try TestDatabase.schema(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 let writer: HTTPFields = [.authorization: "Bearer \(keys.0)"]
                 let auditor: HTTPFields = [.authorization: "Bearer \(keys.1)"]

@@ -102,7 +102,7 @@ struct AuthAndOperationsTests {
             }
             let client = PostgresClient(configuration: url.clientConfiguration(role: "subledger_app"), backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
-                configuration: ServerConfiguration(keyCacheTTL: ttl), client: client, migrations: try TestDatabase.migrations(),
+                configuration: ServerConfiguration(keyCacheTTL: ttl), client: client, schema: try TestDatabase.schema(),
                 logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 try await body(http, [.authorization: "Bearer \(secret)"]) {
@@ -119,10 +119,11 @@ struct AuthAndOperationsTests {
     @Test("a binary newer than the schema is not ready, and says what to run in the CLI's words")
     func readinessWithPendingMigration() async throws {
         try await TestDatabase.withDatabase { url in
-            let newer = Migration(version: 9_999, name: "newer", sql: "SELECT 1")
+            var schema = try TestDatabase.schema()
+            schema.migrations.append(Migration(version: 9_999, name: "newer", sql: "SELECT 1"))
             let client = PostgresClient(configuration: url.clientConfiguration(role: "subledger_app"), backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
-                configuration: ServerConfiguration(), client: client, migrations: try TestDatabase.migrations() + [newer],
+                configuration: ServerConfiguration(), client: client, schema: schema,
                 logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 let ready = try await http.execute(uri: "/ready", method: .get)

@@ -38,7 +38,7 @@ struct EntitlementCacheAPITests {
                 backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
                 configuration: ServerConfiguration(entitlementCacheBytes: 1 << 20), client: client,
-                migrations: try TestDatabase.migrations(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+                schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 let headers: HTTPFields = [.authorization: "Bearer \(secret)", .contentType: "application/json"]
                 let deadline = ContinuousClock.now + .seconds(10)

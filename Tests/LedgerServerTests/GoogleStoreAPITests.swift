@@ -284,7 +284,7 @@ struct GoogleStoreAPITests {
                         google: configured
                             ? try google.configuration(port: port, packages: packages, reconcile: reconcile)
                             : GooglePlayConfiguration(reconcileInterval: nil)),
-                    client: client, migrations: try TestDatabase.migrations(), logger: TestDatabase.logger)
+                    client: client, schema: try TestDatabase.schema(), logger: TestDatabase.logger)
                 try await app.test(.router) { http in
                     let api = APIHarness(keys: keys)
                     for (id, p) in [("pro.monthly", product), ("max.monthly", maxProduct), ("lifetime.pro", lifetime)] {

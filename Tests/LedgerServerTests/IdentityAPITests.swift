@@ -37,10 +37,14 @@ struct IdentityAPITests {
         ])
     }
 
+    /// Whether `pro` is active.
     static func active(_ http: Client, _ api: APIHarness, _ s: String, at: String, asOf: Int64? = nil) async throws -> Bool {
         let query = "at=\(at)" + (asOf.map { "&as_of=\($0)" } ?? "")
         let e = try await get(http, api, "/v1/subscribers/\(s)/entitlements?\(query)")
-        return e.objectValue?["entitlements"]?.arrayValue?.contains { $0.objectValue?["active"] == .bool(true) } ?? false
+        return e.objectValue?["entitlements"]?.arrayValue?.contains {
+            $0.objectValue?["entitlement"] == "pro" && $0.objectValue?["active"] == .bool(true)
+        }
+            ?? false
     }
 
     static func purchases(_ http: Client, _ api: APIHarness, _ s: String, asOf: Int64? = nil) async throws -> [String] {
@@ -149,6 +153,19 @@ struct IdentityAPITests {
                         "known-m", key: "m-renew", purchase: "pp", type: "renewal", from: "2026-04-08T00:00:00Z", to: "2026-05-08T00:00:00Z")
                 ).status == .created)
             #expect(try await Self.active(http, api, "known-m", at: "2026-04-20T00:00:00Z"))
+            // A full refund of the moved paid transaction: it cuts B's window of it and takes the money back once.
+            let refund: JSONValue = [
+                "subscriber_id": "known-m", "type": "refund", "occurred_at": "2026-03-20T00:00:00Z", "source": "apple",
+                "environment": "production", "idempotency_key": "m-refund",
+                "data": ["transaction_id": "m-paid", "amount_minor": 999, "currency": "USD", "reason": "refund"],
+            ]
+            #expect(try await Self.post(http, api, "/v1/events", refund).status == .created)
+            #expect(try await Self.active(http, api, "known-m", at: "2026-03-25T00:00:00Z") == false)
+            let revenue = try await Self.get(http, api, "/v1/reports/revenue?from=2026-03-01&to=2026-06-01&interval=month")
+            let rows = revenue.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(rows.compactMap { $0["refunds"]?.numberValue?.int64Value }.reduce(0, +) == 999, "refunded once")
+            #expect(rows.compactMap { $0["billings"]?.numberValue?.int64Value }.reduce(0, +) == 1998, "the paid purchase and its renewal")
+            #expect(rows.last?["deferred_end"] == 0)
             // The same merge again answers what was stored.
             let again = try await Self.post(
                 http, api, "/v1/subscribers/anon-m/merge", ["into": "known-m", "idempotency_key": "merge-1", "occurred_at": "2026-03-10T00:00:00Z"])

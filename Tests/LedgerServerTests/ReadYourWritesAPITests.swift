@@ -129,7 +129,7 @@ struct ReadYourWritesAPITests {
                 backgroundLogger: TestDatabase.logger)
             let app = try buildApplication(
                 configuration: ServerConfiguration(entitlementCacheBytes: 1 << 20), client: client,
-                migrations: try TestDatabase.migrations(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+                schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 let headers: HTTPFields = [.authorization: "Bearer \(secret)", .contentType: "application/json"]
                 let deadline = ContinuousClock.now + .seconds(10)
@@ -179,7 +179,7 @@ struct ReadYourWritesAPITests {
             let app = try buildApplication(
                 configuration: ServerConfiguration(entitlementCacheBytes: 0), client: client,
                 replicas: [(name: "replica-1", client: replica)],
-                migrations: try TestDatabase.migrations(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+                schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
             try await app.test(.router) { http in
                 let headers: HTTPFields = [.authorization: "Bearer \(secret)", .contentType: "application/json"]
                 let appended = try await http.execute(

@@ -21,10 +21,11 @@ struct StoresSummaryTests {
     func configured() {
         let s = Self.summary(
             ServerConfiguration(
-                appleBundleID: "com.example.app", stripeWebhookSecrets: ["whsec_one", "whsec_two"],
+                apple: AppleConfiguration(bundleID: "com.example.app"),
                 google: GooglePlayConfiguration(
                     packageNames: ["com.example.app"], pubsubAudience: "aud", pubsubServiceAccount: "push@example.iam.gserviceaccount.com",
-                    reconcileInterval: nil)))
+                    reconcileInterval: nil),
+                stripe: StripeConfiguration(webhookSecrets: ["whsec_one", "whsec_two"])))
         #expect(s["apple"]?.contains("bundle com.example.app") == true)
         #expect(s["google"]?.hasPrefix("on: packages com.example.app; pushes verified for push@example.iam.gserviceaccount.com") == true)
         #expect(s["google"]?.contains("no service account") == true)

@@ -49,28 +49,30 @@ struct EventStoreTests {
         try await TestDatabase.with { client, _ in
             let store = EventStore(client: client, logger: TestDatabase.logger)
             _ = try await store.append([SampleEvents.purchase(subscriber: "carol", key: "c0")])
-            for round in 0..<20 {
-                let version = Int64(round + 1)
-                let outcomes = await withTaskGroup(of: Result<AppendResult, any Error>.self) { group in
-                    for writer in 0..<2 {
-                        group.addTask {
-                            do {
-                                return .success(
-                                    try await store.append([
-                                        SampleEvents.autoRenewOff(
-                                            subscriber: "carol", key: "c\(round)-\(writer)", expectedVersion: version)
-                                    ]))
-                            } catch {
-                                return .failure(error)
+            try await store.running { _ in
+                for round in 0..<20 {
+                    let version = Int64(round + 1)
+                    let outcomes = await withTaskGroup(of: Result<AppendResult, any Error>.self) { group in
+                        for writer in 0..<2 {
+                            group.addTask {
+                                do {
+                                    return .success(
+                                        try await store.append([
+                                            SampleEvents.autoRenewOff(
+                                                subscriber: "carol", key: "c\(round)-\(writer)", expectedVersion: version)
+                                        ]))
+                                } catch {
+                                    return .failure(error)
+                                }
                             }
                         }
+                        return await group.reduce(into: []) { $0.append($1) }
                     }
-                    return await group.reduce(into: []) { $0.append($1) }
-                }
-                let wins = outcomes.filter { if case .success = $0 { true } else { false } }
-                #expect(wins.count == 1)
-                for case .failure(let error) in outcomes {
-                    #expect(error as? StoreError == .versionConflict(subscriberID: "carol", expected: version, actual: version + 1, index: nil))
+                    let wins = outcomes.filter { if case .success = $0 { true } else { false } }
+                    #expect(wins.count == 1)
+                    for case .failure(let error) in outcomes {
+                        #expect(error as? StoreError == .versionConflict(subscriberID: "carol", expected: version, actual: version + 1, index: nil))
+                    }
                 }
             }
             let stream = try await store.stream(subscriberID: "carol", afterVersion: 0, limit: 100)

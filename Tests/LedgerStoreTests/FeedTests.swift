@@ -31,23 +31,25 @@ struct FeedTests {
                 }
             }
 
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for w in 0..<writers {
-                    group.addTask {
-                        var i = 0
-                        while i < perWriter {
-                            // Mix single appends and small batches, same and different subscribers.
-                            let size = min(perWriter - i, (i % 3) + 1)
-                            let batch = (0..<size).map { k in
-                                SampleEvents.purchase(subscriber: "w\(w)-s\((i + k) % 7)", key: "w\(w)-\(i + k)")
+            try await store.running { _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for w in 0..<writers {
+                        group.addTask {
+                            var i = 0
+                            while i < perWriter {
+                                // Mix single appends and small batches, same and different subscribers.
+                                let size = min(perWriter - i, (i % 3) + 1)
+                                let batch = (0..<size).map { k in
+                                    SampleEvents.purchase(subscriber: "w\(w)-s\((i + k) % 7)", key: "w\(w)-\(i + k)")
+                                }
+                                _ = try await store.append(batch)
+                                i += size
                             }
-                            _ = try await store.append(batch)
-                            i += size
+                            done.increment()
                         }
-                        done.increment()
                     }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
             }
             let events = try await reader.value
             #expect(events.count == total)

@@ -2,6 +2,7 @@ import Foundation
 import LedgerCore
 import LedgerTestSupport
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -27,11 +28,13 @@ struct GroupCommitTests {
         try await TestDatabase.with { client, _ in
             let store = EventStore(client: client, logger: TestDatabase.logger)
             let n = 64
-            let results = try await withThrowingTaskGroup(of: AppendResult.self) { group in
-                for i in 0..<n {
-                    group.addTask { try await store.append([SampleEvents.purchase(subscriber: "g\(i % 8)", key: "g\(i)")]) }
+            let results = try await store.running { _ in
+                try await withThrowingTaskGroup(of: AppendResult.self) { group in
+                    for i in 0..<n {
+                        group.addTask { try await store.append([SampleEvents.purchase(subscriber: "g\(i % 8)", key: "g\(i)")]) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
                 }
-                return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(results.count == n)
             #expect(results.allSatisfy { $0.createdCount == 1 })
@@ -110,14 +113,60 @@ struct GroupCommitTests {
             #expect(try await store.feed(afterPosition: 0, limit: 100).map(\.idempotencyKey) == ["m1", "m2"])
 
             // Concurrently through the queue: each key stored once whatever the grouping.
-            let results = try await withThrowingTaskGroup(of: AppendResult.self) { group in
-                for i in 0..<40 {
-                    group.addTask { try await store.append([SampleEvents.purchase(subscriber: "n", key: "n\(i / 2)")]) }
+            let results = try await store.running { _ in
+                try await withThrowingTaskGroup(of: AppendResult.self) { group in
+                    for i in 0..<40 {
+                        group.addTask { try await store.append([SampleEvents.purchase(subscriber: "n", key: "n\(i / 2)")]) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
                 }
-                return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(results.filter { $0.createdCount == 1 }.count == 20)
             #expect(try await store.stream(subscriberID: "n", afterVersion: 0, limit: 100).count == 20)
+        }
+    }
+}
+
+/// The append engine as a service: a graceful shutdown in the middle of a burst.
+@Suite("Group commit: shutdown")
+struct GroupCommitShutdownTests {
+    @Test("a graceful shutdown during a burst commits what was queued and in flight: every acknowledged append is stored, nothing else")
+    func shutdownLosesNoAcknowledgedAppend() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(database: Database(client: client, logger: TestDatabase.logger), pipelineEvents: 1)
+            let group = ServiceGroup(services: [store], gracefulShutdownSignals: [], logger: TestDatabase.logger)
+            let outcomes = try await withThrowingTaskGroup(of: [String: Bool].self) { tasks in
+                tasks.addTask {
+                    try await group.run()
+                    return [:]
+                }
+                while !store.committer.isRunning { try await Task.sleep(for: .milliseconds(1)) }
+                let n = 300
+                for i in 0..<n {
+                    tasks.addTask {
+                        let key = "burst-\(i)"
+                        do {
+                            _ = try await store.append([SampleEvents.purchase(subscriber: "b\(i % 9)", key: key)])
+                            return [key: true]
+                        } catch StoreError.unavailable {
+                            return [key: false]
+                        }
+                    }
+                    if i == n / 3 {
+                        // Mid-burst: appends are queued and a group is in flight.
+                        while store.groupCommitCounts.appends < 20 { try await Task.sleep(for: .milliseconds(1)) }
+                        await group.triggerGracefulShutdown()
+                    }
+                }
+                return try await tasks.reduce(into: [:]) { $0.merge($1) { a, _ in a } }
+            }
+            let acknowledged = Set(outcomes.filter(\.value).map(\.key))
+            #expect(acknowledged.count >= 20)
+            #expect(outcomes.count == 300)
+            let stored = try await store.feed(afterPosition: 0, limit: 1000).map(\.idempotencyKey)
+            #expect(Set(stored) == acknowledged, "refused appends are not stored, acknowledged ones all are")
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+            await #expect(throws: StoreError.self) { try await store.append([SampleEvents.purchase(subscriber: "late", key: "late")]) }
         }
     }
 }
@@ -150,18 +199,20 @@ struct GroupSelectionTests {
             inFlight.withLock { $0.now -= 1 }
             return jobs.map { _ in .failure(CancellationError()) }
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { _ = try? await committer.submit(Self.light("first")) }
-            while inFlight.withLock({ $0.started }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
-            for i in 0..<20 { group.addTask { _ = try? await committer.submit(Self.light("j\(i)")) } }
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(inFlight.withLock { $0.started } == 1, "nothing is computed on top of a group not yet sent")
-            open.withLock { $0.firstMaySend = true }
-            while inFlight.withLock({ $0.started }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(inFlight.withLock { $0.started } == 2, "a third waits for a slot")
-            open.withLock { $0.gate = true }
-            try await group.waitForAll()
+        try await committer.running {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try? await committer.submit(Self.light("first")) }
+                while inFlight.withLock({ $0.started }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+                for i in 0..<20 { group.addTask { _ = try? await committer.submit(Self.light("j\(i)")) } }
+                try await Task.sleep(for: .milliseconds(100))
+                #expect(inFlight.withLock { $0.started } == 1, "nothing is computed on top of a group not yet sent")
+                open.withLock { $0.firstMaySend = true }
+                while inFlight.withLock({ $0.started }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+                try await Task.sleep(for: .milliseconds(100))
+                #expect(inFlight.withLock { $0.started } == 2, "a third waits for a slot")
+                open.withLock { $0.gate = true }
+                try await group.waitForAll()
+            }
         }
         #expect(inFlight.withLock { $0.most } == 2)
         #expect(committer.pipelined.groups >= 1)
@@ -181,18 +232,20 @@ struct GroupSelectionTests {
             if recorded.withLock({ $0.count }) == 1 { for await _ in gate.stream { break } }  // hold the first group
             return jobs.map { _ in .failure(CancellationError()) }
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { _ = try? await committer.submit(Self.heavy("first")) }
-            while recorded.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
-            for i in 0..<10 { group.addTask { _ = try? await committer.submit(Self.heavy("h\(i)")) } }
-            try await Task.sleep(for: .milliseconds(100))
-            group.addTask {
-                _ = try? await committer.submit(AppendJob(events: [SampleEvents.purchase(subscriber: "o", key: "ordinary")], replays: .strict))
+        try await committer.running {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try? await committer.submit(Self.heavy("first")) }
+                while recorded.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+                for i in 0..<10 { group.addTask { _ = try? await committer.submit(Self.heavy("h\(i)")) } }
+                try await Task.sleep(for: .milliseconds(100))
+                group.addTask {
+                    _ = try? await committer.submit(AppendJob(events: [SampleEvents.purchase(subscriber: "o", key: "ordinary")], replays: .strict))
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                gate.continuation.yield()
+                gate.continuation.finish()
+                try await group.waitForAll()
             }
-            try await Task.sleep(for: .milliseconds(100))
-            gate.continuation.yield()
-            gate.continuation.finish()
-            try await group.waitForAll()
         }
         let groups = recorded.withLock { $0 }
         #expect(groups.count >= 3)

@@ -30,19 +30,21 @@ struct MigrationTests {
     @Test("migrate applies pending files once, records checksums, and refuses an edited applied file")
     func migrateAndRefuseEdits() async throws {
         try await TestDatabase.with { client, url in
-            let migrations = try TestDatabase.migrations()
+            let schema = try TestDatabase.schema()
+            let migrations = schema.migrations
             // The template is already migrated: nothing pending, status current.
-            let runner = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)
+            let runner = MigrationRunner(client: client, schema: schema, logger: TestDatabase.logger)
             #expect(try await runner.status().isCurrent)
-            #expect(try await runner.migrate().isEmpty)
+            let again = try await runner.migrate()
+            #expect(again.migrations.isEmpty && again.functions.isEmpty)
             let recorded = try await client.query("SELECT version, checksum FROM schema_migrations ORDER BY version")
                 .collect().map { try $0.decode((Int, String).self) }
             #expect(recorded.map(\.0) == migrations.map(\.version))
             #expect(recorded.map(\.1) == migrations.map(\.checksum))
 
-            var edited = migrations
-            edited[0] = Migration(version: 1, name: edited[0].name, sql: edited[0].sql + "\n-- an innocent comment\n")
-            let refusing = MigrationRunner(client: client, migrations: edited, logger: TestDatabase.logger)
+            var edited = schema
+            edited.migrations[0] = Migration(version: 1, name: migrations[0].name, sql: migrations[0].sql + "\n-- an innocent comment\n")
+            let refusing = MigrationRunner(client: client, schema: edited, logger: TestDatabase.logger)
             let status = try await refusing.status()
             #expect(!status.isCurrent)
             #expect(status.problems.count == 1)
@@ -53,11 +55,11 @@ struct MigrationTests {
     @Test("a failing migration applies nothing, not even the pending files before it")
     func failingMigrationIsAtomic() async throws {
         try await TestDatabase.with { client, _ in
-            var migrations = try TestDatabase.migrations()
-            let next = (migrations.map(\.version).max() ?? 0) + 1
-            migrations.append(Migration(version: next, name: "good", sql: "CREATE TABLE probe_good (x int);"))
-            migrations.append(Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int); SELECT no_such_function();"))
-            let runner = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)
+            var schema = try TestDatabase.schema()
+            let next = (schema.migrations.map(\.version).max() ?? 0) + 1
+            schema.migrations.append(Migration(version: next, name: "good", sql: "CREATE TABLE probe_good (x int);"))
+            schema.migrations.append(Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int); SELECT no_such_function();"))
+            let runner = MigrationRunner(client: client, schema: schema, logger: TestDatabase.logger)
             let error = await #expect(throws: MigrationError.self) { try await runner.migrate() }
             #expect("\(error!)".contains("no_such_function"))
             let tables = try await client.query(
@@ -67,9 +69,9 @@ struct MigrationTests {
             #expect(try await runner.status().pending.map(\.version) == [next, next + 1])
 
             // Fixed, it applies both in one go.
-            migrations[migrations.count - 1] = Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int);")
-            let fixed = MigrationRunner(client: client, migrations: migrations, logger: TestDatabase.logger)
-            #expect(try await fixed.migrate().map(\.version) == [next, next + 1])
+            schema.migrations[schema.migrations.count - 1] = Migration(version: next + 1, name: "bad", sql: "CREATE TABLE probe_bad (x int);")
+            let fixed = MigrationRunner(client: client, schema: schema, logger: TestDatabase.logger)
+            #expect(try await fixed.migrate().migrations.map(\.version) == [next, next + 1])
             #expect(try await fixed.status().isCurrent)
         }
     }

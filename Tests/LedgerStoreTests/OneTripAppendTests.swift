@@ -73,13 +73,17 @@ struct OneTripAppendTests {
         try await TestDatabase.with { client, _ in
             let stores = [EventStore(client: client, logger: TestDatabase.logger), EventStore(client: client, logger: TestDatabase.logger)]
             let n = 120
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for i in 0..<n {
-                    group.addTask {
-                        _ = try await stores[i % 2].append([SampleEvents.purchase(subscriber: "c\(i % 5)", key: "c\(i)")])
+            try await stores[0].running { _ in
+                try await stores[1].running { _ in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for i in 0..<n {
+                            group.addTask {
+                                _ = try await stores[i % 2].append([SampleEvents.purchase(subscriber: "c\(i % 5)", key: "c\(i)")])
+                            }
+                        }
+                        try await group.waitForAll()
                     }
                 }
-                try await group.waitForAll()
             }
             let feed = try await stores[0].feed(afterPosition: 0, limit: 1000)
             #expect(feed.map(\.position) == Array(1...Int64(n)))
@@ -104,15 +108,19 @@ struct OneTripAppendTests {
             let other = EventStore(client: client, logger: TestDatabase.logger)
             _ = try await pipelined.append([SampleEvents.purchase(subscriber: "p0", key: "first")])
             let n = 240
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for i in 0..<n {
-                    group.addTask {
-                        // One in twelve from the other process: the pipelined store's beliefs keep failing under it.
-                        let store = i % 12 == 0 ? other : pipelined
-                        _ = try await store.append([SampleEvents.purchase(subscriber: "p\(i % 7)", key: "p\(i)")])
+            try await pipelined.running { _ in
+                try await other.running { _ in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for i in 0..<n {
+                            group.addTask {
+                                // One in twelve from the other process: the pipelined store's beliefs keep failing under it.
+                                let store = i % 12 == 0 ? other : pipelined
+                                _ = try await store.append([SampleEvents.purchase(subscriber: "p\(i % 7)", key: "p\(i)")])
+                            }
+                        }
+                        try await group.waitForAll()
                     }
                 }
-                try await group.waitForAll()
             }
             #expect(pipelined.pipelineCounts.groups > 0, "some group was sent while another was in flight")
             #expect(pipelined.pipelineCounts.mostInFlight == 2)

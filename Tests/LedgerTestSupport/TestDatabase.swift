@@ -32,10 +32,19 @@ public enum TestDatabase {
     }
 
     /// The repository's `schema/` folder, found from this source file (tests never depend on the cwd).
+    public static var schemaDirectory: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("schema")
+    }
+
+    /// The repository's migrations and SQL functions.
+    public static func schema() throws -> Schema {
+        try Schema.load(directory: schemaDirectory)
+    }
+
+    /// The repository's migrations alone.
     public static func migrations() throws -> [Migration] {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return try Migration.load(directory: root.appendingPathComponent("schema"))
+        try schema().migrations
     }
 
     /// Runs `body` with a started client on a new database (as the owner role of `DATABASE_URL`), dropped afterwards.
@@ -88,7 +97,7 @@ public enum TestDatabase {
     }
 }
 
-/// Creates the migrated template database once per test process (named by the migrations' checksums).
+/// Creates the migrated template database once per test process (named by the schema files' checksums).
 actor Templates {
     static let shared = Templates()
     private var building: Task<String, any Error>?
@@ -102,8 +111,8 @@ actor Templates {
     }
 
     private static func build(base: DatabaseURL) async throws -> String {
-        let migrations = try TestDatabase.migrations()
-        let fingerprint = String(UInt64(truncatingIfNeeded: migrations.map(\.checksum).joined().hashValueStable), radix: 16)
+        let schema = try TestDatabase.schema()
+        let fingerprint = String(UInt64(truncatingIfNeeded: schema.fingerprint.hashValueStable), radix: 16)
         let name = "sl_template_\(fingerprint)"
         let exists = try await TestDatabase.run(base.clientConfiguration(maximumConnections: 1)) { c in
             try await c.query("SELECT 1 FROM pg_database WHERE datname = \(name)").collect().count == 1
@@ -115,7 +124,7 @@ actor Templates {
                 try await c.query("CREATE DATABASE \(unescaped: building)")
             }
             _ = try await TestDatabase.run(base.with(database: building).clientConfiguration(maximumConnections: 2)) { c in
-                try await MigrationRunner(client: c, migrations: migrations, logger: TestDatabase.logger).migrate()
+                try await MigrationRunner(client: c, schema: schema, logger: TestDatabase.logger).migrate()
             }
             try await TestDatabase.admin(base) { c in
                 try await c.query(

@@ -7,6 +7,8 @@ import LedgerStore
 struct ReportRoutes {
     /// Reports read the fact tables on a replica that has the position asked for, else on the primary.
     let router: ReadRouter
+    /// "Now" for the default period and `at`.
+    var clock: WallClock = .system
     /// Reports never span more periods than this (a day grid over ~2.7 years).
     static let maxPeriods = 1000
 
@@ -20,7 +22,7 @@ struct ReportRoutes {
 
     @Sendable func churn(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
-        let q = try ReportQuery(request)
+        let q = try ReportQuery(request, now: clock.now())
         let (result, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
         }
@@ -37,7 +39,7 @@ struct ReportRoutes {
 
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
-        let q = try ReportQuery(request)
+        let q = try ReportQuery(request, now: clock.now())
         let (result, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).revenue(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
         }
@@ -54,7 +56,7 @@ struct ReportRoutes {
 
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
-        let q = try ReportQuery(request)
+        let q = try ReportQuery(request, now: clock.now())
         let (result, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
         }
@@ -66,7 +68,7 @@ struct ReportRoutes {
 
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
-        let q = try ReportQuery(request, interval: .month)
+        let q = try ReportQuery(request, interval: .month, now: clock.now())
         let (cohorts, position) = try await router.read(atLeast: q.minimum) {
             try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
         }
@@ -93,7 +95,7 @@ struct ReportRoutes {
     @Sendable func mrr(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let query = QueryParameters(request: request)
-        let at = try query.timestamp("at") ?? Timestamp.now()
+        let at = try query.timestamp("at") ?? clock.now()
         let entitlement = try query.entitlement()
         let minimum = try LedgerPosition.minimum(request)
         let (lines, position) = try await router.read(atLeast: minimum) {
@@ -168,7 +170,7 @@ struct ReportQuery {
     let minimum: Int64
 
     /// Defaults: `to` is the end of the current period, `from` twelve periods (thirty days) earlier.
-    init(_ request: Request, interval fixed: ReportInterval? = nil) throws {
+    init(_ request: Request, interval fixed: ReportInterval? = nil, now: Timestamp) throws {
         let query = QueryParameters(request: request)
         let interval: ReportInterval
         if let fixed {
@@ -181,7 +183,7 @@ struct ReportQuery {
         } else {
             interval = .month
         }
-        now = Timestamp.now()
+        self.now = now
         let to = try query.dateOrTimestamp("to") ?? interval.next(after: interval.periodStart(containing: now))
         var from = interval.periodStart(containing: Timestamp(microseconds: to.microseconds - 1))
         for _ in 0..<(interval == .day ? 29 : 11) { from = Self.previous(from, interval) }

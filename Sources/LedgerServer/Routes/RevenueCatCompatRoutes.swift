@@ -9,6 +9,7 @@ import LedgerStore
 struct RevenueCatCompatRoutes {
     let store: EventStore
     let router: ReadRouter
+    var clock: WallClock = .system
     /// Events read per query while collecting a stream (a stream holds at most `Limits` events).
     static let page = 1000
 
@@ -29,7 +30,7 @@ struct RevenueCatCompatRoutes {
                 if page.count < Self.page { return all }
             }
         }
-        let now = Timestamp.now()
+        let now = clock.now()
         let info = RevenueCatCustomerInfo(subscriberID: subscriber, events: events, ledger: Fold.fold(events), at: now)
         return Response.json(info.json).ledgerPosition(max(position, events.map(\.position).max() ?? 0))
     }

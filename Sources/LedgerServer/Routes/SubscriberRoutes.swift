@@ -6,6 +6,8 @@ import LedgerStore
 /// Entitlement and window reads (readers): from the projection now, or as of an earlier point of the log.
 struct SubscriberRoutes {
     let reader: ProjectionReader
+    /// "Now" for entitlements without `at`.
+    var clock: WallClock = .system
     /// Windows in one response; `next_after` pages on.
     static let maxWindowsPerPage = 1000
 
@@ -21,7 +23,7 @@ struct SubscriberRoutes {
         try context.require(.readEntitlements)
         let subscriber = try SubscriberPath.id(context)
         let query = QueryParameters(request: request)
-        let at = try query.timestamp("at") ?? Timestamp.now()
+        let at = try query.timestamp("at") ?? clock.now()
         let asOf = try query.asOf()
         if asOf != nil { try context.require(.audit) }
         let minimum = try LedgerPosition.minimum(request)
@@ -71,9 +73,9 @@ extension AsOf {
 }
 
 extension Timestamp {
-    /// The current time: read at the HTTP edge only (LedgerCore never reads the clock).
+    /// The system's time, for the store routes that have no clock injected yet (`WallClock`).
     static func now() -> Timestamp {
-        Timestamp(microseconds: Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)))
+        WallClock.system.now()
     }
 }
 

@@ -103,3 +103,17 @@ struct UUIDArray: BinaryArrayBind {
         withUnsafeBytes(of: element.uuid) { _ = buffer.writeBytes($0) }
     }
 }
+
+/// `jsonb` from JSON text (binary format: version 1, then the text), so a statement's parameter has the
+/// type of the function argument it feeds, which the one-trip statement's test checks against `pg_proc`.
+struct JSONBText: PostgresNonThrowingEncodable {
+    var text: String
+    init(_ text: String) { self.text = text }
+    static var psqlType: PostgresDataType { .jsonb }
+    static var psqlFormat: PostgresFormat { .binary }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
+        buffer.writeInteger(UInt8(1))
+        buffer.writeString(text)
+    }
+}

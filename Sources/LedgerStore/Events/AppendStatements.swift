@@ -55,7 +55,8 @@ enum AppendStatements {
         func decodeRow(_ row: PostgresRow) throws -> StreamEvent { try EventRow.decodeForStream(row) }
     }
 
-    /// One group in one round trip (`subledger_append`, schemas 0013 and 0016): false when a belief is wrong.
+    /// One group in one round trip (`schema/functions/subledger_append.sql`): false when a belief is wrong. Each
+    /// parameter is bound in its argument's type (test: `the one-trip statement binds…`).
     struct OneTrip: PostgresPreparedStatement {
         static let name = "subledger_append_one_trip"
         static let sql = """
@@ -85,7 +86,7 @@ enum AppendStatements {
             b.append(TextArray(subscribers))
             b.append(Int64Array(believedVersions))
             b.append(ByteaArray(believedHashes))
-            b.append(recordedAt.rfc3339)
+            b.append(recordedAt)
             b.append(TextArray(rows.map(\.subscriberID)))
             b.append(Int64Array(rows.map(\.version)))
             b.append(Int64Array(rows.map(\.position)))
@@ -100,13 +101,13 @@ enum AppendStatements {
             b.append(ByteaArray(fingerprints))
             b.append(ByteaArray(rows.map(\.prevHash)))
             b.append(ByteaArray(rows.map(\.hash)))
-            b.append(projection.text(.windows))
-            b.append(projection.text(.subscriberState))
-            b.append(projection.text(.reportRuns))
-            b.append(projection.text(.reportTransactions))
-            b.append(projection.text(.reportTrials))
-            b.append(projection.rollupText)
-            b.append(projection.deletionsText)
+            b.append(JSONBText(projection.text(.windows)))
+            b.append(JSONBText(projection.text(.subscriberState)))
+            b.append(JSONBText(projection.text(.reportRuns)))
+            b.append(JSONBText(projection.text(.reportTransactions)))
+            b.append(JSONBText(projection.text(.reportTrials)))
+            b.append(JSONBText(projection.rollupText))
+            b.append(JSONBText(projection.deletionsText))
             return b
         }
 

@@ -167,7 +167,7 @@ struct AppendWriter {
     static let parallelFoldMinimum = 32
     static let foldCores = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
-    /// The group in one round trip (`subledger_append`, schemas 0013 and 0016), computed from what the server believes
+    /// The group in one round trip (`schema/functions/subledger_append.sql`), computed from what the server believes
     /// the log's end and the touched streams are (`belief`: every touched stream whole, empty when believed
     /// new). Returns nil, having written nothing, when the database disagrees with a belief. Keys are not
     /// looked up: a reused key raises the unique violation, a failed version check `NeedsKeyLookup`.

@@ -3,6 +3,7 @@ import LedgerCore
 import Logging
 import NIOCore
 import PostgresNIO
+import ServiceLifecycle
 
 /// What an append did: the events in request order, and how many of them are new.
 public struct AppendResult: Sendable {
@@ -20,7 +21,11 @@ public struct AppendResult: Sendable {
 /// below it. The lock is released only after the commit is visible (PostgreSQL ends the transaction in the
 /// proc array before releasing its locks), which is what makes the feed gap-safe.
 /// See docs/event-store.md for the choice and its cost.
-public struct EventStore: Sendable {
+///
+/// A `Service`: its `run()` is the append engine's loop (`GroupCommitter`), which the server runs in its
+/// ServiceGroup and a one-shot command around its work (`running`). Without it, a lone append still commits
+/// in its caller's task; an append that would wait behind another fails (`GroupCommitter.NotRunning`).
+public struct EventStore: Service {
     /// The key of the advisory lock every append (API, import) holds while it assigns positions.
     public static let appendLockKey: Int64 = 0x5355_424C_4150_5044
 
@@ -35,19 +40,20 @@ public struct EventStore: Sendable {
     let onCommit: CommitObserver
     var logger: Logger { database.logger }
 
-    /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers.
-    public init(database: Database, onCommit: @escaping CommitObserver = { _ in }) {
-        self.init(database: database, pipelineEvents: 16, onCommit: onCommit)
+    /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers;
+    /// `clock` gives one-trip appends their `recorded_at` (never before the log's last, as the database checks).
+    public init(database: Database, clock: WallClock = .system, onCommit: @escaping CommitObserver = { _ in }) {
+        self.init(database: database, pipelineEvents: 16, clock: clock, onCommit: onCommit)
     }
 
     /// `pipelineEvents`: how many events must wait before a group is sent behind one in flight (tests set 1).
-    init(database: Database, pipelineEvents: Int, onCommit: @escaping CommitObserver = { _ in }) {
+    init(database: Database, pipelineEvents: Int, clock: WallClock = .system, onCommit: @escaping CommitObserver = { _ in }) {
         self.database = database
         self.onCommit = onCommit
         let memory = AppendMemory()
         self.memory = memory
         self.committer = GroupCommitter(pipelineEvents: pipelineEvents) { jobs, sent in
-            let outcomes = await Self.commit(jobs, database: database, memory: memory, sent: sent)
+            let outcomes = await Self.commit(jobs, database: database, memory: memory, clock: clock, sent: sent)
             var changes: [String: Int64] = [:]
             for (job, outcome) in zip(jobs, outcomes) {
                 if case .success(let result) = outcome {
@@ -62,6 +68,18 @@ public struct EventStore: Sendable {
 
     public init(client: PostgresClient, logger: Logger) {
         self.init(database: Database(client: client, logger: logger))
+    }
+
+    /// The append engine's loop: commits the groups that waiting appends form until a graceful shutdown has
+    /// drained them and the groups in flight, or until cancelled. Runs once per store.
+    public func run() async throws {
+        try await committer.run()
+    }
+
+    /// Runs `body` with the append engine running, and stops it after (one-shot commands and tests, which have
+    /// no ServiceGroup). Everything `body` awaited has its outcome by then.
+    public func running<T>(_ body: (EventStore) async throws -> T) async throws -> T {
+        try await committer.running { try await body(self) }
     }
 
     /// Appends all events or none. Events whose (`source`, `idempotency_key`) is already stored with the
@@ -115,51 +133,51 @@ public struct EventStore: Sendable {
         }
     }
 
-    /// Commits a group of appends in one transaction, each with its own outcome.
-    ///
-    /// First in one round trip from what this process believes (`AppendMemory`), when it believes anything;
-    /// otherwise, or when the database refuses the belief, the general way: a transaction that reads the
-    /// tail under the lock. A conflict fails only its own job (`AppendWriter`). Any other statement error
-    /// rolls the group back, so the jobs are then committed one by one, and only the job that causes it
-    /// fails. An outage fails every job of the group at once: their outcome is unknown to the caller, who
-    /// retries with the same idempotency keys. `sent` is called once the group is sent in one round trip
-    /// and `memory` holds what it believes the group leaves, so that the next group can be computed.
+    /// Commits a group of appends in one transaction, each with its own outcome, down the ladder of
+    /// `CommitRung`: first in one round trip from what this process believes (`AppendMemory`), when it
+    /// believes anything; otherwise, or when the database refuses the belief, the general way (a transaction
+    /// that reads the tail under the lock), looking keys up when one was reused. A conflict fails only its own
+    /// job (`AppendWriter`). Any other statement error rolls the group back, so the jobs are then committed
+    /// one by one, and only the job that causes it fails. An outage fails every job of the group at once:
+    /// their outcome is unknown to the caller, who retries with the same idempotency keys. `sent` is called
+    /// once the group is sent in one round trip and `memory` holds what it believes the group leaves, so
+    /// that the next group can be computed.
     static func commit(
-        _ jobs: [AppendJob], database: Database, memory: AppendMemory, sent: @escaping @Sendable () -> Void = {}
+        _ jobs: [AppendJob], database: Database, memory: AppendMemory, clock: WallClock = .system,
+        sent: @escaping @Sendable () -> Void = {}
     ) async -> [Result<AppendResult, any Error>] {
         let writer = AppendWriter(logger: database.logger)
-        do {
-            let outcomes = try await StoreError.mapping {
-                var lookUpKeys = false
-                switch try await oneTrip(jobs, writer: writer, database: database, memory: memory, sent: sent) {
-                case .written(let outcomes): return outcomes
-                case .refused: break
-                case .needsKeyLookup: lookUpKeys = true
-                }
-                if !lookUpKeys {
-                    do {
-                        return try await general(jobs, lookUpKeys: false, writer: writer, database: database, memory: memory)
-                    } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
-                    } catch is AppendWriter.NeedsKeyLookup {
+        var rung = CommitRung.oneTrip
+        while true {
+            let outcome: CommitRung.Outcome
+            var failure: any Error = StoreError.unavailable("no outcome")
+            do {
+                switch rung {
+                case .oneTrip:
+                    let trip = try await StoreError.mapping {
+                        try await oneTrip(jobs, writer: writer, database: database, memory: memory, clock: clock, sent: sent)
                     }
+                    guard case .refused = trip else { return trip.outcomes.map { $0.mapError { $0 as any Error } } }
+                    outcome = .refused
+                case .general, .keyLookup:
+                    let lookUpKeys = rung == .keyLookup
+                    let outcomes = try await StoreError.mapping {
+                        try await general(jobs, lookUpKeys: lookUpKeys, writer: writer, database: database, memory: memory)
+                    }
+                    return outcomes.map { $0.mapError { $0 as any Error } }
+                case .oneByOne:
+                    var outcomes: [Result<AppendResult, any Error>] = []
+                    for job in jobs { outcomes += await commit([job], database: database, memory: memory, clock: clock) }
+                    return outcomes
                 }
-                return try await general(jobs, lookUpKeys: true, writer: writer, database: database, memory: memory)
+            } catch {
+                outcome = CommitRung.Outcome(error)
+                failure = (error as? AppendWriter.StreamTooLarge)?.validationError ?? error
             }
-            return outcomes.map { $0.mapError { $0 as any Error } }
-        } catch let error as PSQLError where jobs.count > 1 && error.code == .server {
-            memory.forget()
-            var outcomes: [Result<AppendResult, any Error>] = []
-            for job in jobs { outcomes += await commit([job], database: database, memory: memory) }
-            return outcomes
-        } catch is AppendWriter.StreamTooLarge where jobs.count > 1 {
-            var outcomes: [Result<AppendResult, any Error>] = []
-            for job in jobs { outcomes += await commit([job], database: database, memory: memory) }
-            return outcomes
-        } catch let error as AppendWriter.StreamTooLarge {
-            return [.failure(error.validationError)]
-        } catch {
-            memory.forget()
-            return Array(repeating: .failure(error), count: jobs.count)
+            let step = CommitRung.step(after: rung, outcome, jobs: jobs.count)
+            if step.forgetsBelief { memory.forget() }
+            guard let next = step.next else { return Array(repeating: .failure(failure), count: jobs.count) }
+            rung = next
         }
     }
 
@@ -167,52 +185,49 @@ public struct EventStore: Sendable {
         case written([Result<AppendResult, StoreError>])
         /// Nothing believed, or the database refused the belief: the general way, keys not looked up.
         case refused
-        /// A version check failed against the belief, or a key is reused: the general way with keys looked up.
-        case needsKeyLookup
+
+        var outcomes: [Result<AppendResult, StoreError>] {
+            guard case .written(let outcomes) = self else { return [] }
+            return outcomes
+        }
     }
 
     /// The group in one round trip, when this process believes where the log ends. Streams it does not
     /// remember are read first (outside the lock; the database checks their heads under it).
     private static func oneTrip(
-        _ jobs: [AppendJob], writer: AppendWriter, database: Database, memory: AppendMemory, sent: @escaping @Sendable () -> Void
+        _ jobs: [AppendJob], writer: AppendWriter, database: Database, memory: AppendMemory, clock: WallClock,
+        sent: @escaping @Sendable () -> Void
     ) async throws -> OneTrip {
         let subscribers = Set(jobs.flatMap { $0.events.map(\.subscriberID) })
         guard let belief = memory.belief(for: subscribers) else { return .refused }
         let logger = database.logger
-        do {
-            // One lease for the read of unremembered streams and the append.
-            let written = try await database.withConnection { connection -> AppendWriter.Written? in
-                var streams = belief.streams
-                let missing = subscribers.subtracting(streams.keys)
-                if !missing.isEmpty {
-                    let read =
-                        if missing.count == 1, let subscriber = missing.first {
-                            try await AppendStatements.streams(AppendStatements.Stream(subscriber: subscriber), on: connection, logger: logger)
-                        } else {
-                            try await AppendStatements.streams(AppendStatements.Streams(subscribers: Array(missing)), on: connection, logger: logger)
-                        }
-                    for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
-                }
-                // The recorded time: this server's clock, never before the log's last event's (the database checks).
-                let now = Timestamp(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-                return try await writer.appendInOneTrip(
-                    jobs, end: belief.end, streams: streams, folds: belief.folds, now: now, on: connection
-                ) {
-                    memory.propose(end: $0, streams: $1, folds: $2)
-                    sent()
-                }
+        // One lease for the read of unremembered streams and the append.
+        let written = try await database.withConnection { connection -> AppendWriter.Written? in
+            var streams = belief.streams
+            let missing = subscribers.subtracting(streams.keys)
+            if !missing.isEmpty {
+                let read =
+                    if missing.count == 1, let subscriber = missing.first {
+                        try await AppendStatements.streams(AppendStatements.Stream(subscriber: subscriber), on: connection, logger: logger)
+                    } else {
+                        try await AppendStatements.streams(AppendStatements.Streams(subscribers: Array(missing)), on: connection, logger: logger)
+                    }
+                for subscriber in missing { streams[subscriber] = read[subscriber] ?? [] }
             }
-            guard let written else {
-                memory.refused()
-                return .refused
+            // The recorded time: this server's clock, never before the log's last event's (the database checks).
+            return try await writer.appendInOneTrip(
+                jobs, end: belief.end, streams: streams, folds: belief.folds, now: clock.now(), on: connection
+            ) {
+                memory.propose(end: $0, streams: $1, folds: $2)
+                sent()
             }
-            memory.learn(end: written.end, streams: written.streams, folds: written.folds, oneTrip: true)
-            return .written(written.outcomes)
-        } catch let error as PSQLError where error.isUniqueViolation(of: "events_idempotency_key") {
-            return .needsKeyLookup
-        } catch is AppendWriter.NeedsKeyLookup {
-            return .needsKeyLookup
         }
+        guard let written else {
+            memory.refused()
+            return .refused
+        }
+        memory.learn(end: written.end, streams: written.streams, folds: written.folds, oneTrip: true)
+        return .written(written.outcomes)
     }
 
     /// The group in a transaction that reads the tail under the lock; teaches `memory` what it committed.

@@ -263,7 +263,7 @@ public struct IdentityStore: Sendable {
     }
 }
 
-/// The merge check every append passes (`EventIntake`): one indexed look-up (schema 0030).
+/// The merge check every append passes (`EventIntake`): one indexed look-up (schema 0022).
 enum IdentityChecks {
     static func mergedInto(_ subscribers: [String], database: Database) async throws -> [String: String] {
         guard !subscribers.isEmpty else { return [:] }

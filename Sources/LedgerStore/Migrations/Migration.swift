@@ -40,11 +40,6 @@ public struct Migration: Sendable, Hashable {
         throw MigrationError.missingSchema
     }
 
-    /// The migrations of the project's `schema/` folder, in order.
-    public static func bundled() throws -> [Migration] {
-        try load(directory: schemaDirectory())
-    }
-
     /// Reads `NNNN_name.sql` files from a directory; any other `.sql` name is an error, not skipped.
     public static func load(directory: URL) throws -> [Migration] {
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }
@@ -68,17 +63,22 @@ public struct Migration: Sendable, Hashable {
 
 public enum MigrationError: Error, CustomStringConvertible {
     case missingSchema
+    case missingFunctions(String)
     case badFileName(String)
+    case badFunctionFile(String, String)
     case duplicateVersion(Int)
     case edited(version: Int, name: String)
     case unknownApplied(version: Int, name: String)
     case failed(version: Int, name: String, statement: String, underlying: String)
+    case functionFailed(name: String, statement: String, underlying: String)
 
     public var description: String {
         switch self {
         case .missingSchema:
             "cannot find the schema/ folder of migrations: run from a checkout or set SUBLEDGER_SCHEMA_DIR"
+        case .missingFunctions(let path): "cannot find the SQL functions folder \(path) (schema/functions beside the migrations)"
         case .badFileName(let f): "migration file \(f) is not named NNNN_name.sql"
+        case .badFunctionFile(let f, let why): "function file schema/functions/\(f): \(why)"
         case .duplicateVersion(let v): "two migration files have number \(v)"
         case .edited(let v, let n):
             "migration \(String(format: "%04d", v))_\(n).sql was edited after it was applied (its checksum differs); "
@@ -87,6 +87,8 @@ public enum MigrationError: Error, CustomStringConvertible {
             "the database has migration \(String(format: "%04d", v))_\(n) applied, which this binary does not know: it is older than the schema"
         case .failed(let v, let n, let statement, let underlying):
             "migration \(String(format: "%04d", v))_\(n).sql failed (nothing was applied): \(underlying)\n  in: \(statement.prefix(200))"
+        case .functionFailed(let name, let statement, let underlying):
+            "schema/functions/\(name).sql failed (nothing was applied): \(underlying)\n  in: \(statement.prefix(200))"
         }
     }
 }

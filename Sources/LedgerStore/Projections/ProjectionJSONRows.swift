@@ -2,7 +2,7 @@ import Foundation
 import LedgerCore
 
 /// The projection rows of folded subscribers as JSON arrays of objects named like the tables' columns, for
-/// `subledger_projection_write` (schema 0008), which inserts them with `jsonb_populate_recordset`: one
+/// `subledger_projection_write` (schema/functions), which inserts them with `jsonb_populate_recordset`: one
 /// statement for five tables. The rows themselves are described in `ProjectionRows`.
 struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
     private var tables = ProjectionTable.allCases.map { _ in JSONRows() }
@@ -12,7 +12,7 @@ struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
     private var deletions = ProjectionTable.allCases.map { _ in JSONRows() }
     private let patched: Bool
 
-    /// The rollups' change, as `subledger_rollup_add` (schema 0014) takes it.
+    /// The rollups' change, as `subledger_rollup_add` (schema/functions) takes it.
     var rollupText: String { RollupRows.json(rollup.pruned()) }
 
     /// The stored rows to delete before the rows are inserted, when `patched` (`subledger_append`, schema

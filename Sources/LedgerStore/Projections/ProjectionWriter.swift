@@ -89,7 +89,7 @@ struct ProjectionWriter {
     }
 
     /// Replaces the projection rows (windows, state and report facts) of the given subscribers, in one round
-    /// trip (`subledger_projection_write`, schema 0008).
+    /// trip (`schema/functions/subledger_projection_write.sql`).
     func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
         let rows = ProjectionJSONRows(folded)

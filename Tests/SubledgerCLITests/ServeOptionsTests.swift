@@ -1,0 +1,69 @@
+import ArgumentParser
+import LedgerServer
+import Testing
+
+@testable import subledger
+
+@Suite("serve's options")
+struct ServeOptionsTests {
+    @Test("durations: a whole number with a unit, or bare seconds; anything else is refused while parsing")
+    func durations() {
+        let cases: [(String, Duration?)] = [
+            ("500ms", .milliseconds(500)), ("10s", .seconds(10)), ("5m", .seconds(300)), ("2h", .seconds(7200)),
+            ("3d", .seconds(259_200)), ("0", .zero), ("90", .seconds(90)), ("", nil), ("5x", nil), ("-1s", nil), ("1.5h", nil),
+            ("s", nil), ("99999999d", nil),
+        ]
+        for (text, expected) in cases {
+            #expect(DurationArgument(argument: text)?.duration == expected, "\(text)")
+        }
+    }
+
+    @Test("a flag wins over its variable; a blank variable is absent; a variable that does not parse names itself")
+    func environmentFallback() throws {
+        let env = EnvironmentFallback(["A": "from-env", "BLANK": "  ", "LIST": "x, y,,z", "ON": "1", "D": "2m", "BAD": "2x"])
+        #expect(env.string("flag", "A") == "flag")
+        #expect(env.string(nil, "A") == "from-env")
+        #expect(env.string(nil, "BLANK") == nil)
+        #expect(env.list([], "LIST") == ["x", "y", "z"])
+        #expect(env.list(["f"], "LIST") == ["f"])
+        #expect(env.flag(false, "ON") && !env.flag(false, "A") && env.flag(true, "NONE"))
+        #expect(try env.value(nil as DurationArgument?, "D", option: "d")?.duration == .seconds(120))
+        #expect(try env.value(nil as DurationArgument?, "NONE", option: "d") == nil)
+        #expect(throws: ValidationError.self) { try env.value(nil as DurationArgument?, "BAD", option: "d") }
+    }
+
+    @Test("every documented flag parses into its group, and ranges are checked in validate()")
+    func flags() throws {
+        let serve = try Serve.parse([
+            "--database-url", "postgres://u@h/d", "--statement-timeout", "5s", "--replica-wait", "100ms",
+            "--apple-bundle-id", "com.example", "--apple-max-age-days", "30", "--apple-backfill-interval", "1h",
+            "--google-package-name", "p", "--stripe-webhook-secret", "whsec_a", "--stripe-webhook-secret", "whsec_b",
+            "--stripe-account", "acct_1", "--stripe-grace-max", "7d", "--stripe-signature-tolerance", "60",
+            "--webhooks-allow-http", "--webhook-timeout", "2s", "--webhook-give-up-after", "1d", "--webhook-lease-seconds", "10",
+        ])
+        #expect(serve.statementTimeout?.duration == .seconds(5))
+        #expect(serve.replicaWait.duration == .milliseconds(100))
+        #expect(serve.apple.bundleID == "com.example" && serve.apple.backfillInterval?.duration == .seconds(3600))
+        let stripe = try serve.stripe.configuration()
+        #expect(stripe.webhookSecrets == ["whsec_a", "whsec_b"] && stripe.signatureTolerance == 60)
+        #expect(stripe.settings.accounts == ["acct_1"] && stripe.settings.mapping.graceMaxSeconds == 7 * 86_400)
+        let webhooks = try serve.webhooks.configuration()
+        #expect(webhooks.responseTimeout == .seconds(2) && webhooks.policy.allowHTTP)
+
+        for bad in [
+            ["--statement-timeout", "2d"], ["--replica-wait", "5x"], ["--apple-backfill-interval", "30s"], ["--stripe-grace-max", "10m"],
+            ["--webhook-timeout", "2m"], ["--webhook-lease-seconds", "5"], ["--port", "70000"],
+        ] {
+            #expect(throws: (any Error).self, "\(bad)") { try Serve.parse(["--database-url", "postgres://u@h/d"] + bad) }
+        }
+    }
+
+    @Test("apple test-notification is in the apple group; the old top-level spelling still parses")
+    func testNotificationSpellings() throws {
+        let arguments = [
+            "--ca-dir", "/tmp/x", "--type", "TEST", "--transaction-id", "1", "--product-id", "p", "--purchase-date", "2026-01-01T00:00:00Z",
+        ]
+        #expect(try Subledger.parseAsRoot(["apple", "test-notification"] + arguments) is AppleTestNotification)
+        #expect(try Subledger.parseAsRoot(["apple-test-notification"] + arguments) is DeprecatedAppleTestNotification)
+    }
+}

@@ -1,0 +1,9 @@
+-- The projection tables, in one place: the rebuild prepares, indexes and swaps exactly these
+-- (docs/event-store.md, "Rebuild"). A migration that adds a projection table adds it here.
+CREATE OR REPLACE FUNCTION subledger_projection_tables() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY['windows', 'subscriber_state', 'report_runs', 'report_transactions', 'report_trials',
+                 'report_revenue_months', 'report_trial_days', 'report_run_days', 'report_churn_periods',
+                 'report_retention_cells', 'report_mrr_days', 'report_paid_days', 'report_revenue_days',
+                 'report_revenue_pending', 'report_mrr_hours', 'report_paid_hours']
+$$;

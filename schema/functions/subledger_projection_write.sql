@@ -1,0 +1,17 @@
+-- Every projection row of the given subscribers replaced, in one round trip: the general append path and the
+-- import's refold. The deletes go through the subscriber indexes whatever the cached generic plan thinks
+-- (enable_seqscan off: on a young ledger the generic plan scanned whole tables under the append lock).
+-- SECURITY INVOKER: the caller's table privileges apply.
+CREATE OR REPLACE FUNCTION subledger_projection_write(
+    subscribers text[], window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb,
+    rollup_cells jsonb
+) RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
+BEGIN
+    IF cardinality(subscribers) > 0 THEN
+        DELETE FROM report_runs WHERE subscriber_id = ANY(subscribers);
+        DELETE FROM report_transactions WHERE subscriber_id = ANY(subscribers);
+        DELETE FROM report_trials WHERE subscriber_id = ANY(subscribers);
+        DELETE FROM windows WHERE subscriber_id = ANY(subscribers);
+    END IF;
+    PERFORM subledger_projection_insert(window_rows, state_rows, run_rows, transaction_rows, trial_rows, rollup_cells);
+END $$;
