@@ -38,6 +38,8 @@ extension Components {
                     case not_configured = "not_configured"
                     case report_overflow = "report_overflow"
                     case _internal = "internal"
+                    case purchase_owned = "purchase_owned"
+                    case subscriber_merged = "subscriber_merged"
                 }
                 /// - Remark: Generated from `#/components/schemas/Error/error/code`.
                 public var code: Components.Schemas._Error.errorPayload.codePayload
@@ -47,25 +49,33 @@ extension Components {
                 ///
                 /// - Remark: Generated from `#/components/schemas/Error/error/field`.
                 public var field: Swift.String?
+                /// `subscriber_merged`: the subscriber it was merged into.
+                ///
+                /// - Remark: Generated from `#/components/schemas/Error/error/merged_into`.
+                public var merged_into: Components.Schemas.SubscriberID?
                 /// Creates a new `errorPayload`.
                 ///
                 /// - Parameters:
                 ///   - code:
                 ///   - message:
                 ///   - field: The JSON path of the offending member (`events[2].data.currency`, `$` for the body).
+                ///   - merged_into: `subscriber_merged`: the subscriber it was merged into.
                 public init(
                     code: Components.Schemas._Error.errorPayload.codePayload,
                     message: Swift.String,
-                    field: Swift.String? = nil
+                    field: Swift.String? = nil,
+                    merged_into: Components.Schemas.SubscriberID? = nil
                 ) {
                     self.code = code
                     self.message = message
                     self.field = field
+                    self.merged_into = merged_into
                 }
                 public enum CodingKeys: String, CodingKey {
                     case code
                     case message
                     case field
+                    case merged_into
                 }
                 public init(from decoder: any Swift.Decoder) throws {
                     let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -81,10 +91,15 @@ extension Components {
                         Swift.String.self,
                         forKey: .field
                     )
+                    self.merged_into = try container.decodeIfPresent(
+                        Components.Schemas.SubscriberID.self,
+                        forKey: .merged_into
+                    )
                     try decoder.ensureNoAdditionalProperties(knownKeys: [
                         "code",
                         "message",
-                        "field"
+                        "field",
+                        "merged_into"
                     ])
                 }
             }
@@ -838,6 +853,269 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/TransferReason`.
+        public typealias TransferReason = OpenAPIRuntime.OpenAPIValueContainer
+        /// A purchase left this subscriber at `occurred_at` (docs/identity.md); its windows here are cut there. No money moves.
+        ///
+        /// - Remark: Generated from `#/components/schemas/TransferOutData`.
+        public struct TransferOutData: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TransferOutData/store`.
+            public var store: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TransferOutData/purchase_id`.
+            public var purchase_id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TransferOutData/to_subscriber`.
+            public var to_subscriber: Components.Schemas.SubscriberID
+            /// - Remark: Generated from `#/components/schemas/TransferOutData/reason`.
+            public var reason: Components.Schemas.TransferReason
+            /// Creates a new `TransferOutData`.
+            ///
+            /// - Parameters:
+            ///   - store:
+            ///   - purchase_id:
+            ///   - to_subscriber:
+            ///   - reason:
+            public init(
+                store: Swift.String,
+                purchase_id: Swift.String,
+                to_subscriber: Components.Schemas.SubscriberID,
+                reason: Components.Schemas.TransferReason
+            ) {
+                self.store = store
+                self.purchase_id = purchase_id
+                self.to_subscriber = to_subscriber
+                self.reason = reason
+            }
+            public enum CodingKeys: String, CodingKey {
+                case store
+                case purchase_id
+                case to_subscriber
+                case reason
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.store = try container.decode(
+                    Swift.String.self,
+                    forKey: .store
+                )
+                self.purchase_id = try container.decode(
+                    Swift.String.self,
+                    forKey: .purchase_id
+                )
+                self.to_subscriber = try container.decode(
+                    Components.Schemas.SubscriberID.self,
+                    forKey: .to_subscriber
+                )
+                self.reason = try container.decode(
+                    Components.Schemas.TransferReason.self,
+                    forKey: .reason
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "store",
+                    "purchase_id",
+                    "to_subscriber",
+                    "reason"
+                ])
+            }
+        }
+        /// A purchase arrived with the windows it still had on `from_subscriber`, each from the transfer on; they carry no money.
+        ///
+        /// - Remark: Generated from `#/components/schemas/TransferInData`.
+        public struct TransferInData: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TransferInData/store`.
+            public var store: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TransferInData/purchase_id`.
+            public var purchase_id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TransferInData/from_subscriber`.
+            public var from_subscriber: Components.Schemas.SubscriberID
+            /// - Remark: Generated from `#/components/schemas/TransferInData/reason`.
+            public var reason: Components.Schemas.TransferReason
+            /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload`.
+            public struct windowsPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/entitlement`.
+                public var entitlement: Swift.String
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/kind`.
+                public var kind: OpenAPIRuntime.OpenAPIValueContainer
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/product_id`.
+                public var product_id: Swift.String?
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/transaction_id`.
+                public var transaction_id: Swift.String?
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/start`.
+                public var start: Components.Schemas.Timestamp
+                /// RFC 3339 (`2026-03-01T10:00:00Z`, `2026-03-01T12:00:00.5+02:00`), at most microsecond precision.
+                ///
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/end`.
+                public var end: Foundation.Date?
+                /// Whether will_renew can hold through it; default true for paid, trial, intro, promo and grace.
+                ///
+                /// - Remark: Generated from `#/components/schemas/TransferInData/windowsPayload/auto_renewable`.
+                public var auto_renewable: Swift.Bool?
+                /// Creates a new `windowsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - entitlement:
+                ///   - kind:
+                ///   - product_id:
+                ///   - transaction_id:
+                ///   - start:
+                ///   - end: RFC 3339 (`2026-03-01T10:00:00Z`, `2026-03-01T12:00:00.5+02:00`), at most microsecond precision.
+                ///   - auto_renewable: Whether will_renew can hold through it; default true for paid, trial, intro, promo and grace.
+                public init(
+                    entitlement: Swift.String,
+                    kind: OpenAPIRuntime.OpenAPIValueContainer,
+                    product_id: Swift.String? = nil,
+                    transaction_id: Swift.String? = nil,
+                    start: Components.Schemas.Timestamp,
+                    end: Foundation.Date? = nil,
+                    auto_renewable: Swift.Bool? = nil
+                ) {
+                    self.entitlement = entitlement
+                    self.kind = kind
+                    self.product_id = product_id
+                    self.transaction_id = transaction_id
+                    self.start = start
+                    self.end = end
+                    self.auto_renewable = auto_renewable
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case entitlement
+                    case kind
+                    case product_id
+                    case transaction_id
+                    case start
+                    case end
+                    case auto_renewable
+                }
+                public init(from decoder: any Swift.Decoder) throws {
+                    let container = try decoder.container(keyedBy: CodingKeys.self)
+                    self.entitlement = try container.decode(
+                        Swift.String.self,
+                        forKey: .entitlement
+                    )
+                    self.kind = try container.decode(
+                        OpenAPIRuntime.OpenAPIValueContainer.self,
+                        forKey: .kind
+                    )
+                    self.product_id = try container.decodeIfPresent(
+                        Swift.String.self,
+                        forKey: .product_id
+                    )
+                    self.transaction_id = try container.decodeIfPresent(
+                        Swift.String.self,
+                        forKey: .transaction_id
+                    )
+                    self.start = try container.decode(
+                        Components.Schemas.Timestamp.self,
+                        forKey: .start
+                    )
+                    self.end = try container.decodeIfPresent(
+                        Foundation.Date.self,
+                        forKey: .end
+                    )
+                    self.auto_renewable = try container.decodeIfPresent(
+                        Swift.Bool.self,
+                        forKey: .auto_renewable
+                    )
+                    try decoder.ensureNoAdditionalProperties(knownKeys: [
+                        "entitlement",
+                        "kind",
+                        "product_id",
+                        "transaction_id",
+                        "start",
+                        "end",
+                        "auto_renewable"
+                    ])
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/TransferInData/windows`.
+            public typealias windowsPayload = [Components.Schemas.TransferInData.windowsPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/TransferInData/windows`.
+            public var windows: Components.Schemas.TransferInData.windowsPayload
+            /// Creates a new `TransferInData`.
+            ///
+            /// - Parameters:
+            ///   - store:
+            ///   - purchase_id:
+            ///   - from_subscriber:
+            ///   - reason:
+            ///   - windows:
+            public init(
+                store: Swift.String,
+                purchase_id: Swift.String,
+                from_subscriber: Components.Schemas.SubscriberID,
+                reason: Components.Schemas.TransferReason,
+                windows: Components.Schemas.TransferInData.windowsPayload
+            ) {
+                self.store = store
+                self.purchase_id = purchase_id
+                self.from_subscriber = from_subscriber
+                self.reason = reason
+                self.windows = windows
+            }
+            public enum CodingKeys: String, CodingKey {
+                case store
+                case purchase_id
+                case from_subscriber
+                case reason
+                case windows
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.store = try container.decode(
+                    Swift.String.self,
+                    forKey: .store
+                )
+                self.purchase_id = try container.decode(
+                    Swift.String.self,
+                    forKey: .purchase_id
+                )
+                self.from_subscriber = try container.decode(
+                    Components.Schemas.SubscriberID.self,
+                    forKey: .from_subscriber
+                )
+                self.reason = try container.decode(
+                    Components.Schemas.TransferReason.self,
+                    forKey: .reason
+                )
+                self.windows = try container.decode(
+                    Components.Schemas.TransferInData.windowsPayload.self,
+                    forKey: .windows
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "store",
+                    "purchase_id",
+                    "from_subscriber",
+                    "reason",
+                    "windows"
+                ])
+            }
+        }
+        /// This subscriber was merged into `into`; later appends naming it are refused (409 `subscriber_merged`).
+        ///
+        /// - Remark: Generated from `#/components/schemas/MergedData`.
+        public struct MergedData: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MergedData/into`.
+            public var into: Components.Schemas.SubscriberID
+            /// Creates a new `MergedData`.
+            ///
+            /// - Parameters:
+            ///   - into:
+            public init(into: Components.Schemas.SubscriberID) {
+                self.into = into
+            }
+            public enum CodingKeys: String, CodingKey {
+                case into
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.into = try container.decode(
+                    Components.Schemas.SubscriberID.self,
+                    forKey: .into
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "into"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/StoredPurchaseData`.
         public struct StoredPurchaseData: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/StoredPurchaseData/value1`.
@@ -1014,6 +1292,8 @@ extension Components {
             case credit_reversal(Components.Schemas.NewCreditReversal)
             /// - Remark: Generated from `#/components/schemas/NewEvent/NewExpiration`.
             case expiration(Components.Schemas.NewExpiration)
+            /// - Remark: Generated from `#/components/schemas/NewEvent/NewMerged`.
+            case merged(Components.Schemas.NewMerged)
             /// - Remark: Generated from `#/components/schemas/NewEvent/NewPurchase`.
             case purchase(Components.Schemas.NewPurchase)
             /// - Remark: Generated from `#/components/schemas/NewEvent/NewRefund`.
@@ -1024,6 +1304,10 @@ extension Components {
             case renewal(Components.Schemas.NewRenewal)
             /// - Remark: Generated from `#/components/schemas/NewEvent/NewStoreNotice`.
             case store_notice(Components.Schemas.NewStoreNotice)
+            /// - Remark: Generated from `#/components/schemas/NewEvent/NewTransferIn`.
+            case transfer_in(Components.Schemas.NewTransferIn)
+            /// - Remark: Generated from `#/components/schemas/NewEvent/NewTransferOut`.
+            case transfer_out(Components.Schemas.NewTransferOut)
             public enum CodingKeys: String, CodingKey {
                 case _type = "type"
             }
@@ -1046,6 +1330,8 @@ extension Components {
                     self = .credit_reversal(try .init(from: decoder))
                 case "expiration":
                     self = .expiration(try .init(from: decoder))
+                case "merged":
+                    self = .merged(try .init(from: decoder))
                 case "purchase":
                     self = .purchase(try .init(from: decoder))
                 case "refund":
@@ -1056,6 +1342,10 @@ extension Components {
                     self = .renewal(try .init(from: decoder))
                 case "store_notice":
                     self = .store_notice(try .init(from: decoder))
+                case "transfer_in":
+                    self = .transfer_in(try .init(from: decoder))
+                case "transfer_out":
+                    self = .transfer_out(try .init(from: decoder))
                 default:
                     throw Swift.DecodingError.unknownOneOfDiscriminator(
                         discriminatorKey: CodingKeys._type,
@@ -1078,6 +1368,8 @@ extension Components {
                     try value.encode(to: encoder)
                 case let .expiration(value):
                     try value.encode(to: encoder)
+                case let .merged(value):
+                    try value.encode(to: encoder)
                 case let .purchase(value):
                     try value.encode(to: encoder)
                 case let .refund(value):
@@ -1087,6 +1379,10 @@ extension Components {
                 case let .renewal(value):
                     try value.encode(to: encoder)
                 case let .store_notice(value):
+                    try value.encode(to: encoder)
+                case let .transfer_in(value):
+                    try value.encode(to: encoder)
+                case let .transfer_out(value):
                     try value.encode(to: encoder)
                 }
             }
@@ -2402,6 +2698,363 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/NewTransferOut`.
+        public struct NewTransferOut: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/subscriber_id`.
+            public var subscriber_id: Components.Schemas.SubscriberID
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/type`.
+            @frozen public enum _typePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case transfer_out = "transfer_out"
+            }
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/type`.
+            public var _type: Components.Schemas.NewTransferOut._typePayload
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/occurred_at`.
+            public var occurred_at: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/source`.
+            public var source: Components.Schemas.Source
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/environment`.
+            public var environment: Components.Schemas.Environment
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/idempotency_key`.
+            public var idempotency_key: Components.Schemas.IdempotencyKey
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/data`.
+            public var data: Components.Schemas.TransferOutData
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/metadata`.
+            public var metadata: Components.Schemas.Metadata?
+            /// - Remark: Generated from `#/components/schemas/NewTransferOut/expected_version`.
+            public var expected_version: Components.Schemas.ExpectedVersion?
+            /// Creates a new `NewTransferOut`.
+            ///
+            /// - Parameters:
+            ///   - subscriber_id:
+            ///   - _type:
+            ///   - occurred_at:
+            ///   - source:
+            ///   - environment:
+            ///   - idempotency_key:
+            ///   - data:
+            ///   - metadata:
+            ///   - expected_version:
+            public init(
+                subscriber_id: Components.Schemas.SubscriberID,
+                _type: Components.Schemas.NewTransferOut._typePayload,
+                occurred_at: Components.Schemas.Timestamp,
+                source: Components.Schemas.Source,
+                environment: Components.Schemas.Environment,
+                idempotency_key: Components.Schemas.IdempotencyKey,
+                data: Components.Schemas.TransferOutData,
+                metadata: Components.Schemas.Metadata? = nil,
+                expected_version: Components.Schemas.ExpectedVersion? = nil
+            ) {
+                self.subscriber_id = subscriber_id
+                self._type = _type
+                self.occurred_at = occurred_at
+                self.source = source
+                self.environment = environment
+                self.idempotency_key = idempotency_key
+                self.data = data
+                self.metadata = metadata
+                self.expected_version = expected_version
+            }
+            public enum CodingKeys: String, CodingKey {
+                case subscriber_id
+                case _type = "type"
+                case occurred_at
+                case source
+                case environment
+                case idempotency_key
+                case data
+                case metadata
+                case expected_version
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.subscriber_id = try container.decode(
+                    Components.Schemas.SubscriberID.self,
+                    forKey: .subscriber_id
+                )
+                self._type = try container.decode(
+                    Components.Schemas.NewTransferOut._typePayload.self,
+                    forKey: ._type
+                )
+                self.occurred_at = try container.decode(
+                    Components.Schemas.Timestamp.self,
+                    forKey: .occurred_at
+                )
+                self.source = try container.decode(
+                    Components.Schemas.Source.self,
+                    forKey: .source
+                )
+                self.environment = try container.decode(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
+                self.idempotency_key = try container.decode(
+                    Components.Schemas.IdempotencyKey.self,
+                    forKey: .idempotency_key
+                )
+                self.data = try container.decode(
+                    Components.Schemas.TransferOutData.self,
+                    forKey: .data
+                )
+                self.metadata = try container.decodeIfPresent(
+                    Components.Schemas.Metadata.self,
+                    forKey: .metadata
+                )
+                self.expected_version = try container.decodeIfPresent(
+                    Components.Schemas.ExpectedVersion.self,
+                    forKey: .expected_version
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "subscriber_id",
+                    "type",
+                    "occurred_at",
+                    "source",
+                    "environment",
+                    "idempotency_key",
+                    "data",
+                    "metadata",
+                    "expected_version"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/NewTransferIn`.
+        public struct NewTransferIn: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/subscriber_id`.
+            public var subscriber_id: Components.Schemas.SubscriberID
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/type`.
+            @frozen public enum _typePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case transfer_in = "transfer_in"
+            }
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/type`.
+            public var _type: Components.Schemas.NewTransferIn._typePayload
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/occurred_at`.
+            public var occurred_at: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/source`.
+            public var source: Components.Schemas.Source
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/environment`.
+            public var environment: Components.Schemas.Environment
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/idempotency_key`.
+            public var idempotency_key: Components.Schemas.IdempotencyKey
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/data`.
+            public var data: Components.Schemas.TransferInData
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/metadata`.
+            public var metadata: Components.Schemas.Metadata?
+            /// - Remark: Generated from `#/components/schemas/NewTransferIn/expected_version`.
+            public var expected_version: Components.Schemas.ExpectedVersion?
+            /// Creates a new `NewTransferIn`.
+            ///
+            /// - Parameters:
+            ///   - subscriber_id:
+            ///   - _type:
+            ///   - occurred_at:
+            ///   - source:
+            ///   - environment:
+            ///   - idempotency_key:
+            ///   - data:
+            ///   - metadata:
+            ///   - expected_version:
+            public init(
+                subscriber_id: Components.Schemas.SubscriberID,
+                _type: Components.Schemas.NewTransferIn._typePayload,
+                occurred_at: Components.Schemas.Timestamp,
+                source: Components.Schemas.Source,
+                environment: Components.Schemas.Environment,
+                idempotency_key: Components.Schemas.IdempotencyKey,
+                data: Components.Schemas.TransferInData,
+                metadata: Components.Schemas.Metadata? = nil,
+                expected_version: Components.Schemas.ExpectedVersion? = nil
+            ) {
+                self.subscriber_id = subscriber_id
+                self._type = _type
+                self.occurred_at = occurred_at
+                self.source = source
+                self.environment = environment
+                self.idempotency_key = idempotency_key
+                self.data = data
+                self.metadata = metadata
+                self.expected_version = expected_version
+            }
+            public enum CodingKeys: String, CodingKey {
+                case subscriber_id
+                case _type = "type"
+                case occurred_at
+                case source
+                case environment
+                case idempotency_key
+                case data
+                case metadata
+                case expected_version
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.subscriber_id = try container.decode(
+                    Components.Schemas.SubscriberID.self,
+                    forKey: .subscriber_id
+                )
+                self._type = try container.decode(
+                    Components.Schemas.NewTransferIn._typePayload.self,
+                    forKey: ._type
+                )
+                self.occurred_at = try container.decode(
+                    Components.Schemas.Timestamp.self,
+                    forKey: .occurred_at
+                )
+                self.source = try container.decode(
+                    Components.Schemas.Source.self,
+                    forKey: .source
+                )
+                self.environment = try container.decode(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
+                self.idempotency_key = try container.decode(
+                    Components.Schemas.IdempotencyKey.self,
+                    forKey: .idempotency_key
+                )
+                self.data = try container.decode(
+                    Components.Schemas.TransferInData.self,
+                    forKey: .data
+                )
+                self.metadata = try container.decodeIfPresent(
+                    Components.Schemas.Metadata.self,
+                    forKey: .metadata
+                )
+                self.expected_version = try container.decodeIfPresent(
+                    Components.Schemas.ExpectedVersion.self,
+                    forKey: .expected_version
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "subscriber_id",
+                    "type",
+                    "occurred_at",
+                    "source",
+                    "environment",
+                    "idempotency_key",
+                    "data",
+                    "metadata",
+                    "expected_version"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/NewMerged`.
+        public struct NewMerged: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/NewMerged/subscriber_id`.
+            public var subscriber_id: Components.Schemas.SubscriberID
+            /// - Remark: Generated from `#/components/schemas/NewMerged/type`.
+            @frozen public enum _typePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case merged = "merged"
+            }
+            /// - Remark: Generated from `#/components/schemas/NewMerged/type`.
+            public var _type: Components.Schemas.NewMerged._typePayload
+            /// - Remark: Generated from `#/components/schemas/NewMerged/occurred_at`.
+            public var occurred_at: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/NewMerged/source`.
+            public var source: Components.Schemas.Source
+            /// - Remark: Generated from `#/components/schemas/NewMerged/environment`.
+            public var environment: Components.Schemas.Environment
+            /// - Remark: Generated from `#/components/schemas/NewMerged/idempotency_key`.
+            public var idempotency_key: Components.Schemas.IdempotencyKey
+            /// - Remark: Generated from `#/components/schemas/NewMerged/data`.
+            public var data: Components.Schemas.MergedData
+            /// - Remark: Generated from `#/components/schemas/NewMerged/metadata`.
+            public var metadata: Components.Schemas.Metadata?
+            /// - Remark: Generated from `#/components/schemas/NewMerged/expected_version`.
+            public var expected_version: Components.Schemas.ExpectedVersion?
+            /// Creates a new `NewMerged`.
+            ///
+            /// - Parameters:
+            ///   - subscriber_id:
+            ///   - _type:
+            ///   - occurred_at:
+            ///   - source:
+            ///   - environment:
+            ///   - idempotency_key:
+            ///   - data:
+            ///   - metadata:
+            ///   - expected_version:
+            public init(
+                subscriber_id: Components.Schemas.SubscriberID,
+                _type: Components.Schemas.NewMerged._typePayload,
+                occurred_at: Components.Schemas.Timestamp,
+                source: Components.Schemas.Source,
+                environment: Components.Schemas.Environment,
+                idempotency_key: Components.Schemas.IdempotencyKey,
+                data: Components.Schemas.MergedData,
+                metadata: Components.Schemas.Metadata? = nil,
+                expected_version: Components.Schemas.ExpectedVersion? = nil
+            ) {
+                self.subscriber_id = subscriber_id
+                self._type = _type
+                self.occurred_at = occurred_at
+                self.source = source
+                self.environment = environment
+                self.idempotency_key = idempotency_key
+                self.data = data
+                self.metadata = metadata
+                self.expected_version = expected_version
+            }
+            public enum CodingKeys: String, CodingKey {
+                case subscriber_id
+                case _type = "type"
+                case occurred_at
+                case source
+                case environment
+                case idempotency_key
+                case data
+                case metadata
+                case expected_version
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.subscriber_id = try container.decode(
+                    Components.Schemas.SubscriberID.self,
+                    forKey: .subscriber_id
+                )
+                self._type = try container.decode(
+                    Components.Schemas.NewMerged._typePayload.self,
+                    forKey: ._type
+                )
+                self.occurred_at = try container.decode(
+                    Components.Schemas.Timestamp.self,
+                    forKey: .occurred_at
+                )
+                self.source = try container.decode(
+                    Components.Schemas.Source.self,
+                    forKey: .source
+                )
+                self.environment = try container.decode(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
+                self.idempotency_key = try container.decode(
+                    Components.Schemas.IdempotencyKey.self,
+                    forKey: .idempotency_key
+                )
+                self.data = try container.decode(
+                    Components.Schemas.MergedData.self,
+                    forKey: .data
+                )
+                self.metadata = try container.decodeIfPresent(
+                    Components.Schemas.Metadata.self,
+                    forKey: .metadata
+                )
+                self.expected_version = try container.decodeIfPresent(
+                    Components.Schemas.ExpectedVersion.self,
+                    forKey: .expected_version
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "subscriber_id",
+                    "type",
+                    "occurred_at",
+                    "source",
+                    "environment",
+                    "idempotency_key",
+                    "data",
+                    "metadata",
+                    "expected_version"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/EventList`.
         public struct EventList: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/EventList/events`.
@@ -2790,6 +3443,81 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/Event/case11`.
             case case11(Components.Schemas.Event.Case11Payload)
+            /// - Remark: Generated from `#/components/schemas/Event/case12`.
+            public struct Case12Payload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Event/case12/type`.
+                public var _type: OpenAPIRuntime.OpenAPIValueContainer?
+                /// - Remark: Generated from `#/components/schemas/Event/case12/data`.
+                public var data: Components.Schemas.TransferOutData?
+                /// Creates a new `Case12Payload`.
+                ///
+                /// - Parameters:
+                ///   - _type:
+                ///   - data:
+                public init(
+                    _type: OpenAPIRuntime.OpenAPIValueContainer? = nil,
+                    data: Components.Schemas.TransferOutData? = nil
+                ) {
+                    self._type = _type
+                    self.data = data
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case _type = "type"
+                    case data
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Event/case12`.
+            case case12(Components.Schemas.Event.Case12Payload)
+            /// - Remark: Generated from `#/components/schemas/Event/case13`.
+            public struct Case13Payload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Event/case13/type`.
+                public var _type: OpenAPIRuntime.OpenAPIValueContainer?
+                /// - Remark: Generated from `#/components/schemas/Event/case13/data`.
+                public var data: Components.Schemas.TransferInData?
+                /// Creates a new `Case13Payload`.
+                ///
+                /// - Parameters:
+                ///   - _type:
+                ///   - data:
+                public init(
+                    _type: OpenAPIRuntime.OpenAPIValueContainer? = nil,
+                    data: Components.Schemas.TransferInData? = nil
+                ) {
+                    self._type = _type
+                    self.data = data
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case _type = "type"
+                    case data
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Event/case13`.
+            case case13(Components.Schemas.Event.Case13Payload)
+            /// - Remark: Generated from `#/components/schemas/Event/case14`.
+            public struct Case14Payload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Event/case14/type`.
+                public var _type: OpenAPIRuntime.OpenAPIValueContainer?
+                /// - Remark: Generated from `#/components/schemas/Event/case14/data`.
+                public var data: Components.Schemas.MergedData?
+                /// Creates a new `Case14Payload`.
+                ///
+                /// - Parameters:
+                ///   - _type:
+                ///   - data:
+                public init(
+                    _type: OpenAPIRuntime.OpenAPIValueContainer? = nil,
+                    data: Components.Schemas.MergedData? = nil
+                ) {
+                    self._type = _type
+                    self.data = data
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case _type = "type"
+                    case data
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Event/case14`.
+            case case14(Components.Schemas.Event.Case14Payload)
             public init(from decoder: any Swift.Decoder) throws {
                 var errors: [any Swift.Error] = []
                 do {
@@ -2858,6 +3586,24 @@ extension Components {
                 } catch {
                     errors.append(error)
                 }
+                do {
+                    self = .case12(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                do {
+                    self = .case13(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                do {
+                    self = .case14(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
                 throw Swift.DecodingError.failedToDecodeOneOfSchema(
                     type: Self.self,
                     codingPath: decoder.codingPath,
@@ -2887,6 +3633,12 @@ extension Components {
                 case let .case10(value):
                     try value.encode(to: encoder)
                 case let .case11(value):
+                    try value.encode(to: encoder)
+                case let .case12(value):
+                    try value.encode(to: encoder)
+                case let .case13(value):
+                    try value.encode(to: encoder)
+                case let .case14(value):
                     try value.encode(to: encoder)
                 }
             }

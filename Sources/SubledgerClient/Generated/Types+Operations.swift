@@ -1028,6 +1028,8 @@ public enum Operations {
                         public var at: Components.Schemas.UTCTimestamp
                         /// - Remark: Generated from `#/paths/v1/subscribers/{subscriber_id}/entitlements/GET/responses/200/content/json/as_of`.
                         public var as_of: Components.Schemas.AsOfEcho?
+                        /// - Remark: Generated from `#/paths/v1/subscribers/{subscriber_id}/entitlements/GET/responses/200/content/json/merged_into`.
+                        public var merged_into: Components.Schemas.SubscriberID?
                         /// - Remark: Generated from `#/paths/v1/subscribers/{subscriber_id}/entitlements/GET/responses/200/content/json/entitlements`.
                         public var entitlements: [Components.Schemas.EntitlementState]
                         /// Creates a new `jsonPayload`.
@@ -1036,22 +1038,26 @@ public enum Operations {
                         ///   - subscriber_id:
                         ///   - at:
                         ///   - as_of:
+                        ///   - merged_into:
                         ///   - entitlements:
                         public init(
                             subscriber_id: Components.Schemas.SubscriberID,
                             at: Components.Schemas.UTCTimestamp,
                             as_of: Components.Schemas.AsOfEcho? = nil,
+                            merged_into: Components.Schemas.SubscriberID? = nil,
                             entitlements: [Components.Schemas.EntitlementState]
                         ) {
                             self.subscriber_id = subscriber_id
                             self.at = at
                             self.as_of = as_of
+                            self.merged_into = merged_into
                             self.entitlements = entitlements
                         }
                         public enum CodingKeys: String, CodingKey {
                             case subscriber_id
                             case at
                             case as_of
+                            case merged_into
                             case entitlements
                         }
                         public init(from decoder: any Swift.Decoder) throws {
@@ -1068,6 +1074,10 @@ public enum Operations {
                                 Components.Schemas.AsOfEcho.self,
                                 forKey: .as_of
                             )
+                            self.merged_into = try container.decodeIfPresent(
+                                Components.Schemas.SubscriberID.self,
+                                forKey: .merged_into
+                            )
                             self.entitlements = try container.decode(
                                 [Components.Schemas.EntitlementState].self,
                                 forKey: .entitlements
@@ -1076,6 +1086,7 @@ public enum Operations {
                                 "subscriber_id",
                                 "at",
                                 "as_of",
+                                "merged_into",
                                 "entitlements"
                             ])
                         }
@@ -2367,6 +2378,8 @@ public enum Operations {
                         public var subscriber_id: Components.Schemas.SubscriberID
                         /// - Remark: Generated from `#/paths/v1/subscribers/{subscriber_id}/windows/GET/responses/200/content/json/as_of`.
                         public var as_of: Components.Schemas.AsOfEcho?
+                        /// - Remark: Generated from `#/paths/v1/subscribers/{subscriber_id}/windows/GET/responses/200/content/json/merged_into`.
+                        public var merged_into: Components.Schemas.SubscriberID?
                         /// Present when more windows follow; the `after` of the next page.
                         ///
                         /// - Remark: Generated from `#/paths/v1/subscribers/{subscriber_id}/windows/GET/responses/200/content/json/next_after`.
@@ -2378,22 +2391,26 @@ public enum Operations {
                         /// - Parameters:
                         ///   - subscriber_id:
                         ///   - as_of:
+                        ///   - merged_into:
                         ///   - next_after: Present when more windows follow; the `after` of the next page.
                         ///   - windows:
                         public init(
                             subscriber_id: Components.Schemas.SubscriberID,
                             as_of: Components.Schemas.AsOfEcho? = nil,
+                            merged_into: Components.Schemas.SubscriberID? = nil,
                             next_after: Swift.Int? = nil,
                             windows: [Components.Schemas.Window]
                         ) {
                             self.subscriber_id = subscriber_id
                             self.as_of = as_of
+                            self.merged_into = merged_into
                             self.next_after = next_after
                             self.windows = windows
                         }
                         public enum CodingKeys: String, CodingKey {
                             case subscriber_id
                             case as_of
+                            case merged_into
                             case next_after
                             case windows
                         }
@@ -2407,6 +2424,10 @@ public enum Operations {
                                 Components.Schemas.AsOfEcho.self,
                                 forKey: .as_of
                             )
+                            self.merged_into = try container.decodeIfPresent(
+                                Components.Schemas.SubscriberID.self,
+                                forKey: .merged_into
+                            )
                             self.next_after = try container.decodeIfPresent(
                                 Swift.Int.self,
                                 forKey: .next_after
@@ -2418,6 +2439,7 @@ public enum Operations {
                             try decoder.ensureNoAdditionalProperties(knownKeys: [
                                 "subscriber_id",
                                 "as_of",
+                                "merged_into",
                                 "next_after",
                                 "windows"
                             ])
