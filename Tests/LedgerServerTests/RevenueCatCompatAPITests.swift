@@ -92,6 +92,70 @@ struct RevenueCatCompatAPITests {
         try await http.execute(uri: uri, method: .get, headers: api.headers(role))
     }
 
+    /// The subscriber's compat answer, decoded with RevenueCat's schema, after checking that its entitlements are
+    /// the ones `GET /v1/subscribers/{id}/entitlements` answers at its `request_date`; and how many are active.
+    static func sameEntitlements(
+        _ subscriber: String, _ http: any TestClientProtocol, _ api: APIHarness
+    ) async throws -> (RevenueCatV1.Response, Int) {
+        let path = subscriber.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? subscriber
+        let answer = try await get(http, api, "/v1/compat/revenuecat/subscribers/\(path)")
+        #expect(answer.status == .ok)
+        let info = try RevenueCatV1.decode(Array(buffer: answer.body))
+        #expect(info.subscriber.originalAppUserId == subscriber)
+        #expect(abs(info.requestDate.timeIntervalSince1970 * 1000 - Double(info.requestDateMs)) < 1000)
+        let at = String(ISO8601DateFormatter().string(from: info.requestDate))
+        let ours = try await get(http, api, "/v1/subscribers/\(path)/entitlements?at=\(at)")
+        let states = try ours.json.objectValue?["entitlements"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(Set(states.compactMap { $0["entitlement"]?.stringValue }) == Set(info.subscriber.entitlements.keys))
+        var active = 0
+        for state in states {
+            let name = state["entitlement"]!.stringValue!
+            let theirs = try #require(info.subscriber.entitlements[name])
+            let isActive = theirs.expiresDate.map { $0 > info.requestDate } ?? true
+            #expect(isActive == (state["active"] == true), "\(subscriber) \(name)")
+            if isActive { active += 1 }
+            if let expires = state["expires_at"]?.stringValue {
+                let t = try Timestamp(rfc3339: expires)
+                #expect(theirs.expiresDate.map { Int64($0.timeIntervalSince1970) } == t.microseconds / 1_000_000, "\(subscriber) \(name)")
+            } else if state["active"] == true {
+                #expect(theirs.expiresDate == nil)
+            }
+            if let product = state["product_id"]?.stringValue {
+                #expect(theirs.productIdentifier == product)
+            } else {
+                #expect(theirs.productIdentifier == "rc_promo_\(name)_custom")
+            }
+            #expect((theirs.gracePeriodExpiresDate != nil) == (state["in_grace"] == true))
+        }
+        return (info, active)
+    }
+
+    @Test(
+        "for every subscriber of a generated ledger (credits, packs, refunds and reversals, cancellations, grace): the same entitlements as GET /v1/subscribers/{id}/entitlements"
+    )
+    func sameEntitlementsGeneratedLedger() async throws {
+        // The generated ledger's events, each subscriber's in one of RevenueCat's stores.
+        let events = GeneratedLedger.events(seed: 36, subscribers: 80, eventsPerSubscriber: 1...14).map { e in
+            let store = ["apple", "google", "stripe"][Int(e.subscriberID.utf8.last! % 3)]
+            return NewEvent(
+                subscriberID: e.subscriberID, type: e.type, occurredAt: e.occurredAt, source: store, environment: e.environment,
+                idempotencyKey: e.idempotencyKey, data: e.data, metadata: e.metadata)
+        }
+        try await APIHarness.run { http, api in
+            try await TestDatabase.run(api.url!.clientConfiguration(maximumConnections: 4)) { owner in
+                let store = EventStore(client: owner, logger: TestDatabase.logger)
+                _ = try await store.importBatch(events)
+                _ = try await Rebuilder(client: owner, logger: TestDatabase.logger).rebuild()
+            }
+            var subscribers = 0
+            for subscriber in Set(events.map(\.subscriberID)).sorted() {
+                _ = try await Self.sameEntitlements(subscriber, http, api)
+                subscribers += 1
+            }
+            #expect(subscribers == 80)
+        }
+    }
+
     @Test(
         "for every subscriber of a generated RevenueCat history: RevenueCat's own schema decodes the answer, with the entitlements GET /v1/subscribers/{id}/entitlements answers"
     )
@@ -108,31 +172,8 @@ struct RevenueCatCompatAPITests {
             }
             var active = 0
             for subscriber in Set(generator.rows.map(\.appUserID)).sorted() {
-                let path = subscriber.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? subscriber
-                let answer = try await Self.get(http, api, "/v1/compat/revenuecat/subscribers/\(path)")
-                #expect(answer.status == .ok)
-                let info = try RevenueCatV1.decode(Array(buffer: answer.body))
-                #expect(info.subscriber.originalAppUserId == subscriber)
-                #expect(abs(info.requestDate.timeIntervalSince1970 * 1000 - Double(info.requestDateMs)) < 1000)
-                let at = String(ISO8601DateFormatter().string(from: info.requestDate))
-                let ours = try await Self.get(http, api, "/v1/subscribers/\(path)/entitlements?at=\(at)")
-                let states = try ours.json.objectValue?["entitlements"]?.arrayValue?.compactMap(\.objectValue) ?? []
-                #expect(Set(states.compactMap { $0["entitlement"]?.stringValue }) == Set(info.subscriber.entitlements.keys))
-                for state in states {
-                    let name = state["entitlement"]!.stringValue!
-                    let theirs = try #require(info.subscriber.entitlements[name])
-                    let isActive = theirs.expiresDate.map { $0 > info.requestDate } ?? true
-                    #expect(isActive == (state["active"] == true), "\(subscriber) \(name)")
-                    if isActive { active += 1 }
-                    if let expires = state["expires_at"]?.stringValue {
-                        let t = try Timestamp(rfc3339: expires)
-                        #expect(theirs.expiresDate.map { Int64($0.timeIntervalSince1970) } == t.microseconds / 1_000_000, "\(subscriber) \(name)")
-                    } else if state["active"] == true {
-                        #expect(theirs.expiresDate == nil)
-                    }
-                    #expect(theirs.productIdentifier == state["product_id"]?.stringValue)
-                    #expect((theirs.gracePeriodExpiresDate != nil) == (state["in_grace"] == true))
-                }
+                let (info, held) = try await Self.sameEntitlements(subscriber, http, api)
+                active += held
                 // Every product the subscriber bought is a subscription, in its store.
                 let rows = generator.rows.filter { $0.appUserID == subscriber }
                 #expect(Set(info.subscriber.subscriptions.keys) == Set(rows.map(\.productID)))
