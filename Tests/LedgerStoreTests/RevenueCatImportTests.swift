@@ -87,7 +87,9 @@ struct RevenueCatImportTests {
     )
     func generatedExport() async throws {
         try await TestDatabase.with { client, _ in
-            var generator = RevenueCatExportGenerator(seed: 36, subscribers: 1500)
+            // 1,500 subscribers by default; SUBLEDGER_RC_SUBSCRIBERS=10000 for the full size.
+            let size = Int(ProcessInfo.processInfo.environment["SUBLEDGER_RC_SUBSCRIBERS"] ?? "") ?? 1500
+            var generator = RevenueCatExportGenerator(seed: 36, subscribers: size)
             let rows = generator.rows
             let importer = RevenueCatImport(client: client, logger: TestDatabase.logger)
             let options = RevenueCatImport.Options(batchSize: 1000, asOf: generator.exportTime)
