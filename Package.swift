@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerServer", targets: ["LedgerServer"]),
+        .library(name: "SubledgerClient", targets: ["SubledgerClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -17,8 +18,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -144,6 +148,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Generated from openapi.yaml by tools/generate-client (committed: see that script).
+        .target(
+            name: "SubledgerClient",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            exclude: ["openapi-generator-config.yaml"]
+        ),
         .target(
             name: "LedgerTestSupport",
             dependencies: [
@@ -209,6 +224,7 @@ let package = Package(
             name: "LedgerServerTests",
             dependencies: [
                 "StoreAdapters", "StripeStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
+                "SubledgerClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),

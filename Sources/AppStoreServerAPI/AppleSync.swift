@@ -67,8 +67,11 @@ public struct AppleSync: Sendable {
 
         let subscriber: String
         if let given {
-            try await intake.links.link(store: AppleNotificationMapper.store, [originalTransactionID], to: given, by: "sync")
-            subscriber = given
+            // The operator's claim, under the transfer policy (docs/identity.md): a purchase another subscriber
+            // keeps is refused.
+            subscriber = try await intake.claim(
+                store: AppleNotificationMapper.store, accounts: [originalTransactionID], for: given, by: "sync", kind: .app,
+                at: EventIntake.now(), logger: logger)
         } else if let linked = try await intake.links.subscriber(store: AppleNotificationMapper.store, accountID: originalTransactionID) {
             subscriber = linked
         } else if let token = transactions.lazy.compactMap({ $0["appAccountToken"]?.stringValue?.lowercased() }).first,

@@ -142,6 +142,7 @@ func buildRouterAndServices(
     let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     SubscriberRoutes(reader: ProjectionReader(router: readRouter, cache: cache), clock: configuration.clock).register(on: v1)
+    RevenueCatCompatRoutes(store: store, router: readRouter, clock: configuration.clock).register(on: v1)
     IdentityRoutes(
         identity: IdentityStore(intake: intake, database: database, defaultPolicy: configuration.transferPolicy),
         maxBodyBytes: configuration.maxBodyBytes

@@ -6,13 +6,15 @@ import PostgresNIO
 
 struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "import",
+        // `subledger import FILE.jsonl` (the default of `ImportCommands`) or `subledger import jsonl FILE.jsonl`.
+        commandName: "jsonl",
         abstract: "Bulk-load historical events from JSON Lines (one event per line) with COPY; projections are rebuilt after.",
         discussion: """
             Each line is validated like a POST /v1/events body (the catalog fills in what a purchase leaves out), \
             keeps its own idempotency key (lines already imported are skipped, so an interrupted import can be \
             run again), and gets the ledger's positions and hash chain. A bad line stops the import naming its \
-            line number; nothing of its batch is stored (earlier batches are).
+            line number; nothing of its batch is stored (earlier batches are). `subledger import revenuecat` reads \
+            RevenueCat's exports the same way.
             """)
 
     @OptionGroup var database: DatabaseOptions

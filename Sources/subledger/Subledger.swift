@@ -7,7 +7,7 @@ struct Subledger: AsyncParsableCommand {
         commandName: "subledger",
         abstract: "An event-sourced subscription ledger on PostgreSQL.",
         subcommands: [
-            Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, Import.self, Apple.self,
+            Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, ImportCommands.self, Apple.self,
             DeprecatedAppleTestNotification.self, Google.self,
         ]
     )

@@ -128,3 +128,64 @@ struct IdentityStoreTests {
         }
     }
 }
+
+extension IdentityStoreTests {
+    typealias S = StripeHelpers
+
+    static func paid(_ n: Int, subscriber: String) -> [UInt8] {
+        let from = String(format: "2026-%02d-01T10:00:00Z", 2 + n)
+        let to = String(format: "2026-%02d-01T10:00:00Z", 3 + n)
+        return S.event(
+            "evt_i\(n)", "invoice.paid", at: from,
+            S.invoice(
+                "in_\(n)", n == 0 ? "subscription_create" : "subscription_cycle", customer: "cus_s", sub: "sub_s", pi: "pi_\(n)", paidAt: from,
+                lines: [S.line("il_\(n)", 1000, from, to, "pro.monthly")], subscriber: subscriber))
+    }
+
+    @Test("Stripe: an invoice naming another subscriber for a linked customer is a store fact: applied to the owner under keep, moved under transfer")
+    func stripeCustomerRelinked() async throws {
+        try await APIHarness.run { http, api in
+            try await S.catalog(http, api)
+            let first = try await S.post(http, Self.paid(0, subscriber: "web-a"))
+            #expect(S.status(first) == "applied", "\(String(buffer: first.body))")
+            try await Self.setPolicy(http, api, "web-a", "keep")
+            let kept = try await S.post(http, Self.paid(1, subscriber: "web-b"))
+            #expect(try kept.json.objectValue?["subscriber_id"] == "web-a", "\(String(buffer: kept.body))")
+            #expect(try await Self.holds(http, api, "web-b").isEmpty)
+            try await Self.setPolicy(http, api, "web-a", "transfer")
+            let moved = try await S.post(http, Self.paid(2, subscriber: "web-b"))
+            #expect(try moved.json.objectValue?["subscriber_id"] == "web-b", "\(String(buffer: moved.body))")
+            #expect(try await Self.holds(http, api, "web-b") == ["sub_s"])
+            #expect(try await Self.holds(http, api, "web-a").isEmpty)
+            #expect(try await S.active(http, api, "web-b", at: "2026-04-15T00:00:00Z"), "the purchase's running window moved with it")
+            #expect(try await S.active(http, api, "web-a", at: "2026-02-15T00:00:00Z"), "A's past stays A's")
+        }
+    }
+}
+
+extension IdentityStoreTests {
+    typealias G = GoogleStoreAPITests
+
+    @Test("Google Play: a purchase token submitted for another account is a claim: 409 under keep, moved under transfer")
+    func googleTokenSubmitted() async throws {
+        try await G.run { c in
+            try await G.bought(
+                c, order: "GPA.9300-0000-0000-00001", token: "tok-g", account: "acct-a", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z")
+            var owner = ""
+            for _ in 0..<100 where owner.isEmpty {
+                if try await !Self.holds(c.http, c.api, "acct-a").isEmpty { owner = "acct-a" } else { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(owner == "acct-a", "the push was resolved in the background")
+            try await Self.setPolicy(c.http, c.api, "acct-a", "keep")
+            let kept = try await G.submit(c, subscriber: "user-b", token: "tok-g")
+            #expect(kept.status == .conflict, "\(String(buffer: kept.body))")
+            #expect(kept.errorCode == "purchase_owned")
+            #expect(try await Self.holds(c.http, c.api, "user-b").isEmpty)
+            try await Self.setPolicy(c.http, c.api, "acct-a", "transfer")
+            let moved = try await G.submit(c, subscriber: "user-b", token: "tok-g")
+            #expect(moved.status == .ok, "\(String(buffer: moved.body))")
+            #expect(try await Self.holds(c.http, c.api, "user-b") == ["GPA.9300-0000-0000-00001"])
+            #expect(try await Self.holds(c.http, c.api, "acct-a").isEmpty)
+        }
+    }
+}

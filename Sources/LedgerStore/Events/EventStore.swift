@@ -120,14 +120,14 @@ public struct EventStore: Service {
     /// Appends one batch of a bulk import: same validation of keys and versions, same positions and hash
     /// chain, but rows go in with COPY and the projections are left to a rebuild after the import.
     /// All or nothing, like any append.
-    public func importBatch(_ events: [NewEvent]) async throws -> AppendResult {
+    public func importBatch(_ events: [NewEvent], replays: ReplayPolicy = .strict) async throws -> AppendResult {
         precondition(!events.isEmpty, "an import batch needs at least one event")
         let writer = AppendWriter(logger: logger)
         defer { onCommit(Dictionary(events.map { ($0.subscriberID, Int64(0)) }, uniquingKeysWith: { a, _ in a })) }
         memory.forget()
         return try await StoreError.mapping {
             try await database.transaction { connection in
-                try await writer.append([AppendJob(events: events, replays: .strict)], lookUpKeys: true, bulk: true, on: connection)
+                try await writer.append([AppendJob(events: events, replays: replays)], lookUpKeys: true, bulk: true, on: connection)
                     .outcomes[0]
             }.get()
         }
