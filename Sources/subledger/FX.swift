@@ -40,7 +40,7 @@ struct FXImport: AsyncParsableCommand {
         do {
             rows = try FXUpload.ecbCSV(Array(data))
         } catch {
-            throw CommandFailure("\(file): \(error.message); nothing was stored")
+            throw CommandFailure("\(file): \(error); nothing was stored")
         }
         let label = String((file == "-" ? "stdin" : (file as NSString).lastPathComponent).prefix(200))
         let result = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 2), logger: logger) { client in

@@ -38,7 +38,7 @@ struct FXParsingTests {
                 _ = try FXUpload.ecbCSV(Array(text.utf8))
                 return nil
             } catch {
-                return error.message
+                return "\(error)"
             }
         }
         #expect(refused("Date,USD\n1998-12-31,1.1\n")?.contains("outside") == true)
@@ -55,13 +55,15 @@ struct FXParsingTests {
         #expect(refused("Date,USD\n2025-03-03,1,2,3\n")?.contains("cells") == true)
         #expect(refused("Currency,USD\n") != nil)
         #expect(refused("Date,USD\n2025-03-03,N/A\n")?.contains("no rate") == true)
-        let wide = "Date," + (0..<65).map { i in "A" + String(UnicodeScalar(65 + i / 26)!) + String(UnicodeScalar(65 + i % 26)!) }.joined(
-            separator: ",")
+        let wide =
+            "Date,"
+            + (0..<65).map { i in "A" + String(UnicodeScalar(65 + i / 26)!) + String(UnicodeScalar(65 + i % 26)!) }.joined(
+                separator: ",")
         #expect(refused(wide + "\n")?.contains("at most 64") == true)
-        var many = "Date,USD\n"
+        var many = "Date,USD,JPY,GBP\n"
         var day = FXDay(iso: "1999-01-01")!
-        for _ in 0...FXLimits.maxRowsPerUpload {
-            many += "\(day),1.1\n"
+        for _ in 0...(FXLimits.maxRowsPerUpload / 3) {
+            many += "\(day),1.1,2.2,3.3\n"
             day.days += 1
         }
         #expect(refused(many)?.contains("more than") == true)
@@ -70,11 +72,14 @@ struct FXParsingTests {
     @Test func readsJSON() throws {
         let rows = try FXUpload.json(
             try JSONParser.parse(
-                Array(#"{"base":"EUR","rates":[{"date":"2025-03-03","currency":"USD","rate":"1.0465"},{"date":"2025-03-03","currency":"JPY","rate":158.33}]}"#.utf8)))
-        #expect(rows == [
-            FXRateRow(day: FXDay(iso: "2025-03-03")!, currency: "USD", rate: FXRate("1.0465")!),
-            FXRateRow(day: FXDay(iso: "2025-03-03")!, currency: "JPY", rate: FXRate("158.33")!),
-        ])
+                Array(
+                    #"{"base":"EUR","rates":[{"date":"2025-03-03","currency":"USD","rate":"1.0465"},{"date":"2025-03-03","currency":"JPY","rate":158.33}]}"#
+                        .utf8)))
+        #expect(
+            rows == [
+                FXRateRow(day: FXDay(iso: "2025-03-03")!, currency: "USD", rate: FXRate("1.0465")!),
+                FXRateRow(day: FXDay(iso: "2025-03-03")!, currency: "JPY", rate: FXRate("158.33")!),
+            ])
         for bad in [
             #"{"base":"USD","rates":[{"date":"2025-03-03","currency":"JPY","rate":"1"}]}"#,
             #"{"rates":[{"date":"2025-03-03","currency":"usd","rate":"1"}]}"#,
@@ -253,7 +258,8 @@ struct FXRevenuePropertyTests {
                 _ = moved.append(
                     owner, .refund, at: IdentityPropertyTests.at(clock),
                     [
-                        "transaction_id": .string(list[random.below(list.count)]), "amount_minor": .number(JSONNumber(Int64(100 + random.below(400)))),
+                        "transaction_id": .string(list[random.below(list.count)]),
+                        "amount_minor": .number(JSONNumber(Int64(100 + random.below(400)))),
                         "currency": "USD", "reason": "refund", "cut": .bool(random.below(2) == 0),
                     ])
             default:

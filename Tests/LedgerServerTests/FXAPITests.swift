@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LedgerCore
@@ -39,7 +40,8 @@ struct FXAPITests {
     @Test("rates are uploaded as versions, read back, and convert revenue and MRR as the worked example says")
     func ratesAndConvertedReports() async throws {
         try await APIHarness.run(maxBodyBytes: 8 * 1024 * 1024) { http, api in
-            #expect(try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(Self.purchase)).status == .created)
+            #expect(
+                try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(Self.purchase)).status == .created)
             let revenueURI = "/v1/reports/revenue?from=2025-03-01&to=2025-05-01&currency=EUR"
 
             // No rate yet: refused naming the currency and the date.
@@ -82,11 +84,14 @@ struct FXAPITests {
 
             // A correction is a new version; the old one stays readable and reports can pin it.
             let correction: JSONValue = [
-                "base": "EUR", "rates": [["date": "2025-03-03", "currency": "USD", "rate": "1.05"], ["date": "2025-03-03", "currency": "JPY", "rate": "158.33"]],
+                "base": "EUR",
+                "rates": [["date": "2025-03-03", "currency": "USD", "rate": "1.05"], ["date": "2025-03-03", "currency": "JPY", "rate": "158.33"]],
             ]
             let second = try await http.execute(uri: "/v1/fx/rates", method: .put, headers: api.headers(.admin), body: body(correction))
             #expect(second.status == .created)
-            #expect(try second.json.objectValue?["version"] == 2 && second.json.objectValue?["corrected"] == 1 && second.json.objectValue?["unchanged"] == 1)
+            #expect(
+                try second.json.objectValue?["version"] == 2 && second.json.objectValue?["corrected"] == 1
+                    && second.json.objectValue?["unchanged"] == 1)
             let listed = try await http.execute(
                 uri: "/v1/fx/rates?currency=USD&from=2025-03-03&to=2025-03-03", method: .get, headers: api.headers(.analyst))
             let listedRates = try #require(try listed.json.objectValue?["rates"]?.arrayValue?.compactMap(\.objectValue))

@@ -21,7 +21,11 @@ public enum ConvertedMRR {
         var byFactor: [FXFactor: MonthlyAmount] = [:]
         for g in groups {
             let f = try rates.factor(from: g.currency, to: target, on: g.day)
-            byFactor[f] = try byFactor[f].map { sum throws(ReportOverflow) in try sum.adding(g.amount) } ?? g.amount
+            if let sum = byFactor[f] {
+                byFactor[f] = try sum.adding(g.amount)
+            } else {
+                byFactor[f] = g.amount
+            }
         }
         var total: Int128 = 0
         for (f, sum) in byFactor.sorted(by: { ($0.key.numerator, $0.key.denominator) < ($1.key.numerator, $1.key.denominator) }) {

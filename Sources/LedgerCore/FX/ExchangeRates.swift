@@ -148,8 +148,8 @@ public enum FXUpload {
         var lines: [[Substring]] = []
         guard let text = String(validating: bytes, as: UTF8.self) else { throw FXInputError("the CSV is not UTF-8") }
         let body = text.hasPrefix("\u{FEFF}") ? Substring(text.dropFirst()) : Substring(text)
-        for raw in body.split(separator: "\n", omittingEmptySubsequences: false) {
-            let line = raw.hasSuffix("\r") ? raw.dropLast() : raw
+        // "\r\n" is one Character in Swift: both line ends are separators.
+        for line in body.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lines.append(line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces })
         }
         while let last = lines.last, last.allSatisfy(\.isEmpty) { lines.removeLast() }

@@ -132,7 +132,7 @@ public struct RevenueSchedule: Sendable {
         if factor == .one { return cumulative(before: x) }
         var failure: ReportOverflow?
         let figures = held(before: x) { t in
-            do {
+            do throws(ReportOverflow) {
                 return try converted(whole(before: t), factor)
             } catch {
                 failure = error

@@ -68,8 +68,9 @@ public struct FXStore: Sendable {
                 default: break
                 }
             }
-            let latest = try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?
-                .decode(Int64?.self)
+            let latest =
+                try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?
+                .decode(Int64?.self) ?? nil
             guard !changed.isEmpty else {
                 return FXUploadResult(
                     version: latest, created: false, rates: rows.count, added: 0, corrected: 0, unchanged: rows.count)
@@ -105,7 +106,7 @@ public struct FXStore: Sendable {
     public func latestVersion() async throws -> Int64? {
         let logger = database.logger
         return try await database.withConnection { c in
-            try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?.decode(Int64?.self)
+            try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?.decode(Int64?.self) ?? nil
         }
     }
 

@@ -76,8 +76,8 @@ extension ReportStore {
                 } else {
                     do {
                         factor = try table.factor(from: t.currency, to: fx.currency, on: day)
-                    } catch {
-                        throw FXRequestError(missing: error)
+                    } catch let missing as MissingFXRate {
+                        throw FXRequestError(missing: missing)
                     }
                     factors[t.currency] = (day.days, factor)
                 }
@@ -126,14 +126,15 @@ extension ReportStore {
             } catch let missing as MissingFXRate {
                 throw FXRequestError(missing: missing)
             }
-            let count = try await c.query(
-                """
-                SELECT count(DISTINCT subscriber_id) FROM report_transactions
-                WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
-                  AND (service_end_us IS NULL OR service_end_us > \(t))
-                  AND (\(key) = '' OR \(key) = ANY(entitlements))
-                """, logger: logger
-            ).collect().first?.decode(Int64.self) ?? 0
+            let count =
+                try await c.query(
+                    """
+                    SELECT count(DISTINCT subscriber_id) FROM report_transactions
+                    WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
+                      AND (service_end_us IS NULL OR service_end_us > \(t))
+                      AND (\(key) = '' OR \(key) = ANY(entitlements))
+                    """, logger: logger
+                ).collect().first?.decode(Int64.self) ?? 0
             return MRRLine(currency: fx.currency, mrrMinor: total, activePaid: Int(count))
         }
     }
