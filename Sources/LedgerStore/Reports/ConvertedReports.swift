@@ -25,20 +25,31 @@ public struct FXRequestError: Error, Sendable, CustomStringConvertible {
 
 extension ReportStore {
     /// Rate tables by version: a version's rates never change (rows are only added, with a newer version), so
-    /// a table read once serves every later report at that version.
-    private static let tables = Mutex<(version: Int64, table: FXTable)?>(nil)
+    /// a table read once serves every later report at that version. Keyed by the database's name and the
+    /// version's creation time too, so that two databases (tests, a restored copy) never share a table.
+    private static let tables = Mutex<(key: String, table: FXTable)?>(nil)
 
     /// The rate table of `version` (all currencies), read once per version.
     func fxTable(version: Int64?) async throws -> FXTable {
         guard let version else { return FXTable() }
-        if let cached = Self.tables.withLock({ $0 }), cached.version == version { return cached.table }
+        let logger = database.logger
+        let stamp = try await database.withConnection { c in
+            try await c.query(
+                """
+                SELECT current_database() || ' ' || (extract(epoch FROM created_at) * 1000000)::int8::text
+                FROM fx_rate_versions WHERE version = \(version)
+                """, logger: logger
+            ).collect().first?.decode(String.self) ?? ""
+        }
+        let key = "\(stamp) \(version)"
+        if let cached = Self.tables.withLock({ $0 }), cached.key == key { return cached.table }
         let rates = try await FXStore(database: database).rates(
             version: version, currencies: nil, from: FXLimits.firstDay, to: FXLimits.lastDay)
         var table = FXTable()
         for r in rates { table.add(currency: r.currency, day: r.day, rate: r.rate) }
         table.sort()
         let built = table
-        Self.tables.withLock { $0 = (version, built) }
+        Self.tables.withLock { $0 = (key, built) }
         return built
     }
 
