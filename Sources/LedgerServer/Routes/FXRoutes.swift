@@ -57,10 +57,11 @@ struct FXRoutes {
             guard let version else {
                 return .object(["base": "EUR", "version": .null, "rates": .array([])])
             }
-            let rates = try await store.rates(version: version, currencies: currency.map { [$0] }, from: from, to: to)
+            let rates = try await store.rates(
+                version: version, currencies: currency.map { [$0] }, from: from, to: to, limit: FXLimits.maxRowsPerUpload + 1)
             guard rates.count <= FXLimits.maxRowsPerUpload else {
                 throw APIError.invalidRequest(
-                    "\(rates.count) rates match; at most \(FXLimits.maxRowsPerUpload) per answer: narrow 'currency', 'from' or 'to'")
+                    "more than \(FXLimits.maxRowsPerUpload) rates match; at most \(FXLimits.maxRowsPerUpload) per answer: narrow 'currency', 'from' or 'to'")
             }
             return .object([
                 "base": "EUR", "version": .int(version),

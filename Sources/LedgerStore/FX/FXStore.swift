@@ -111,8 +111,10 @@ public struct FXStore: Sendable {
     }
 
     /// The rates a report at `version` uses (per date and currency, the newest value of a version up to it),
-    /// for `currencies` (nil: all) and dates in `from...to`, ordered by currency and date.
-    public func rates(version: Int64, currencies: [String]?, from: FXDay, to: FXDay) async throws -> [FXStoredRate] {
+    /// for `currencies` (nil: all) and dates in `from...to`, ordered by currency and date; at most `limit` of them.
+    public func rates(version: Int64, currencies: [String]?, from: FXDay, to: FXDay, limit: Int = Int(Int32.max)) async throws
+        -> [FXStoredRate]
+    {
         let logger = database.logger
         return try await database.withConnection { c in
             let rows = try await c.query(
@@ -122,6 +124,7 @@ public struct FXStore: Sendable {
                 WHERE version <= \(version) AND (\(currencies == nil) OR currency = ANY(\(currencies ?? [])::text[]))
                   AND day BETWEEN DATE '1970-01-01' + \(Int32(from.days)) AND DATE '1970-01-01' + \(Int32(to.days))
                 ORDER BY currency, day, version DESC
+                LIMIT \(Int64(limit))
                 """, logger: logger)
             var out: [FXStoredRate] = []
             for try await (currency, day, rate, v) in rows.decode((String, Int32, String, Int64).self) {
