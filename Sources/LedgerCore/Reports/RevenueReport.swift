@@ -160,6 +160,8 @@ public struct RevenueSchedule: Sendable {
     }
 
     /// Everything that moved strictly before `x` for the holder, from the whole transaction's figures `whole`.
+    /// Inlined: the rollups call `cumulative(before:)` per transaction and cell, in the append and the rebuild.
+    @inline(__always)
     func held(before x: Timestamp, _ whole: (Timestamp) -> RevenueFigures) -> RevenueFigures {
         let (from, until) = (transaction.heldFrom, transaction.handedOver)
         if let from, x <= from { return RevenueFigures() }

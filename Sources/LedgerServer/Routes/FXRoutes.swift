@@ -61,7 +61,8 @@ struct FXRoutes {
                 version: version, currencies: currency.map { [$0] }, from: from, to: to, limit: FXLimits.maxRowsPerUpload + 1)
             guard rates.count <= FXLimits.maxRowsPerUpload else {
                 throw APIError.invalidRequest(
-                    "more than \(FXLimits.maxRowsPerUpload) rates match; at most \(FXLimits.maxRowsPerUpload) per answer: narrow 'currency', 'from' or 'to'")
+                    "more than \(FXLimits.maxRowsPerUpload) rates match; at most \(FXLimits.maxRowsPerUpload) per answer: narrow 'currency', 'from' or 'to'"
+                )
             }
             return .object([
                 "base": "EUR", "version": .int(version),
