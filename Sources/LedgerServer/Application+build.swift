@@ -153,6 +153,7 @@ func buildRouterAndServices(
         checkpoints: CheckpointStore(database: database), verifier: ChainVerifier(database: database)
     ).register(on: v1)
     ReportRoutes(router: readRouter, clock: configuration.clock).register(on: v1)
+    FXRoutes(database: database, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
     AppleStoreRoutes(

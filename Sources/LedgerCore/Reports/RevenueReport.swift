@@ -122,13 +122,54 @@ public struct RevenueSchedule: Sendable {
     /// subscriber that holds the transaction: a transferred one is this subscriber's until it was handed over,
     /// or from when it arrived, and its deferred balance moves with it (docs/identity.md).
     public func cumulative(before x: Timestamp) -> RevenueFigures {
+        held(before: x, whole(before:))
+    }
+
+    /// `cumulative` in a reporting currency (docs/reports.md, "Reporting currency"): the transaction's own
+    /// cumulative figures converted at one factor, then held like `cumulative`, so a transferred transaction's
+    /// two holders still add up to the whole and every identity holds in the reporting currency.
+    public func cumulative(before x: Timestamp, converting factor: FXFactor) throws(ReportOverflow) -> RevenueFigures {
+        if factor == .one { return cumulative(before: x) }
+        var failure: ReportOverflow?
+        let figures = held(before: x) { t in
+            do throws(ReportOverflow) {
+                return try converted(whole(before: t), factor)
+            } catch {
+                failure = error
+                return RevenueFigures()
+            }
+        }
+        if let failure { throw failure }
+        return figures
+    }
+
+    /// Converts the cumulative figures of the whole transaction: `round_half_up(F × rate)` for billings,
+    /// commission, refunds, recognized and refunded_unrecognized; refunds_recognized is refunds less
+    /// refunded_unrecognized. When nothing is deferred any more (settled, or before anything moved),
+    /// refunded_unrecognized is billings less recognized, so a settled transaction leaves no deferred residue
+    /// of rounding and its recognised parts plus refunded deferred money equal its converted gross.
+    func converted(_ w: RevenueFigures, _ f: FXFactor) throws(ReportOverflow) -> RevenueFigures {
+        var c = RevenueFigures()
+        c.billings = try f.apply(w.billings)
+        c.commission = try f.apply(w.commission)
+        c.refunds = try f.apply(w.refunds)
+        c.recognized = try f.apply(w.recognized)
+        c.refundedUnrecognized = w.deferred == 0 ? c.billings - c.recognized : try f.apply(w.refundedUnrecognized)
+        c.refundsRecognized = c.refunds - c.refundedUnrecognized
+        return c
+    }
+
+    /// Everything that moved strictly before `x` for the holder, from the whole transaction's figures `whole`.
+    /// Inlined: the rollups call `cumulative(before:)` per transaction and cell, in the append and the rebuild.
+    @inline(__always)
+    func held(before x: Timestamp, _ whole: (Timestamp) -> RevenueFigures) -> RevenueFigures {
         let (from, until) = (transaction.heldFrom, transaction.handedOver)
         if let from, x <= from { return RevenueFigures() }
         let gone = until.map { x > $0 } ?? false
-        var figures = whole(before: gone ? until! : x)
+        var figures = whole(gone ? until! : x)
         if let from {
             // Arrived with its deferred balance: what the subscriber it came from had not recognised.
-            let before = whole(before: from)
+            let before = whole(from)
             figures = figures - before
             figures.handover += before.deferred
         }
@@ -172,6 +213,13 @@ public struct RevenueAccumulator: Sendable {
     }
 
     public mutating func add(_ transaction: RevenueTransaction) {
+        // The factor one never converts, so nothing can throw.
+        try? add(transaction, currency: transaction.currency, factor: .one)
+    }
+
+    /// Adds a transaction converted into `currency` by `factor` (the reporting currency): its cumulative figures
+    /// are converted at every boundary, so the periods' parts still telescope.
+    public mutating func add(_ transaction: RevenueTransaction, currency: String, factor: FXFactor) throws(ReportOverflow) {
         let schedule = RevenueSchedule(transaction)
         let n = boundaries.count
         var firstMove = min(transaction.occurredAt, transaction.start)
@@ -179,14 +227,19 @@ public struct RevenueAccumulator: Sendable {
         // cumulative(before: b) is zero for b <= firstMove and final for b > settledAt.
         let lo = index(after: firstMove)
         let hi = max(lo, index(after: transaction.settledAt))
-        var sums = cumulative.removeValue(forKey: transaction.currency) ?? Array(repeating: RevenueFigures(), count: n)
-        for i in lo..<hi { sums[i] += schedule.cumulative(before: boundaries[i]) }
-        cumulative[transaction.currency] = sums
+        var sums = cumulative.removeValue(forKey: currency) ?? Array(repeating: RevenueFigures(), count: n)
+        defer { cumulative[currency] = sums }
+        for i in lo..<hi { sums[i] += try schedule.cumulative(before: boundaries[i], converting: factor) }
         if hi < n {
-            var tail = tails.removeValue(forKey: transaction.currency) ?? Array(repeating: RevenueFigures(), count: n)
-            tail[hi] += schedule.cumulative(before: Timestamp(microseconds: transaction.settledAt.microseconds + 1))
-            tails[transaction.currency] = tail
+            var tail = tails.removeValue(forKey: currency) ?? Array(repeating: RevenueFigures(), count: n)
+            defer { tails[currency] = tail }
+            tail[hi] += try schedule.cumulative(before: Timestamp(microseconds: transaction.settledAt.microseconds + 1), converting: factor)
         }
+    }
+
+    /// Makes `currency` answer a row per period even when no transaction has money in it.
+    public mutating func include(currency: String) {
+        if cumulative[currency] == nil { cumulative[currency] = Array(repeating: RevenueFigures(), count: boundaries.count) }
     }
 
     /// The first boundary index whose boundary is after `t` (`boundaries.count` if none).

@@ -57,6 +57,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return APIError(
                 .unprocessableContent, code: "report_overflow",
                 message: "\(error.description); narrow the report (entitlement, from/to)")
+        case let error as FXRequestError:
+            var e = APIError(
+                .unprocessableContent, code: "missing_fx_rate",
+                message: "\(error.missing.description): upload it (PUT /v1/fx/rates) or ask in the transaction's own currency")
+            e.extra = ["currency": .string(error.missing.currency), "date": .string(error.missing.day.description)]
+            return e
         case let error as RequestBody.Interrupted:
             return .invalidRequest("\(error); nothing was stored")
         case is NIOTooManyBytesError:

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import LedgerCore
 import LedgerStore
@@ -40,8 +41,14 @@ struct ReportRoutes {
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).revenue(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
+        let currency = try QueryParameters(request: request).currency("currency")
+        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([RevenuePeriod], FXUse?) in
+            let store = ReportStore(database: database)
+            guard let currency else {
+                return (try await store.revenue(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement), nil)
+            }
+            let fx = try await Self.fxUse(currency, request: request, database: database)
+            return (try await store.revenue(boundaries: q.boundaries, entitlement: q.entitlement, converting: fx), fx)
         }
         let rows = result.map { p -> [JSONValue] in
             let f = p.figures
@@ -51,7 +58,18 @@ struct ReportRoutes {
                 .int(p.deferredStart), .int(p.deferredEnd),
             ]
         }
-        return q.respond(ReportTable(name: "revenue", columns: ReportTable.revenueColumns, rows: rows)).ledgerPosition(position)
+        let table = ReportTable(name: "revenue", columns: ReportTable.revenueColumns, rows: rows)
+        guard let fx else { return q.respond(table).ledgerPosition(position) }
+        if q.wantsCSV { return table.csv().fxVersion(fx).ledgerPosition(position) }
+        return Response.json(
+            q.envelope(["periods": .array(table.objects), "currency": .string(fx.currency), "fx_version": fx.json])
+        ).fxVersion(fx).ledgerPosition(position)
+    }
+
+    /// The reporting currency and the rate version a converted report uses: `fx_version`, else the newest.
+    static func fxUse(_ currency: String, request: Request, database: Database) async throws -> FXUse {
+        let latest = try await FXStore(database: database).latestVersion()
+        return FXUse(currency: currency, version: try QueryParameters(request: request).fxVersion(latest: latest) ?? latest)
     }
 
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
@@ -97,18 +115,27 @@ struct ReportRoutes {
         let query = QueryParameters(request: request)
         let at = try query.timestamp("at") ?? clock.now()
         let entitlement = try query.entitlement()
+        let currency = try query.currency("currency")
         let minimum = try LedgerPosition.minimum(request)
-        let (lines, position) = try await router.read(atLeast: minimum) {
-            try await ReportStore(database: $0).mrr(at: at, entitlement: entitlement)
+        let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([MRRLine], FXUse?) in
+            let store = ReportStore(database: database)
+            guard let currency else { return (try await store.mrr(at: at, entitlement: entitlement), nil) }
+            let fx = try await Self.fxUse(currency, request: request, database: database)
+            return ([try await store.mrr(at: at, entitlement: entitlement, converting: fx)], fx)
         }
         let table = ReportTable(
             name: "mrr", columns: ReportTable.mrrColumns,
             rows: lines.map { [.string($0.currency), .int($0.mrrMinor), .int($0.activePaid)] })
-        if try ReportQuery.wantsCSV(request) { return table.csv().ledgerPosition(position) }
-        return Response.json([
+        if try ReportQuery.wantsCSV(request) { return table.csv().fxVersion(fx).ledgerPosition(position) }
+        var members: [String: JSONValue] = [
             "at": .string(at.rfc3339), "entitlement": entitlement.map(JSONValue.string) ?? .null,
             "currencies": .array(table.objects),
-        ]).ledgerPosition(position)
+        ]
+        if let fx {
+            members["currency"] = .string(fx.currency)
+            members["fx_version"] = fx.json
+        }
+        return Response.json(.object(members)).fxVersion(fx).ledgerPosition(position)
     }
 }
 
@@ -245,5 +272,20 @@ extension JSONValue {
         let micro = Int64((r * 1_000_000).rounded())
         let text = micro == 0 ? "0" : String(format: "%d.%06d", micro / 1_000_000, micro % 1_000_000)
         return JSONNumber(jsonText: Substring(text)).map(JSONValue.number) ?? .null
+    }
+}
+
+extension FXUse {
+    /// The rate version as the answer names it (null when no rate was ever stored).
+    var json: JSONValue { version.map { JSONValue.int($0) } ?? .null }
+}
+
+extension Response {
+    /// `Ledger-FX-Version`: the rate version a converted report used, on JSON and CSV answers alike.
+    func fxVersion(_ fx: FXUse?) -> Response {
+        guard let fx else { return self }
+        var r = self
+        r.headers[HTTPField.Name("Ledger-FX-Version")!] = fx.version.map(String.init) ?? "none"
+        return r
     }
 }

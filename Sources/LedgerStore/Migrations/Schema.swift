@@ -77,6 +77,6 @@ public struct Schema: Sendable {
 
     /// A checksum of every file, for caches of migrated databases (the test template).
     public var fingerprint: String {
-        (migrations.map(\.checksum) + functions.map { $0.name + $0.checksum }).joined()
+        (migrations.map { $0.name + $0.checksum } + functions.map { $0.name + $0.checksum }).joined()
     }
 }
