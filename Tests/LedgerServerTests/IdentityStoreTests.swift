@@ -117,6 +117,9 @@ struct IdentityStoreTests {
                 notification("DID_RENEW", "5001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z", token: other))
             #expect(renewed.status == .ok, "\(String(buffer: renewed.body))")
             #expect(try renewed.json.objectValue?["subscriber_id"] == .string(Apple.token), "the owner keeps it")
+            let notice = try renewed.events.first { $0["type"] == "store_notice" }?["data"]?.objectValue
+            #expect(notice?["kind"] == "other_subscriber_named", "the other account the store named is kept as a fact")
+            #expect(notice?["detail"]?.objectValue?["subscriber_id"] == .string(other))
             #expect(try await Self.holds(http, api, other).isEmpty)
             try await Self.setPolicy(http, api, Apple.token, "transfer")
             let moved = try await Self.post(

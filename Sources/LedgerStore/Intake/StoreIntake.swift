@@ -168,9 +168,22 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
             return .pending
         }
         r.subscriberID = subscriber
+        var drafts = mapping.drafts
+        if let hint = mapping.subscriberHint, hint != subscriber, owners[hint] == subscriber, try await mergedInto(hint) == nil,
+            let first = drafts.min(by: { $0.occurredAt < $1.occurredAt })
+        {
+            // The owner's policy kept the purchase: the other account the store named is kept as a fact of
+            // record (docs/identity.md).
+            drafts.append(
+                EventDraft(
+                    type: .storeNotice, occurredAt: first.occurredAt, environment: first.environment,
+                    idempotencyKey: "\(store):other_subscriber:\(r.messageID)", productID: nil, originalTransactionID: nil,
+                    data: ["store": .string(store), "kind": "other_subscriber_named", "detail": ["subscriber_id": .string(hint)]],
+                    metadata: ["store": .string(store)]))
+        }
         let result: AppendResult
         do {
-            result = try await append(mapping.drafts, subscriber: subscriber)
+            result = try await append(drafts, subscriber: subscriber)
         } catch let error as EventValidationError {
             // It stays `received` until the store's retry gets through (a product added to the catalog): say why.
             r.status = .received
