@@ -99,6 +99,15 @@ extension QueryParameters {
         return value
     }
 
+    /// A report's `currency`; `fx_version` without it is a 400 (it would be ignored).
+    func reportingCurrency() throws -> String? {
+        let currency = try currency("currency")
+        if currency == nil, request.uri.queryParameters["fx_version"] != nil {
+            throw APIError.invalidRequest("query parameter 'fx_version' applies to a converted report: give currency= too")
+        }
+        return currency
+    }
+
     /// A date `YYYY-MM-DD` within the rates' range, or a 400 naming the parameter.
     func fxDay(_ name: String) throws -> FXDay? {
         guard let text = request.uri.queryParameters[name[...]] else { return nil }

@@ -41,7 +41,7 @@ struct ReportRoutes {
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let currency = try QueryParameters(request: request).currency("currency")
+        let currency = try QueryParameters(request: request).reportingCurrency()
         let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([RevenuePeriod], FXUse?) in
             let store = ReportStore(database: database)
             guard let currency else {
@@ -115,7 +115,7 @@ struct ReportRoutes {
         let query = QueryParameters(request: request)
         let at = try query.timestamp("at") ?? clock.now()
         let entitlement = try query.entitlement()
-        let currency = try query.currency("currency")
+        let currency = try query.reportingCurrency()
         let minimum = try LedgerPosition.minimum(request)
         let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([MRRLine], FXUse?) in
             let store = ReportStore(database: database)
