@@ -92,6 +92,22 @@ struct IdentityStoreTests {
             // The same receipt again changes nothing.
             #expect(try await Self.post(http, api, "/v1/stores/apple/receipts", Self.receipt("claim-b")).status == .ok)
             #expect(try await Self.holds(http, api, "claim-b") == ["9000"])
+            // Reports: the restore is a transfer out and in, never churn; the money is billed once; MRR once, under B.
+            let month = try await http.execute(
+                uri: "/v1/reports/churn?from=2026-01-01&to=2027-01-01&interval=month", method: .get, headers: api.headers(.analyst))
+            let periods = try month.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(periods.compactMap { $0["transferred_out"]?.numberValue?.int64Value }.reduce(0, +) == 1)
+            #expect(periods.compactMap { $0["transferred_in"]?.numberValue?.int64Value }.reduce(0, +) == 1)
+            #expect(periods.compactMap { $0["churned"]?.numberValue?.int64Value }.reduce(0, +) == 0)
+            #expect(periods.compactMap { $0["new"]?.numberValue?.int64Value }.reduce(0, +) == 1)
+            let revenue = try await http.execute(
+                uri: "/v1/reports/revenue?from=2026-01-01&to=2031-01-01&interval=month", method: .get, headers: api.headers(.analyst))
+            let rows = try revenue.json.objectValue?["periods"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            #expect(rows.compactMap { $0["billings"]?.numberValue?.int64Value }.reduce(0, +) == 12000)
+            #expect(rows.compactMap { $0["recognized"]?.numberValue?.int64Value }.reduce(0, +) == 12000)
+            let mrr = try await http.execute(uri: "/v1/reports/mrr", method: .get, headers: api.headers(.analyst))
+            let usd = try mrr.json.objectValue?["currencies"]?.arrayValue?.first?.objectValue
+            #expect(usd?["mrr_minor"] == 1000 && usd?["active_paid"] == 1, "\(String(buffer: mrr.body))")
         }
     }
 
