@@ -236,7 +236,7 @@ struct FXRevenuePropertyTests {
     func handoversConvertTheSameWay(seed: Int) throws {
         let rates = Self.rates(seed: UInt64(seed))
         // The histories of IdentityPropertyTests, all in USD, run there with transfers and here converted.
-        var random = IdentityPropertyTests.Random(state: UInt64(seed) &* 7919 &+ 17)
+        var random = SplitMix64(seed: UInt64(seed) &* 7919 &+ 17)
         var moved = IdentityPropertyTests.Ledger()
         var clock: Int64 = 0
         var next: [String: Int64] = [:]

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerTestSupport
 import Testing
 
 /// Money follows the transaction, access follows the owner (docs/identity.md): random histories of
@@ -7,19 +8,6 @@ import Testing
 /// transfer at all.
 @Suite("Identity: transfers move access, never money")
 struct IdentityPropertyTests {
-    /// A deterministic generator (SplitMix64), so a failure names a reproducible seed.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     /// Streams of several subscribers, appended in one global position order.
     struct Ledger {
         var streams: [String: [RecordedEvent]] = [:]
@@ -86,7 +74,7 @@ struct IdentityPropertyTests {
     @Test(
         "revenue per period equals the history without transfers; each purchase is held by at most one subscriber at any instant", arguments: 0..<60)
     func moneyFollowsTheTransaction(seed: Int) {
-        var random = Random(state: UInt64(seed) &* 7919 &+ 17)
+        var random = SplitMix64(seed: UInt64(seed) &* 7919 &+ 17)
         var moved = Ledger()
         var still = Ledger()
         let subscribers = ["s0", "s1", "s2"]
@@ -95,17 +83,17 @@ struct IdentityPropertyTests {
         var transactions: [String: [String]] = [:]
         var clock: Int64 = 0
         for step in 0..<24 {
-            clock += Int64(random.below(9))
-            let purchase = purchases[random.below(purchases.count)]
-            switch random.below(10) {
+            clock += Int64(random.int(0...8))
+            let purchase = purchases[random.int(0...purchases.count - 1)]
+            switch random.int(0...9) {
             case 0...4:
                 // A purchase or a renewal of 30 days, at its period's start, recorded now.
                 let from = max(next[purchase] ?? clock, clock - 5)
                 let id = "\(purchase)-t\(step)"
-                let price = Int64(500 + random.below(2_000))
+                let price = Int64(500 + random.int(0...1_999))
                 let data = Self.transaction(id, purchase: purchase, from: from, days: 30, price: price)
                 let type: EventType = transactions[purchase] == nil ? .purchase : .renewal
-                let first = moved.owner(of: purchase) ?? subscribers[random.below(subscribers.count)]
+                let first = moved.owner(of: purchase) ?? subscribers[random.int(0...subscribers.count - 1)]
                 _ = moved.append(first, type, at: Self.at(from), data)
                 _ = still.append(still.owner(of: purchase) ?? first, type, at: Self.at(from), data)
                 next[purchase] = from + 30
@@ -115,17 +103,17 @@ struct IdentityPropertyTests {
                 guard let list = transactions[purchase], let owner = moved.owner(of: purchase), let stillOwner = still.owner(of: purchase) else {
                     continue
                 }
-                let id = list[random.below(list.count)]
-                let cut = random.below(2) == 0
+                let id = list[random.int(0...list.count - 1)]
+                let cut = random.int(0...1) == 0
                 let data: [String: JSONValue] = [
-                    "transaction_id": .string(id), "amount_minor": .number(JSONNumber(Int64(100 + random.below(400)))), "currency": "USD",
+                    "transaction_id": .string(id), "amount_minor": .number(JSONNumber(Int64(100 + random.int(0...399)))), "currency": "USD",
                     "reason": "refund", "cut": .bool(cut),
                 ]
                 _ = moved.append(owner, .refund, at: Self.at(clock), data)
                 _ = still.append(stillOwner, .refund, at: Self.at(clock), data)
             default:
                 // A transfer to another subscriber, now (the history without transfers has none).
-                moved.transfer(purchase, to: subscribers[random.below(subscribers.count)], at: Self.at(clock))
+                moved.transfer(purchase, to: subscribers[random.int(0...subscribers.count - 1)], at: Self.at(clock))
             }
         }
         let boundaries = (0..<12).map { Self.at(Int64($0) * 15) }

@@ -723,19 +723,6 @@ extension StripeLookupTests {
 struct StripeHostileTests {
     typealias S = StripeHelpers
 
-    /// A deterministic generator (SplitMix64), so a failure names a reproducible case.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func pick<T>(_ a: [T]) -> T { a[Int(next() % UInt64(a.count))] }
-    }
-
     static let odd: [JSONValue] = [
         .null, true, "", .string(String(repeating: "x", count: 5000)), -1, 0, .number(JSONNumber(Int64.max)), .number(JSONNumber(Int64.min)),
         .number(JSONNumber(jsonText: "1e400")!), .number(JSONNumber(jsonText: "-0.5")!), [], [:], ["id": "x"], [[[[[]]]]], "\u{0}", "cus_\u{202E}",
@@ -790,7 +777,7 @@ struct StripeHostileTests {
                 ),
                 ("checkout.session.completed", S.object("checkout.session", ["client_reference_id": "web-h", "customer": "cus_h"])),
             ]
-            var random = Random(state: 16)
+            var random = SplitMix64(seed: 16)
             var n = 0
             for (type, base) in bases {
                 for _ in 0..<12 {

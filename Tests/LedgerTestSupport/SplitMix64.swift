@@ -21,4 +21,7 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 
     public mutating func pick<T>(_ xs: [T]) -> T { xs[int(0...xs.count - 1)] }
+
+    /// A uniform integer in `0..<n`.
+    public mutating func below(_ n: Int) -> Int { int(0...n - 1) }
 }

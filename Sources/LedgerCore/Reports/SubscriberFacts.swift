@@ -166,11 +166,12 @@ public struct SubscriberFacts: Sendable, Hashable {
         let ledger = production.count == events.count ? ledger : Fold.fold(production)
         let ordered = Fold.inFoldOrder(production)
         let windows = ledger.windows.filter { !$0.isVoid }
+        // A trial that moved with its purchase started where it was bought: counted there only.
+        let arrived = Set(ordered.lazy.filter { $0.type == .transferIn }.map(\.eventID))
         return SubscriberFacts(
             runs: paidRuns(windows: windows, events: ordered),
             transactions: transactions(events: ordered, windows: ledger.windows),
-            // A trial that moved with its purchase started where it was bought: counted there only.
-            trials: trials(windows: windows.filter { w in !ordered.contains { $0.eventID == w.sourceEventID && $0.type == .transferIn } }))
+            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }))
     }
 
     static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {
@@ -362,13 +363,22 @@ public struct SubscriberFacts: Sendable, Hashable {
                 }
             }
         }
+        // The windows transfers brought, per transfer and transaction: the first entitlement's by name.
+        var carriedWindow: [UUID: [String: Window]] = [:]
+        if copies.contains(where: { $0.carried != nil }) {
+            let transfers = Set(copies.lazy.filter { $0.carried != nil }.map(\.event.eventID))
+            for w in windows where transfers.contains(w.sourceEventID) {
+                guard let txn = w.transactionID else { continue }
+                if let seen = carriedWindow[w.sourceEventID]?[txn], seen.entitlement <= w.entitlement { continue }
+                carriedWindow[w.sourceEventID, default: [:]][txn] = w
+            }
+        }
         var result: [RevenueTransaction] = []
         for copy in copies {
             let event = copy.event
             if let c = copy.carried {
                 // Arrived with a transferred purchase: this subscriber's share from then on.
-                let window = windows.filter { $0.sourceEventID == event.eventID && $0.transactionID == c.transactionID }
-                    .min { $0.entitlement < $1.entitlement }
+                let window = carriedWindow[event.eventID]?[c.transactionID]
                 result.append(
                     c.revenue(
                         transferEvent: event.eventID, heldFrom: event.occurredAt, refunds: copy.refunds,
