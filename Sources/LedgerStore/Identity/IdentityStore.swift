@@ -141,22 +141,37 @@ public struct IdentityStore: Sendable {
         if let replay = try await stored(source: move.source, keys: [keys.out, keys.in]) { return replay }
         let merged = try await mergedInto([move.from, move.to])
         for s in [move.from, move.to] { if let into = merged[s] { throw IdentityError.subscriberMerged(subscriber: s, into: into) } }
-        // A concurrent move of the same purchase fails the version check: read again, decide again.
-        for attempt in 1...3 {
-            let events = try await stream(move.from)
+        return try await appendMoving(from: move.from) { events in
             let purchase = PurchaseOwnership.owned(events).first { p in p.purchaseID == move.purchaseID && (move.store.map { $0 == p.store } ?? true)
             }
             guard let purchase else {
                 throw IdentityError.purchaseNotOwned(subscriber: move.from, store: move.store ?? "any", purchaseID: move.purchaseID)
             }
-            let pair = Self.pair(move, purchase: purchase, events: events, keys: keys)
+            return Self.pair(move, purchase: purchase, events: events, keys: keys)
+        }!
+    }
+
+    /// Builds a move's events from `from`'s stream (nil: nothing to move) and appends them all or none,
+    /// checked against that stream's version: a concurrent change there (another move of the same purchase)
+    /// makes it read and decide again, three times at most.
+    func appendMoving(from: String, _ build: ([RecordedEvent]) throws -> [NewEvent]?) async throws -> AppendResult? {
+        for attempt in 1...3 {
+            let events = try await stream(from)
+            guard var all = try build(events) else { return nil }
+            // The source stream's version on its first event: nothing may slip in between.
+            let version = events.last?.version ?? 0
+            var checked = false
+            for i in all.indices where all[i].subscriberID == from {
+                all[i].expectedVersion = checked ? nil : version
+                checked = true
+            }
             do {
-                return try await intake.append(pair, path: { "events[\($0)]" })
-            } catch StoreError.versionConflict(let s, _, _, _) where s == move.from && attempt < 3 {
+                return try await intake.append(all, path: { "events[\($0)]" })
+            } catch StoreError.versionConflict(let s, _, _, _) where s == from && attempt < 3 {
                 continue
             }
         }
-        throw StoreError.unavailable("the purchase kept moving while it was being transferred")
+        throw StoreError.unavailable("subscriber \(from) kept changing while its purchases were being moved")
     }
 
     /// Merges `from` into `into`: every purchase and running credit of `from` moves (reason `merge`) and
@@ -181,8 +196,7 @@ public struct IdentityStore: Sendable {
             }
             throw IdentityError.subscriberMerged(subscriber: into, into: merged[into]!)
         }
-        for attempt in 1...3 {
-            let events = try await stream(from)
+        let result = try await appendMoving(from: from) { events in
             let ledger = Fold.fold(events)
             let facts = SubscriberFacts.derive(events: events, ledger: ledger)
             var all: [NewEvent] = []
@@ -201,21 +215,11 @@ public struct IdentityStore: Sendable {
                 NewEvent(
                     subscriberID: from, type: .merged, occurredAt: occurredAt, source: source, environment: .production,
                     idempotencyKey: mergedKey, data: ["into": .string(into)]))
-            // The source stream's version for every event of it: nothing may slip in between.
-            let version = events.last?.version ?? 0
-            for i in all.indices where all[i].subscriberID == from {
-                all[i].expectedVersion = all[..<i].contains { $0.subscriberID == from } ? nil : version
-            }
-            do {
-                let result = try await intake.append(all, path: { "events[\($0)]" })
-                // Store messages follow the links: every store account of the merged subscriber is the other's now.
-                try await StoreLinks(database: database).relinkAll(from: from, to: into, by: "merge")
-                return result
-            } catch StoreError.versionConflict(let s, _, _, _) where s == from && attempt < 3 {
-                continue
-            }
-        }
-        throw StoreError.unavailable("the subscriber kept changing while it was being merged")
+            return all
+        }!
+        // Store messages follow the links: every store account of the merged subscriber is the other's now.
+        try await StoreLinks(database: database).relinkAll(from: from, to: into, by: "merge")
+        return result
     }
 
     /// The two events of a move, checked against the source stream's version.

@@ -74,18 +74,18 @@ extension IdentityStore {
         guard !accounts.isEmpty else { return }
         let merged = try await mergedInto([to])
         if let into = merged[to] { throw IdentityError.subscriberMerged(subscriber: to, into: into) }
-        for attempt in 1...3 {
-            let events = try await stream(from)
-            let named = Set(accounts)
-            let purchases = PurchaseOwnership.owned(events).filter { p in
-                events.contains { e in
-                    p.sourceEventIDs.contains(e.eventID) && e.source == store
+        let named = Set(accounts)
+        _ = try await appendMoving(from: from) { events in
+            // The events that name one of the accounts, found in one pass.
+            let naming = Set(
+                events.lazy.filter { e in
+                    e.source == store
                         && (named.contains(e.data[EventDataKey.originalTransactionID]?.stringValue ?? "")
                             || named.contains(e.data[EventDataKey.transactionID]?.stringValue ?? "")
                             || e.metadata.values.contains { named.contains($0.stringValue ?? "") })
-                }
-            }
-            guard !purchases.isEmpty else { return }
+                }.map(\.eventID))
+            let purchases = PurchaseOwnership.owned(events).filter { !$0.sourceEventIDs.isDisjoint(with: naming) }
+            guard !purchases.isEmpty else { return nil }
             let ledger = Fold.fold(events)
             let facts = SubscriberFacts.derive(events: events, ledger: ledger)
             let version = events.last?.version ?? 0
@@ -97,15 +97,7 @@ extension IdentityStore {
                 all += Self.pair(
                     move, purchase: p, events: events, ledger: ledger, facts: facts, keys: (out: "restore:\(key):out", in: "restore:\(key):in"))
             }
-            for i in all.indices where all[i].subscriberID == from {
-                all[i].expectedVersion = all[..<i].contains { $0.subscriberID == from } ? nil : version
-            }
-            do {
-                _ = try await intake.append(all, path: { "events[\($0)]" })
-                return
-            } catch StoreError.versionConflict(let s, _, _, _) where s == from && attempt < 3 {
-                continue
-            }
+            return all
         }
     }
 }
