@@ -35,20 +35,35 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto")
             ]
         ),
+        // What every store's adapter shares: the mapper protocol, paging cursors, outbound HTTP hygiene.
         .target(
             name: "StoreAdapters",
             dependencies: [
                 "LedgerCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+        // One target per store, everything of that store in it (docs/data-flow.md): verification, payload
+        // types, the pure mapper, the store's API client, its intake and background services.
+        .target(
+            name: "AppleStore",
+            dependencies: [
+                "StoreAdapters",
+                "LedgerCore",
+                "LedgerStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Apple/Resources/AppleRootCA-G3.cer")]
+            resources: [.copy("Resources/AppleRootCA-G3.cer")]
         ),
         .target(
-            name: "GooglePlayClient",
+            name: "GoogleStore",
             dependencies: [
                 "StoreAdapters",
                 "LedgerCore",
@@ -58,6 +73,7 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -75,10 +91,11 @@ let package = Package(
         .target(
             name: "StripeStore",
             dependencies: [
+                "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
-                "StoreAdapters",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -98,25 +115,12 @@ let package = Package(
             ]
         ),
         .target(
-            name: "AppStoreServerAPI",
-            dependencies: [
-                "LedgerCore",
-                "LedgerStore",
-                "StoreAdapters",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
-        ),
-        .target(
             name: "LedgerServer",
             dependencies: [
-                "AppStoreServerAPI",
-                "StoreAdapters",
+                "AppleStore",
+                "GoogleStore",
                 "StripeStore",
-                "GooglePlayClient",
+                "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerWebhooks",
@@ -131,10 +135,10 @@ let package = Package(
         .executableTarget(
             name: "subledger",
             dependencies: [
-                "AppStoreServerAPI",
-                "StoreAdapters",
+                "AppleStore",
+                "GoogleStore",
                 "StripeStore",
-                "GooglePlayClient",
+                "StoreAdapters",
                 "LedgerCore",
                 "LedgerStore",
                 "LedgerServer",
@@ -178,7 +182,7 @@ let package = Package(
         .testTarget(
             name: "StoreAdaptersTests",
             dependencies: [
-                "StoreAdapters", "LedgerCore", "LedgerTestSupport",
+                "StoreAdapters", "AppleStore", "GoogleStore", "StripeStore", "LedgerCore", "LedgerTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -195,9 +199,9 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "AppStoreServerAPITests",
+            name: "AppleStoreTests",
             dependencies: [
-                "AppStoreServerAPI", "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerTestSupport",
+                "AppleStore", "StoreAdapters", "LedgerCore", "LedgerStore", "LedgerTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -223,7 +227,8 @@ let package = Package(
         .testTarget(
             name: "LedgerServerTests",
             dependencies: [
-                "StoreAdapters", "StripeStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
+                "StoreAdapters", "AppleStore", "GoogleStore", "StripeStore", "LedgerCore", "LedgerStore", "LedgerServer",
+                "LedgerTestSupport",
                 "SubledgerClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

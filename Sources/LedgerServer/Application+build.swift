@@ -1,5 +1,5 @@
-import AppStoreServerAPI
-import GooglePlayClient
+import AppleStore
+import GoogleStore
 import Hummingbird
 import LedgerCore
 import LedgerStore

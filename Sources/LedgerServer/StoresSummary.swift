@@ -1,4 +1,4 @@
-import GooglePlayClient
+import GoogleStore
 
 extension ServerConfiguration {
     /// What each store's routes will do with this configuration, one line per store, for the start-up line:

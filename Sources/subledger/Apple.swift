@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppleStore
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation

@@ -1,3 +1,4 @@
+import AppleStore
 import ArgumentParser
 import Foundation
 import LedgerCore

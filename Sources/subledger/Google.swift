@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import GooglePlayClient
+import GoogleStore
 import LedgerCore
 import LedgerStore
 

@@ -1,8 +1,8 @@
-import AppStoreServerAPI
+import AppleStore
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import GooglePlayClient
+import GoogleStore
 import Hummingbird
 import LedgerCore
 import LedgerServer

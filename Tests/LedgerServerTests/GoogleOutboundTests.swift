@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import GooglePlayClient
+import GoogleStore
 import LedgerCore
 import LedgerTestSupport
 import StoreAdapters

@@ -1,5 +1,5 @@
 import Foundation
-import GooglePlayClient
+import GoogleStore
 import Hummingbird
 import HummingbirdTesting
 import LedgerCore
@@ -9,6 +9,7 @@ import LedgerTestSupport
 import Logging
 import NIOCore
 import PostgresNIO
+import StoreAdapters
 import Synchronization
 import Testing
 import _CryptoExtras
@@ -86,9 +87,9 @@ final class GooglePlayStandIn: Sendable {
             "iss": .string(issuer), "aud": .string(audience), "email": .string(email), "email_verified": true,
             "sub": "1234567890", "iat": .number(JSONNumber(now - 10)), "exp": .number(JSONNumber(now + expiresIn)),
         ]
-        let input = Base64URLText.encode(header.canonicalBytes()) + "." + Base64URLText.encode(claims.canonicalBytes())
+        let input = Base64URL.encode(header.canonicalBytes()) + "." + Base64URL.encode(claims.canonicalBytes())
         let signature = try (key ?? oidcKey).signature(for: Array(input.utf8), padding: .insecurePKCS1v1_5)
-        return input + "." + Base64URLText.encode(signature.rawRepresentation)
+        return input + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
     func jwks() throws -> JSONValue {
@@ -97,7 +98,7 @@ final class GooglePlayStandIn: Sendable {
             "keys": [
                 [
                     "kid": "oidc-1", "kty": "RSA", "alg": "RS256", "use": "sig",
-                    "n": .string(Base64URLText.encode(p.modulus)), "e": .string(Base64URLText.encode(p.publicExponent)),
+                    "n": .string(Base64URL.encode(p.modulus)), "e": .string(Base64URL.encode(p.publicExponent)),
                 ]
             ]
         ]
@@ -117,7 +118,7 @@ final class GooglePlayStandIn: Sendable {
         }
         guard fields["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let assertion = fields["assertion"] else { return refuse() }
         let parts = assertion.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let sig = Base64URLText.decode(parts[2]), let claimBytes = Base64URLText.decode(parts[1]),
+        guard parts.count == 3, let sig = Base64URL.decode(parts[2]), let claimBytes = Base64URL.decode(parts[1]),
             case .object(let claims)? = try? JSONParser.parse(claimBytes),
             serviceKey.publicKey.isValidSignature(
                 _RSA.Signing.RSASignature(rawRepresentation: sig), for: Array((parts[0] + "." + parts[1]).utf8), padding: .insecurePKCS1v1_5),

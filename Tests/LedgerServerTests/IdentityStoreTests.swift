@@ -1,10 +1,13 @@
+import AppleStore
 import Foundation
+import GoogleStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LedgerCore
 import NIOCore
 import StoreAdapters
+import StripeStore
 import Testing
 
 /// The transfer policy on the stores' own paths (docs/identity.md): an app's claim (a receipt) and a store's

@@ -1,3 +1,4 @@
+import AppleStore
 import Foundation
 import HummingbirdTesting
 import LedgerCore
@@ -6,6 +7,7 @@ import LedgerTestSupport
 import NIOCore
 import PostgresNIO
 import StoreAdapters
+import StripeStore
 import Testing
 
 /// How many SQL statements one store message costs (docs/data-flow.md keeps the counts).

@@ -1,4 +1,6 @@
+import AppleStore
 import Foundation
+import GoogleStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -7,6 +9,7 @@ import LedgerStore
 import LedgerTestSupport
 import NIOCore
 import StoreAdapters
+import StripeStore
 import Testing
 
 @testable import LedgerServer

@@ -1,5 +1,7 @@
-import GooglePlayClient
+import AppleStore
+import GoogleStore
 import LedgerServer
+import StripeStore
 import Testing
 
 @Suite("Start-up line: which stores are on")

@@ -8,6 +8,7 @@ import LedgerTestSupport
 import Logging
 import NIOCore
 import StoreAdapters
+import StripeStore
 import Synchronization
 import Testing
 

@@ -1,3 +1,4 @@
+import AppleStore
 import Foundation
 import LedgerCore
 import StoreAdapters

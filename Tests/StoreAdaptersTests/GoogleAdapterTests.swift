@@ -1,4 +1,5 @@
 import Foundation
+import GoogleStore
 import LedgerCore
 import StoreAdapters
 import Testing

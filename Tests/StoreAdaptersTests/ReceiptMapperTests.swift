@@ -1,3 +1,4 @@
+import AppleStore
 import LedgerCore
 import StoreAdapters
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import StoreAdapters
+import StripeStore
 import Testing
 
 /// Stripe's own example objects (openapi fixtures3.json, MIT), edited field by field per scenario.

@@ -1,5 +1,6 @@
 import Foundation
 import StoreAdapters
+import StripeStore
 import Testing
 
 @Suite("Stripe-Signature verification")

@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppleStore
 import Foundation
 import Hummingbird
 import LedgerCore

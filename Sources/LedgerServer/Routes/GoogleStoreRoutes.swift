@@ -1,5 +1,5 @@
 import Foundation
-import GooglePlayClient
+import GoogleStore
 import Hummingbird
 import LedgerCore
 import LedgerStore

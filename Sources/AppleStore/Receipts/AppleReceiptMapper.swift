@@ -1,4 +1,5 @@
 import LedgerCore
+import StoreAdapters
 
 /// What a verifyReceipt response amounts to in the ledger: drafts for the catalog to complete.
 public struct AppleReceiptMapping: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import LedgerCore
+import StoreAdapters
 
 /// Turns App Store Server Notifications V2 into ledger event drafts (docs/semantics.md section 7).
 ///

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import StoreAdapters
 import SwiftASN1
 import X509
 

@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppleStore
 import AsyncHTTPClient
 @preconcurrency import Crypto
 import Foundation

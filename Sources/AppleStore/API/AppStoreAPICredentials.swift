@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import StoreAdapters
 
 /// The in-app purchase key from App Store Connect, which signs every App Store Server API request.
 ///
@@ -55,20 +56,5 @@ public struct AppStoreAPICredentials: Sendable {
         // JOSE ES256 signatures are the raw r ‖ s (64 bytes), not DER.
         let signature = try key.signature(for: Data(signingInput.utf8)).rawRepresentation
         return signingInput + "." + Base64URL.encode(Array(signature))
-    }
-}
-
-/// Base64url without padding (RFC 7515).
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func decode(_ text: Substring) -> [UInt8]? {
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while s.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s).map(Array.init)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import StoreAdapters
 
 /// A Real-time developer notification as Cloud Pub/Sub pushes it: the push envelope's `messageId` and the
 /// decoded `DeveloperNotification` (docs/google.md).

@@ -1,4 +1,5 @@
 import LedgerCore
+import StoreAdapters
 
 /// A verified Stripe event (`object: "event"`): its envelope and the object it carries.
 public struct StripeEvent: Sendable {

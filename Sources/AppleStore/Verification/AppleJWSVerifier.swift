@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import StoreAdapters
 import SwiftASN1
 @_spi(FixedExpiryValidationTime) import X509
 
@@ -85,19 +86,5 @@ public struct AppleJWSVerifier: Sendable {
             throw AppleSignatureError("the x5c chain does not lead to a trusted root certificate valid at \(signedAt)")
         }
         return payload
-    }
-}
-
-/// Base64url without padding (RFC 7515).
-enum Base64URL {
-    static func decode(_ text: Substring) -> [UInt8]? {
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while s.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s).map(Array.init)
-    }
-
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
     }
 }

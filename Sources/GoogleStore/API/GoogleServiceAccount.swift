@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import StoreAdapters
 import _CryptoExtras
 
 /// A Google service account's JSON key file: the account, its RSA key, and where tokens are issued.
@@ -45,24 +46,10 @@ public struct GoogleServiceAccount: Sendable {
             "iat": .number(JSONNumber(now)), "exp": .number(JSONNumber(now + 3600)),
         ]
         let signingInput =
-            Base64URLText.encode(JSONValue.object(header).canonicalBytes()) + "."
-            + Base64URLText.encode(JSONValue.object(claims).canonicalBytes())
+            Base64URL.encode(JSONValue.object(header).canonicalBytes()) + "."
+            + Base64URL.encode(JSONValue.object(claims).canonicalBytes())
         let signature = try privateKey.signature(for: Array(signingInput.utf8), padding: .insecurePKCS1v1_5)
-        return signingInput + "." + Base64URLText.encode(signature.rawRepresentation)
-    }
-}
-
-/// Base64url without padding (RFC 7515).
-public enum Base64URLText {
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while s.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s).map(Array.init)
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }
 

@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppleStore
 @preconcurrency import Crypto
 import Foundation
 import Hummingbird

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import StoreAdapters
 import _CryptoExtras
 
 /// Why a Pub/Sub push's OIDC token was refused (401; the push is stored nowhere).

@@ -1,4 +1,5 @@
 import LedgerCore
+import StoreAdapters
 
 /// Maps a one-time product's state at Google (`purchases.products.get`, a `ProductPurchase`) to drafts: a
 /// `purchase` keyed by its order id once paid (also when it has been refunded since: the refund is its own

@@ -1,4 +1,5 @@
 import LedgerCore
+import StoreAdapters
 
 /// What a subscription's state at Google (`purchases.subscriptionsv2.get`) says, after a notification.
 public struct GoogleResolution: Sendable {
