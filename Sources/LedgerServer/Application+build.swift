@@ -1,5 +1,3 @@
-import AppleStore
-import GoogleStore
 import Hummingbird
 import LedgerCore
 import LedgerStore
@@ -8,8 +6,6 @@ import Logging
 import PostgresNIO
 import Prometheus
 import ServiceLifecycle
-import StoreAdapters
-import StripeStore
 
 /// The ledger's HTTP application: routes, auth and error mapping over a PostgreSQL client.
 ///
@@ -57,12 +53,6 @@ public func buildApplication(
     // The append engine after the database clients, so a graceful shutdown (in reverse order: the HTTP
     // server first) finishes its groups in flight before the clients close.
     var services = clientServices + [intake.store as any Service] + routerServices
-    if let key = configuration.stripe.apiKey {
-        services.append(
-            StripeCustomerLookup(
-                client: StripeAPIClient(apiKey: key, baseURL: configuration.stripe.apiBaseURL), intake: intake,
-                interval: configuration.stripe.lookupInterval, options: configuration.stripe.settings.mapping, logger: logger))
-    }
     services.append(DatabaseWatch(database: database))
     services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
     services.append(RevenueDayWorker(database: database))
@@ -72,17 +62,6 @@ public func buildApplication(
     services.append(ReadRouterMonitor(router: readRouter, onFloor: { cache?.forgetChanges(upTo: $0) }))
     services.append(
         WebhookDeliveryService(store: WebhookStore(database: database), configuration: configuration.webhooks, logger: logger))
-    if let apple = configuration.apple.backfill {
-        let backfill = AppleBackfill(client: apple.client, reader: try appleReader(configuration), intake: intake, logger: logger)
-        services.append(
-            AppleBackfillService(backfill: backfill, marks: StoreSyncMarks(database: database), interval: apple.interval, logger: logger))
-    }
-    if let apple = configuration.apple.consumption {
-        services.append(
-            AppleConsumptionResponder(
-                client: apple.client, sandboxClient: configuration.apple.sandboxClient, policy: apple.policy, database: database,
-                logger: logger))
-    }
     return Application(
         router: router,
         // A client that sends nothing for 30 s (a slow-loris, a dead peer) is disconnected.
@@ -111,7 +90,7 @@ func buildRouter(
     ).router
 }
 
-/// The router and the background services its routes need (Google Play's inbox resolver).
+/// The router and the background services of its stores (StoreModule).
 func buildRouterAndServices(
     configuration: ServerConfiguration,
     database: Database,
@@ -128,16 +107,17 @@ func buildRouterAndServices(
     if registry != nil { router.add(middleware: MetricsMiddleware()) }
     router.add(middleware: ErrorMiddleware())
 
-    let stripeVersions = StripeVersionWatch()
+    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache, clock: configuration.clock)
+    let stores = try storeModules(
+        StoreContext(configuration: configuration, database: database, readRouter: readRouter, cache: cache, intake: intake, logger: logger))
     OperationsRoutes(
         migrations: MigrationRunner(database: database, schema: schema), registry: registry, cache: cache,
-        readRouter: readRouter, stripeVersions: stripeVersions
+        readRouter: readRouter, stores: stores
     ).register(on: router)
     DashboardRoutes(assets: try DashboardAssets.load()).register(on: router)
 
     let v1 = router.group("v1").add(
         middleware: AuthMiddleware(keys: APIKeyStore(database: database), cache: APIKeyCache(ttl: configuration.keyCacheTTL)))
-    let intake = intake ?? makeIntake(database: database, readRouter: readRouter, cache: cache, clock: configuration.clock)
     let store = intake.store
     let catalog = intake.catalog
     EventRoutes(intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
@@ -156,44 +136,9 @@ func buildRouterAndServices(
     FXRoutes(database: database, router: readRouter, maxBodyBytes: configuration.maxBodyBytes).register(on: v1)
     WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
-    AppleStoreRoutes(
-        reader: try appleReader(configuration),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes
-    ).register(on: v1)
     StoreInboxRoutes(inbox: intake.inbox).register(on: v1)
-    // Outside the v1 group: Stripe authenticates with its signature, not an API key.
-    StripeStoreRoutes(
-        verifier: StripeSignatureVerifier(secrets: configuration.stripe.webhookSecrets, tolerance: configuration.stripe.signatureTolerance),
-        intake: intake, router: readRouter, maxBodyBytes: configuration.maxBodyBytes, settings: configuration.stripe.settings,
-        versions: stripeVersions,
-        // Asked while Stripe waits for the answer: one attempt, a short timeout.
-        prices: configuration.stripe.apiKey.map {
-            StripeAPIClient(apiKey: $0, baseURL: configuration.stripe.apiBaseURL, timeout: .seconds(5), attempts: 1)
-        }
-    ).register(on: router)
-    var services: [any Service] = []
-    let google = configuration.google
-    let play =
-        google.acceptsPushes || google.serviceAccount != nil
-        ? GooglePlay(configuration: google, intake: intake, logger: logger) : nil
-    if let play, google.serviceAccount != nil {
-        services.append(GoogleResolverService(play: play, inbox: intake.inbox))
-        if let interval = google.reconcileInterval { services.append(GoogleReconcileService(play: play, interval: interval)) }
-    }
-    let googleRoutes = GoogleStoreRoutes(
-        play: play, reader: ProjectionReader(router: readRouter, cache: cache), router: readRouter, maxBodyBytes: configuration.maxBodyBytes)
-    // The RTDN push authenticates with Google's OIDC token (outside the v1 group); the purchases route takes a key.
-    googleRoutes.register(on: v1)
-    googleRoutes.registerPush(on: router)
-    return (router, services)
-}
-
-/// The App Store payload reader: Apple's root (or the configured test roots), the bundle, the age limit.
-func appleReader(_ configuration: ServerConfiguration) throws -> AppleNotificationReader {
-    let apple = configuration.apple
-    let roots = apple.rootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : apple.rootsDER
-    return AppleNotificationReader(
-        verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: apple.bundleID, maxAge: apple.maxAge)
+    for module in stores { module.register(v1: v1, root: router) }
+    return (router, stores.flatMap(\.services))
 }
 
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake

@@ -13,6 +13,8 @@ struct AppleStoreRoutes {
     /// For the position of answers that append nothing themselves (the primary's, which includes them).
     let router: ReadRouter
     let maxBodyBytes: Int
+    /// "Now" for the age limit of signed payloads and a claim's time (tests set it).
+    var clock: WallClock = .system
 
     static let store = "apple"
 
@@ -26,7 +28,7 @@ struct AppleStoreRoutes {
         let body = try await jsonObject(request)
         let message: AppleStore.Message
         do throws(AppleStore.Refusal) {
-            message = try await AppleStore.read(body: body, reader: reader, now: .now(), logger: context.logger)
+            message = try await AppleStore.read(body: body, reader: reader, now: clock.now(), logger: context.logger)
         } catch {
             throw error.apiError
         }
@@ -52,7 +54,7 @@ struct AppleStoreRoutes {
         // the receipt's own facts, then what waited for the link.
         let (events, applied) = try await intake.stores.claim(
             AppleStore(), accounts: receipt.mapping.originalTransactionIDs, to: receipt.subscriber, by: "receipt",
-            drafts: receipt.mapping.drafts, at: Timestamp.now(), logger: context.logger)
+            drafts: receipt.mapping.drafts, at: clock.now(), logger: context.logger)
         // Pending notifications applied here appended events this answer does not list: the primary's position includes them.
         let position = events.isEmpty || applied > 0 ? try await router.primaryHead() : events.map(\.position).max() ?? 0
         return Response.json([

@@ -15,6 +15,8 @@ struct GoogleStoreRoutes {
     let reader: ProjectionReader
     let router: ReadRouter
     let maxBodyBytes: Int
+    /// "Now" for the entitlements a purchase answer shows (tests set it).
+    var clock: WallClock = .system
 
     /// Largest accepted push (a DeveloperNotification is well under 2 KiB; docs/limits.md).
     static let maxPushBytes = 64 * 1024
@@ -85,7 +87,7 @@ struct GoogleStoreRoutes {
         guard context.apiKey?.role.allows(.readEntitlements) == true else {
             return Response.json(.object(answer)).ledgerPosition(stored == 0 ? try await router.primaryHead() : stored)
         }
-        let at = Timestamp.now()
+        let at = clock.now()
         let (ledger, position) = try await reader.read(subscriberID: subscriber, asOf: nil, atLeast: stored)
         answer["at"] = .string(at.rfc3339)
         answer["entitlements"] = .array(ledger.entitlements(at: at).map(\.json))

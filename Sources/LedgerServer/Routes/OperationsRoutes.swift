@@ -12,8 +12,8 @@ struct OperationsRoutes {
     var cache: LedgerCache? = nil
     /// Reported in `/metrics` (reads per source, replicas' positions).
     var readRouter: ReadRouter? = nil
-    /// Stripe API versions seen that the adapter does not know: named in `/ready` (still ready).
-    var stripeVersions: StripeVersionWatch? = nil
+    /// The stores, for what they say in `/ready` while still ready (Stripe: API versions it did not know).
+    var stores: [any StoreModule] = []
 
     func register(on router: Router<LedgerRequestContext>) {
         router.get("health") { _, _ in Response.json(["status": "ok"]) }
@@ -69,13 +69,7 @@ struct OperationsRoutes {
                 return .json(["status": "not_ready", "database": "reachable", "schema": .string(why)], status: .serviceUnavailable)
             }
             var body: [String: JSONValue] = ["status": "ready", "database": "reachable", "schema": "current"]
-            if let unknown = stripeVersions?.unknownVersions, !unknown.isEmpty {
-                body["stripe"] = [
-                    "unknown_api_versions": .array(unknown.map(JSONValue.string)),
-                    "detail":
-                        "Stripe events arrived in API versions the ledger does not know; they were mapped as the nearest known shape (docs/stripe.md)",
-                ]
-            }
+            for case let (name, value)? in stores.map({ $0.readiness() }) { body[name] = value }
             return .json(.object(body))
         } catch {
             let reason: String =

@@ -53,6 +53,8 @@ struct StripeStoreRoutes {
     var versions = StripeVersionWatch()
     /// Stripe's API (`serve --stripe-api-key`), for the lookup key of a price an invoice names only by id.
     var prices: StripeAPIClient? = nil
+    /// "Now" for the signature's timestamp tolerance (tests set it).
+    var clock: WallClock = .system
 
     static let store = StripeEventMapper.store
     static let signatureHeader = HTTPField.Name("Stripe-Signature")!
@@ -71,7 +73,7 @@ struct StripeStoreRoutes {
         let message: StripeStore.Message
         do throws(StripeWebhook.Refusal) {
             message = try StripeWebhook.read(
-                header: request.headers[Self.signatureHeader], body: bytes, verifier: verifier, now: Int64(Date().timeIntervalSince1970),
+                header: request.headers[Self.signatureHeader], body: bytes, verifier: verifier, now: clock.now().microseconds / 1_000_000,
                 accounts: settings.accounts, options: settings.mapping, logger: context.logger, unknownVersion: versions.unknown)
         } catch {
             throw error.apiError

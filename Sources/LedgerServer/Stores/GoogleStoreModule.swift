@@ -1,0 +1,33 @@
+import GoogleStore
+import Hummingbird
+import LedgerStore
+import ServiceLifecycle
+
+/// Google Play: the Pub/Sub push route (Google's OIDC token) and the purchases route (API key); with a
+/// service account, the inbox resolver and the periodic reconcile.
+struct GoogleStoreModule: StoreModule {
+    let routes: GoogleStoreRoutes
+    let services: [any Service]
+
+    init(_ context: StoreContext) {
+        let google = context.configuration.google
+        let play =
+            google.acceptsPushes || google.serviceAccount != nil
+            ? GooglePlay(configuration: google, intake: context.intake, logger: context.logger) : nil
+        routes = GoogleStoreRoutes(
+            play: play, reader: ProjectionReader(router: context.readRouter, cache: context.cache), router: context.readRouter,
+            maxBodyBytes: context.configuration.maxBodyBytes, clock: context.configuration.clock)
+        var services: [any Service] = []
+        if let play, google.serviceAccount != nil {
+            services.append(GoogleResolverService(play: play, inbox: context.intake.inbox))
+            if let interval = google.reconcileInterval { services.append(GoogleReconcileService(play: play, interval: interval)) }
+        }
+        self.services = services
+    }
+
+    func register(v1: RouterGroup<LedgerRequestContext>, root: Router<LedgerRequestContext>) {
+        routes.register(on: v1)
+        // The RTDN push authenticates with Google's OIDC token, outside the API-key group.
+        routes.registerPush(on: root)
+    }
+}
