@@ -69,7 +69,7 @@ struct OperationsRoutes {
                 return .json(["status": "not_ready", "database": "reachable", "schema": .string(why)], status: .serviceUnavailable)
             }
             var body: [String: JSONValue] = ["status": "ready", "database": "reachable", "schema": "current"]
-            for case let (name, value)? in stores.map({ $0.readiness() }) { body[name] = value }
+            for case (let name, let value)? in stores.map({ $0.readiness() }) { body[name] = value }
             return .json(.object(body))
         } catch {
             let reason: String =
