@@ -34,6 +34,11 @@ struct AppleTestNotification: AsyncParsableCommand {
     @Option(help: "signedDate, RFC 3339 (default: purchase date + 1 s)") var signedDate: String?
     @Option(help: "Sign with a new leaf valid only from this time (RFC 3339), under the same test root") var leafNotBefore: String?
     @Option(help: "Sign with a new leaf valid only until this time (RFC 3339), under the same test root") var leafNotAfter: String?
+    @Option(
+        help:
+            "Print this many bodies, one per line: the i-th with transaction ids suffixed -i and a new random appAccountToken (a subscriber each; for load tests such as tools/bench)"
+    )
+    var count: Int = 1
 
     func validate() throws {
         let dates: [(String, String?)] = [
@@ -41,6 +46,7 @@ struct AppleTestNotification: AsyncParsableCommand {
             ("signed-date", signedDate),
         ]
         for case (let name, let value?) in dates { _ = try Self.time(value, name) }
+        guard (1...1_000_000).contains(count) else { throw ValidationError("--count must be between 1 and 1000000") }
     }
 
     private static func time(_ s: String, _ name: String) throws -> Timestamp {
@@ -65,24 +71,28 @@ struct AppleTestNotification: AsyncParsableCommand {
         }
         func ms(_ t: Timestamp) -> JSONValue { .number(JSONNumber(t.microseconds / 1000)) }
         let purchased = try time(purchaseDate, "purchase-date")
-        var t: [String: JSONValue] = [
-            "transactionId": .string(transactionId), "originalTransactionId": .string(originalTransactionId ?? transactionId),
-            "productId": .string(productId), "purchaseDate": ms(purchased), "price": .number(JSONNumber(priceMilli)),
-            "currency": .string(currency), "type": expiresDate == nil ? "Non-Consumable" : "Auto-Renewable Subscription",
-        ]
-        if let expiresDate { t["expiresDate"] = ms(try time(expiresDate, "expires-date")) }
-        if let revocationDate {
-            t["revocationDate"] = ms(try time(revocationDate, "revocation-date"))
-            t["revocationType"] = "REFUND_FULL"
-        }
-        if let appAccountToken { t["appAccountToken"] = .string(appAccountToken) }
+        let expires = try expiresDate.map { try time($0, "expires-date") }
+        let revoked = try revocationDate.map { try time($0, "revocation-date") }
         let signed = try signedDate.map { try time($0, "signed-date") } ?? Timestamp(microseconds: purchased.microseconds + 1_000_000)
-        let body = signer.notificationBody(
-            type: type, subtype: subtype, signedDate: signed, bundleID: bundleId, environment: environment, transaction: t,
-            renewal: [
-                "originalTransactionId": .string(originalTransactionId ?? transactionId), "productId": .string(productId), "autoRenewStatus": 1,
-            ])
-        print(body.canonicalString())
+        for i in 1...count {
+            let suffix = count == 1 ? "" : "-\(i)"
+            let original = (originalTransactionId ?? transactionId) + suffix
+            var t: [String: JSONValue] = [
+                "transactionId": .string(transactionId + suffix), "originalTransactionId": .string(original),
+                "productId": .string(productId), "purchaseDate": ms(purchased), "price": .number(JSONNumber(priceMilli)),
+                "currency": .string(currency), "type": expires == nil ? "Non-Consumable" : "Auto-Renewable Subscription",
+            ]
+            if let expires { t["expiresDate"] = ms(expires) }
+            if let revoked {
+                t["revocationDate"] = ms(revoked)
+                t["revocationType"] = "REFUND_FULL"
+            }
+            if let token = count == 1 ? appAccountToken : UUID().uuidString.lowercased() { t["appAccountToken"] = .string(token) }
+            let body = signer.notificationBody(
+                type: type, subtype: subtype, signedDate: signed, bundleID: bundleId, environment: environment, transaction: t,
+                renewal: ["originalTransactionId": .string(original), "productId": .string(productId), "autoRenewStatus": 1])
+            print(body.canonicalString())
+        }
     }
 }
 

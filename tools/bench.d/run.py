@@ -34,7 +34,10 @@ SINGLE_CLIENTS = [1, 8, 32, 64]
 BATCHES = [100, 1000]
 BATCH_CLIENTS = 4
 READ_CLIENTS = [1, 16, 64]
-ONLY = os.environ.get("BENCH_ONLY", "appends,bulk").split(",")
+ONLY = os.environ.get("BENCH_ONLY", "appends,bulk,delivery,stores").split(",")
+WEBHOOK_EVENTS = 5000 if QUICK else 20000  # the feed a replay sends again, per run
+WEBHOOK_FANOUT = 10                         # endpoints (each its own receiver) in the fan-out scenario
+STORE_CLIENTS = 8
 results = {}  # scenario -> list of per-run dicts
 
 
@@ -106,11 +109,11 @@ class RSS:
 
 
 class Server:
-    def __init__(self, url, connections=40):
+    def __init__(self, url, connections=40, extra=()):
         s = socket.socket(); s.bind(("127.0.0.1", 0)); self.port = s.getsockname()[1]; s.close()
         self.proc = subprocess.Popen([BIN, "serve", "--database-url", url, "--port", str(self.port), "--log-level", "error",
                                       "--db-connections", str(connections),
-                                      "--entitlement-cache-mib", str(CACHE_MIB)])
+                                      "--entitlement-cache-mib", str(CACHE_MIB), *extra])
         self.base = f"http://127.0.0.1:{self.port}"
         for _ in range(200):
             try:
@@ -577,7 +580,7 @@ def run_info():
 def report(run):
     L = []
     w = L.append
-    skipped = [part for part in ("appends", "bulk") if part not in run["only"]]
+    skipped = [part for part in ("appends", "bulk", "delivery", "stores") if part not in run["only"]]
     only = f"BENCH_ONLY={','.join(run['only'])} " if skipped else ""
     w("# Benchmarks\n")
     w(f"Produced by `{'BENCH_QUICK=1 ' if run['quick'] else ''}{only}tools/bench` on {run['at']}: "
@@ -603,6 +606,24 @@ def report(run):
         w(f"Not measured in this run (`{only.strip()}`).")
     else:
         bulk_tables(w, run)
+    w("\n## Webhook delivery and store messages (issue 38)\n")
+    flows = os.path.join(HERE, "flows.md")
+    if "delivery" in skipped and "stores" in skipped:
+        if os.path.exists(flows):
+            w("From the last run that measured them (kept in `tools/bench.d/flows.md`):\n")
+            w(open(flows).read().rstrip("\n"))
+        else:
+            w(f"Not measured in this run (`{only.strip()}`).")
+    else:
+        part = []
+        part.append(f"Measured {run['at']} (`{only}tools/bench`{', BENCH_QUICK=1' if run['quick'] else ''}, RUNS={run['runs']}, "
+                    f"SECONDS_PER_RUN={run['seconds_per_run']:g}).\n")
+        flow_tables(part.append, run)
+        text = "\n".join(part)
+        w(text)
+        if not os.environ.get("BENCH_RENDER"):
+            with open(flows, "w") as f:
+                f.write(text + "\n")
     w("\n" + targets21(run))
     w("\n" + targets(run))
     return "\n".join(L) + "\n"
@@ -1016,6 +1037,222 @@ def targets21(run):
     return "\n".join(L)
 
 
+
+# ---- Issue 38: webhook deliveries and store messages --------------------------------------------------------
+
+def call(server, method, path, key, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(server.base + path, data=data, method=method,
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        raw = r.read()
+    return json.loads(raw) if raw else {}
+
+
+class Receiver:
+    """tools/bench.d/receiver.py in its own process: answers 204 at once, remembers arrival and recorded_at."""
+    def __init__(self):
+        tag = uuid.uuid4().hex[:8]
+        self.port_file, self.out = os.path.join(SCRATCH, f"recv-{tag}.port"), os.path.join(SCRATCH, f"recv-{tag}.json")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "receiver.py"), self.port_file, self.out])
+        for _ in range(100):
+            if os.path.exists(self.port_file) and open(self.port_file).read():
+                break
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{open(self.port_file).read()}/hook"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(60)
+        with open(self.out) as f:
+            return json.load(f)
+
+
+def bench_event(tag, i):
+    return {"subscriber_id": f"w{i % 5000}", "type": "purchase", "occurred_at": "2026-03-01T10:00:00Z", "source": "bench",
+            "environment": "production", "idempotency_key": f"{tag}-{i}",
+            "data": {"product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": f"{tag}-{i}", "kind": "auto_renewable",
+                     "period_start": "2026-03-01T10:00:00Z", "period_end": "2026-04-01T10:00:00Z", "period": "P1M",
+                     "price_minor": 999, "currency": "USD", "commission_rate": "0.30"}}
+
+
+def wait_delivered(server, admin, ids, limit=600, start=None):
+    """Seconds (from `start`, default now) until every endpoint's cursor is at the feed's head (None past `limit`)."""
+    start = start or time.monotonic()
+    while time.monotonic() - start < limit:
+        if all(call(server, "GET", f"/v1/webhooks/{i}", admin)["lag_positions"] == 0 for i in ids):
+            return time.monotonic() - start
+        time.sleep(0.02)
+    return None
+
+
+def pct(values, p):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def deliveries():
+    """Deliveries/s to one fast receiver and to ten (a replay of the whole feed), and the lag from append to
+    delivery while wrk appends at 64 clients."""
+    url = fresh_db("subledger_bench_delivery")
+    writer, admin = key(url, "writer"), key(url, "admin")
+    server = Server(url, extra=["--webhooks-allow-http", "--webhooks-allow-private"])
+    try:
+        tag = uuid.uuid4().hex[:8]
+        for i in range(0, WEBHOOK_EVENTS, 500):
+            call(server, "POST", "/v1/events", writer, {"events": [bench_event(tag, j) for j in range(i, min(i + 500, WEBHOOK_EVENTS))]})
+        for run in range(RUNS):
+            settle([url])
+            log(f"webhook delivery, run {run + 1}/{RUNS}")
+            for fanout in (1, WEBHOOK_FANOUT):
+                receivers = [Receiver() for _ in range(fanout)]
+                ids = [call(server, "POST", "/v1/webhooks", admin, {"url": r.url})["id"] for r in receivers]
+                last = call(server, "GET", f"/v1/webhooks/{ids[0]}", admin)["delivered_through"]
+                start = time.monotonic()
+                for i in ids:
+                    call(server, "POST", f"/v1/webhooks/{i}/replay", admin, {"from_position": 1})
+                took = wait_delivered(server, admin, ids, start=start)
+                got = sum(r.stop()["count"] for r in receivers)
+                for i in ids:
+                    call(server, "DELETE", f"/v1/webhooks/{i}", admin)
+                record(f"webhooks replay x{fanout}", {"messages": got, "seconds": took or 0,
+                                                       "mps": (last * fanout / took) if took else None})
+            receiver = Receiver()
+            hook = call(server, "POST", "/v1/webhooks", admin, {"url": receiver.url})["id"]
+            env = {"BENCH_MODE": "append", "BENCH_KEY": writer, "BENCH_BATCH": "1", "BENCH_TAG": uuid.uuid4().hex[:8]}
+            r = wrk(server, "bench.lua", 64, env)
+            caught_up = wait_delivered(server, admin, [hook])
+            got = receiver.stop()
+            call(server, "DELETE", f"/v1/webhooks/{hook}", admin)
+            record("webhooks lag x64", {"eps": r["rps"], "delivered": got["count"], "lag_p50_ms": pct(got["lags_ms"], 50),
+                                        "lag_p99_ms": pct(got["lags_ms"], 99), "catch_up_s": caught_up})
+    finally:
+        server.close()
+
+
+def google_oidc(folder):
+    """A local OIDC key published as a JWKS file and a token for Pub/Sub's push (as tools/smoke makes them)."""
+    import base64
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    pem = os.path.join(folder, "oidc.pem")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pem], check=True, capture_output=True)
+    mod = subprocess.run(["openssl", "rsa", "-in", pem, "-noout", "-modulus"], capture_output=True, text=True, check=True).stdout
+    with open(os.path.join(folder, "jwks.json"), "w") as f:
+        json.dump({"keys": [{"kid": "bench", "kty": "RSA", "alg": "RS256", "n": b64(bytes.fromhex(mod.strip().split("=")[1])), "e": "AQAB"}]}, f)
+    now = int(time.time())
+    h = b64(json.dumps({"alg": "RS256", "kid": "bench", "typ": "JWT"}).encode())
+    c = b64(json.dumps({"iss": "https://accounts.google.com", "aud": "bench-audience", "email": "push@bench.iam.gserviceaccount.com",
+                        "email_verified": True, "iat": now, "exp": now + 3600}).encode())
+    sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", pem], input=(h + "." + c).encode(), capture_output=True, check=True).stdout
+    return h + "." + c + "." + b64(sig)
+
+
+def store_bodies(store, count, writer, ca, token):
+    """`count` distinct requests of one store for bodies.lua: PATH, headers, body (tab-separated lines)."""
+    import base64
+    path = os.path.join(SCRATCH, f"bodies-{store}.tsv")
+    now = time.gmtime()
+    with open(path, "w") as f:
+        if store == "apple":
+            out = subprocess.run([BIN, "apple", "test-notification", "--ca-dir", ca, "--type", "SUBSCRIBED", "--subtype", "INITIAL_BUY",
+                                  "--transaction-id", f"b{uuid.uuid4().hex[:8]}", "--product-id", "pro.monthly",
+                                  "--purchase-date", time.strftime("%Y-%m-%dT%H:%M:%SZ", now),
+                                  "--expires-date", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30 * 86400)),
+                                  "--count", str(count)], capture_output=True, text=True, check=True).stdout
+            for line in out.splitlines():
+                f.write(f"/v1/stores/apple/notifications\tAuthorization: Bearer {writer}\t{line}\n")
+        elif store == "stripe":
+            out = subprocess.run([os.path.join(ROOT, "tools", "stripe-sign"), "--secret", "whsec_bench", "--print", "--live",
+                                  "--subscriber", f"s{uuid.uuid4().hex[:8]}", "--count", str(count)],
+                                 capture_output=True, text=True, check=True).stdout
+            for line in out.splitlines():
+                header, body = line.split("\t", 1)
+                f.write(f"/v1/stores/stripe/webhooks\tStripe-Signature: {header}\t{body}\n")
+        else:
+            tag = uuid.uuid4().hex[:8]
+            millis = str(int(time.time() * 1000))
+            for i in range(count):
+                n = {"version": "1.0", "packageName": "com.example.bench", "eventTimeMillis": millis,
+                     "subscriptionNotification": {"version": "1.0", "notificationType": 4, "purchaseToken": f"tok-{tag}-{i}",
+                                                  "subscriptionId": "pro.monthly"}}
+                body = json.dumps({"message": {"data": base64.b64encode(json.dumps(n).encode()).decode(), "messageId": f"{tag}-{i}"},
+                                   "subscription": "projects/bench/subscriptions/rtdn"}, separators=(",", ":"))
+                f.write(f"/v1/stores/google/notifications\tAuthorization: Bearer {token}\t{body}\n")
+    return path
+
+
+def store_messages():
+    """Messages/s per store at 8 clients (the store's proof checked on each: JWS chain, OIDC token, signature)
+    next to plain appends at 8 clients in the same run."""
+    url = fresh_db("subledger_bench_stores")
+    writer, admin = key(url, "writer"), key(url, "admin")
+    folder = os.path.join(SCRATCH, "stores"); shutil.rmtree(folder, ignore_errors=True); os.makedirs(folder)
+    ca = os.path.join(folder, "apple-ca")
+    store_bodies("apple", 1, writer, ca, None)  # creates the test CA
+    token = google_oidc(folder)
+    server = Server(url, extra=["--apple-root-cert", os.path.join(ca, "root.der"), "--stripe-webhook-secret", "whsec_bench",
+                                "--google-package-name", "com.example.bench", "--google-pubsub-audience", "bench-audience",
+                                "--google-pubsub-service-account", "push@bench.iam.gserviceaccount.com",
+                                "--google-oidc-jwks", os.path.join(folder, "jwks.json")])
+    try:
+        call(server, "PUT", "/v1/catalog/products/pro.monthly", admin,
+             {"entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "price_minor": 999, "currency": "USD",
+              "commission_rate": "0.30"})
+        count = int(1500 * SECS)
+        for run in range(RUNS):
+            settle([url])
+            log(f"store messages, run {run + 1}/{RUNS}")
+            env = {"BENCH_MODE": "append", "BENCH_KEY": writer, "BENCH_BATCH": "1", "BENCH_TAG": uuid.uuid4().hex[:8]}
+            r = wrk(server, "bench.lua", STORE_CLIENTS, env)
+            record(f"store plain x{STORE_CLIENTS}", {"mps": r["rps"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"]})
+            for store in ("apple", "google", "stripe"):
+                bodies = store_bodies(store, count, writer, ca, token)
+                r = wrk(server, "bodies.lua", STORE_CLIENTS, {"BENCH_BODIES": bodies, "BENCH_THREADS": str(min(2, STORE_CLIENTS))})
+                record(f"store {store} x{STORE_CLIENTS}", {"mps": r["rps"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"],
+                                                            "errors": r["errors"], "wrapped": r.get("wrapped", 0)})
+    finally:
+        server.close()
+
+
+def flow_tables(w, run):
+    if any(n in results for n in ("webhooks replay x1", "webhooks lag x64")):
+        w(f"Webhook delivery to fast local receivers (`tools/bench.d/receiver.py`: asyncio, 204 at once, keep-alive), with "
+          f"`serve`'s default delivery settings. **Replay**: {5000 if run['quick'] else 20000:,} events, an endpoint per receiver replayed "
+          "from position 1, timed until every cursor reaches the head. **Lag**: one endpoint at the head while wrk appends "
+          "single events at 64 clients; lag = arrival at the receiver − the event's `recorded_at`; catch-up = seconds "
+          "after wrk stops until the cursor reaches the head.\n")
+        w("| scenario | messages/s | lag p50 ms | lag p99 ms | catch-up s | appends/s meanwhile |")
+        w("|---|---:|---:|---:|---:|---:|")
+        for f in (1, WEBHOOK_FANOUT):
+            n = f"webhooks replay x{f}"
+            if n in results:
+                w(f"| replay to {f} endpoint{'s' if f > 1 else ''} | {fmt(med(n, 'mps'), ',.0f')} | – | – | – | – |")
+        n = "webhooks lag x64"
+        if n in results:
+            w(f"| appends at 64 clients, 1 endpoint | – | {fmt(med(n, 'lag_p50_ms'), ',.0f')} | {fmt(med(n, 'lag_p99_ms'), ',.0f')} | "
+              f"{fmt(med(n, 'catch_up_s'), '.2f')} | {fmt(med(n, 'eps'), ',.0f')} |")
+        w("")
+    if f"store plain x{STORE_CLIENTS}" in results:
+        w(f"Store messages at {STORE_CLIENTS} clients (wrk, each request a distinct message: `tools/bench.d/bodies.lua`), next to plain "
+          "single appends in the same run: App Store notifications signed by a local test chain (JWS x5c verified to the "
+          "configured root on each), Google Pub/Sub pushes with an RS256 OIDC token checked against a local JWKS (answered "
+          "once recorded in the inbox; no service account, so none is resolved against the Play API), Stripe `invoice.paid` "
+          "with `Stripe-Signature` (HMAC) naming `subscriber_id` in the subscription's metadata (applied).\n")
+        w("| path | messages/s | p50 ms | p99 ms | / plain appends | errors | wrapped |")
+        w("|---|---:|---:|---:|---:|---:|---:|")
+        plain = f"store plain x{STORE_CLIENTS}"
+        w(f"| plain `POST /v1/events` | {fmt(med(plain, 'mps'), ',.0f')} | {fmt(med(plain, 'p50_ms'), '.2f')} | "
+          f"{fmt(med(plain, 'p99_ms'), '.2f')} | 100% | {sum(r['errors'] for r in results[plain])} | – |")
+        for store in ("apple", "google", "stripe"):
+            n = f"store {store} x{STORE_CLIENTS}"
+            if n in results:
+                w(f"| {store} | {fmt(med(n, 'mps'), ',.0f')} | {fmt(med(n, 'p50_ms'), '.2f')} | {fmt(med(n, 'p99_ms'), '.2f')} | "
+                  f"{fmt(paired_ratio(n, 'mps', plain, 'mps'), '.0%')} | {sum(r['errors'] for r in results[n])} | "
+                  f"{sum(r.get('wrapped', 0) for r in results[n])} |")
+
+
 def main():
     out = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "BENCHMARKS.md")
     saved_path = os.environ.get("BENCH_RENDER")
@@ -1043,6 +1280,10 @@ def main():
             bulk()
             for events in SIZES[1:]:
                 reports_at(events)
+        if "delivery" in ONLY:
+            deliveries()
+        if "stores" in ONLY:
+            store_messages()
         run = run_info()
         with open(os.path.join(SCRATCH, "results.json"), "w") as f:
             json.dump({"run": run, "results": results}, f, indent=1)
