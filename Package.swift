@@ -224,7 +224,7 @@ let package = Package(
             name: "LedgerServerTests",
             dependencies: [
                 "StoreAdapters", "StripeStore", "LedgerCore", "LedgerStore", "LedgerServer", "LedgerTestSupport", "GooglePlayClient",
-                "SubledgerClient",
+                "SubledgerClient", "subledger",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
