@@ -147,10 +147,12 @@ public struct StripeBackfill: Sendable {
             var first = o
             if present("trial_start"), present("trial_end") { first["status"] = "trialing" }
             var out = [event("", "customer.subscription.created", first)]
+            // Turned off (at `canceled_at`: a later cancellation after turning it back on is another fact).
+            let off = ":auto_renew_off:\(o["canceled_at"]?.numberValue?.int64Value ?? 0)"
             if o["cancel_at_period_end"]?.boolValue == true {
-                out.append(event(":auto_renew_off", "customer.subscription.updated", o, previous: ["cancel_at_period_end": false]))
+                out.append(event(off, "customer.subscription.updated", o, previous: ["cancel_at_period_end": false]))
             } else if present("cancel_at") {
-                out.append(event(":auto_renew_off", "customer.subscription.updated", o, previous: ["cancel_at": .null]))
+                out.append(event(off, "customer.subscription.updated", o, previous: ["cancel_at": .null]))
             }
             if ["past_due", "unpaid"].contains(status) {
                 let start = o["current_period_start"]?.numberValue?.int64Value ?? 0

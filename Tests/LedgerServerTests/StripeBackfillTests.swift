@@ -5,6 +5,7 @@ import LedgerServer
 import LedgerStore
 import LedgerTestSupport
 import PostgresNIO
+import StripeStore
 import Testing
 
 @testable import subledger
@@ -126,7 +127,8 @@ struct StripeBackfillTests {
     static func entitlements(_ http: any TestClientProtocol, _ api: APIHarness, of who: String) async throws -> [String] {
         var out: [String] = []
         for (subscriber, at, _) in expected where subscriber == who {
-            out.append("\(subscriber) \(at) \(try await S.entitlement(http, api, subscriber, "pro", at: at).map { JSONValue.object($0) } ?? .null)")
+            let answer = try await S.entitlement(http, api, subscriber, "pro", at: at).map { JSONValue.object($0) } ?? .null
+            out.append("\(subscriber) \(at) " + String(decoding: answer.canonicalBytes(), as: UTF8.self))
         }
         return out
     }
@@ -156,7 +158,7 @@ struct StripeBackfillTests {
     func backfillTwice() async throws {
         let standIn = try await Self.world(pageSize: 2, throttled: ["invoices": 1]) { _, base, http, api in
             let first = try await Self.backfill(api, base)
-            #expect(first.read == 14 && first.refused == 0 && first.unmapped == 0 && first.pending == 0, "\(first)")
+            #expect(first.read == 13 && first.refused == 0 && first.unmapped == 0 && first.pending == 0, "\(first)")
             // Applied: B1's auto-renew off, B2's end, B4's trial, four paid invoices, the refund, the dispute; ignored: three
             // subscriptions' links and four invoice payments (no events of their own).
             #expect(first.applied == 9 && first.ignored == 7, "\(first)")
@@ -175,12 +177,13 @@ struct StripeBackfillTests {
             }
             #expect(Set(all).count == all.count)
             let again = try await Self.backfill(api, base)
-            #expect(again.read == 14 && again.applied == 0 && again.pending == 0 && again.duplicate == first.applied + first.ignored, "\(again)")
+            #expect(again.read == 13 && again.applied == 0 && again.pending == 0 && again.duplicate == first.applied + first.ignored, "\(again)")
             #expect(try await Self.events(api) == all)
         }
         let requests = standIn.lists.withLock { $0.requests }
         #expect(requests.allSatisfy { $0.query["limit"] == "100" })
-        #expect(requests.filter { $0.collection == "subscriptions" }.allSatisfy { $0.query["status"] == "all" })
+        let subscriptions = requests.filter { $0.collection == "subscriptions" }
+        #expect(subscriptions.allSatisfy { $0.query["status"] == "all" })
         // 5 invoices, 2 a page: 3 pages, and the throttled request before them; each page after the last id of the one before.
         let invoices = requests.filter { $0.collection == "invoices" }.prefix(4).map { $0.query["starting_after"] ?? "-" }
         #expect(invoices == ["-", "-", "in_B3a", "in_V1"], "\(invoices)")
@@ -208,7 +211,8 @@ struct StripeBackfillTests {
             #expect(summary.refused == 0 && summary.pending == 0, "\(summary)")
             #expect(try await Self.events(api, "web-b1") == webhooks)
             // B1's answers are the webhooks' alone; the others' come from the backfill.
-            #expect(try await Self.entitlements(http, api, of: "web-b1") == seen)
+            let after = try await Self.entitlements(http, api, of: "web-b1")
+            #expect(after == seen)
             for (subscriber, at, active) in Self.expected {
                 #expect(try await S.active(http, api, subscriber, at: at) == active, "\(subscriber) at \(at)")
             }
@@ -234,7 +238,8 @@ struct StripeBackfillTests {
         }
         let since = String(S.s("2026-03-08T00:00:00Z"))
         let requests = standIn.lists.withLock { $0.requests }.filter { $0.query["limit"] != nil }
-        #expect(requests.count >= 5 && requests.allSatisfy { $0.query["created[gte]"] == since || $0.query["created[gte]"] == nil })
+        let bounds: [String?] = requests.map { $0.query["created[gte]"] }
+        #expect(bounds.allSatisfy { $0 == since || $0 == nil })
         #expect(requests.filter { $0.query["created[gte]"] == since }.count == 5)
     }
 }
