@@ -20,8 +20,9 @@ public struct StripeBackfill: Sendable {
     }
 
     /// The lists read, in this order: subscriptions first (they link customers to subscribers and teach
-    /// prices), then what their invoices paid, then what took money back.
-    public static let collections = ["subscriptions", "invoices", "charges", "refunds", "disputes"]
+    /// prices), then what their invoices paid, then what took money back (refunds before charges: a charge
+    /// refunded in full is cut when its last refund was made).
+    public static let collections = ["subscriptions", "invoices", "refunds", "charges", "disputes"]
 
     /// Most pages one list reads in a run (100 objects each).
     public static let maxPages = 100_000
@@ -57,6 +58,8 @@ public struct StripeBackfill: Sendable {
     public func run(since: Timestamp?, now: Timestamp, progress: Progress? = nil) async throws -> Summary {
         var summary = Summary()
         let adapter = StripeStore(options: options)
+        // Each refunded charge's latest refund time (one entry per charge with refunds).
+        var refunded: [String: Int64] = [:]
         for collection in Self.collections {
             var query: [(String, String)] = []
             if collection == "subscriptions" { query.append(("status", "all")) }
@@ -67,7 +70,10 @@ public struct StripeBackfill: Sendable {
                 let page = try await client.page(collection, query: query, startingAfter: after)
                 for object in page.objects {
                     summary.read += 1
-                    for event in Self.events(for: object, collection: collection, now: now) {
+                    if collection == "refunds", let charge = object["charge"]?.stringValue, let at = object["created"]?.numberValue?.int64Value {
+                        refunded[charge] = max(refunded[charge] ?? at, at)
+                    }
+                    for event in Self.events(for: object, collection: collection, now: now, refunded: refunded) {
                         try await take(event, object: object, adapter: adapter, into: &summary)
                     }
                 }
@@ -120,7 +126,10 @@ public struct StripeBackfill: Sendable {
 
     /// The webhook events a listed object stands for, as Stripe would have sent them; their ids
     /// (`backfill:<object id>[:<fact>]`) are the inbox's: a second run finds them there.
-    public static func events(for o: [String: JSONValue], collection: String, now: Timestamp) -> [[String: JSONValue]] {
+    /// `refunded`: the latest refund time of each charge (the time a charge refunded in full is cut).
+    public static func events(
+        for o: [String: JSONValue], collection: String, now: Timestamp, refunded: [String: Int64] = [:]
+    ) -> [[String: JSONValue]] {
         guard let id = o["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 200 else { return [] }
         let created = o["created"] ?? .number(JSONNumber(now.microseconds / 1_000_000))
         func event(_ suffix: String, _ type: String, _ object: [String: JSONValue], at: JSONValue? = nil, previous: [String: JSONValue]? = nil)
@@ -188,9 +197,11 @@ public struct StripeBackfill: Sendable {
                 return []
             }
         case "charges":
-            // A charge refunded in full ends access; its refunds' money comes from the refunds list.
+            // A charge refunded in full ends access, when its last refund was made (the webhook's time); its
+            // refunds' money comes from the refunds list.
             guard o["refunded"]?.boolValue == true else { return [] }
-            return [event(":refunded", "charge.refunded", o)]
+            let at = refunded[id].map { JSONValue.number(JSONNumber($0)) } ?? .number(JSONNumber(now.microseconds / 1_000_000))
+            return [event(":refunded", "charge.refunded", o, at: at)]
         case "refunds":
             return [event("", "refund.created", o)]
         case "disputes":

@@ -56,6 +56,7 @@ struct StripeBackfillTests {
                         "cancellation_details": ["comment": .null, "feedback": .null, "reason": "cancellation_requested"],
                     ]),
                 sub("B3", "web-b3", status: "active", created: "2026-03-10T10:00:00Z"),
+                sub("B5", "web-b5", status: "active", created: "2026-03-12T10:00:00Z"),
                 sub(
                     "B4", "web-b4", status: "trialing", created: "2026-03-01T09:00:00Z",
                     ["trial_start": S.n("2026-03-01T09:00:00Z"), "trial_end": S.n("2026-03-15T09:00:00Z")]),
@@ -69,16 +70,27 @@ struct StripeBackfillTests {
                 invoice("B1b", "subscription_cycle", paid: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z", subscriber: "web-b1"),
                 invoice("B2a", "subscription_create", paid: "2026-03-05T10:00:00Z", to: "2026-04-05T10:00:00Z", subscriber: "web-b2"),
                 invoice("B3a", "subscription_create", paid: "2026-03-10T10:00:00Z", to: "2026-04-10T10:00:00Z", subscriber: "web-b3"),
+                invoice("B5a", "subscription_create", paid: "2026-03-12T10:00:00Z", to: "2026-04-12T10:00:00Z", subscriber: "web-b5"),
                 void,
             ])
         standIn.setList(
             "charges",
-            [("B1b", "2026-04-01T10:00:00Z"), ("B3a", "2026-03-10T10:00:00Z")].map { x, at in
+            [("B1b", "2026-04-01T10:00:00Z", false), ("B3a", "2026-03-10T10:00:00Z", false), ("B5a", "2026-03-12T10:00:00Z", true)].map {
+                x, at, refunded in
                 S.object(
                     "charge",
-                    ["id": .string("ch_\(x)"), "payment_intent": .string("pi_\(x)"), "created": S.n(at), "refunded": false, "livemode": true])
+                    [
+                        "id": .string("ch_\(x)"), "payment_intent": .string("pi_\(x)"), "created": S.n(at), "refunded": .bool(refunded),
+                        "livemode": true,
+                    ])
             })
-        standIn.setList("refunds", [refund])
+        var full = refund
+        for (k, v): (String, JSONValue) in [
+            ("id", "re_B5"), ("amount", 1000), ("charge", "ch_B5a"), ("payment_intent", "pi_B5a"), ("created", S.n("2026-03-18T10:00:00Z")),
+        ] {
+            full[k] = v
+        }
+        standIn.setList("refunds", [refund, full])
         standIn.setList(
             "disputes",
             [
@@ -104,6 +116,7 @@ struct StripeBackfillTests {
         ("web-b2", "2026-03-10T00:00:00Z", true), ("web-b2", "2026-03-25T00:00:00Z", false),
         ("web-b3", "2026-03-12T00:00:00Z", true), ("web-b3", "2026-03-20T00:00:00Z", false),
         ("web-b4", "2026-03-10T00:00:00Z", true), ("web-b4", "2026-03-20T00:00:00Z", false),
+        ("web-b5", "2026-03-17T00:00:00Z", true), ("web-b5", "2026-03-19T00:00:00Z", false),
     ]
 
     /// The command as a user types it, against the stand-in and the test database.
@@ -158,10 +171,10 @@ struct StripeBackfillTests {
     func backfillTwice() async throws {
         let standIn = try await Self.world(pageSize: 2, throttled: ["invoices": 1]) { _, base, http, api in
             let first = try await Self.backfill(api, base)
-            #expect(first.read == 13 && first.refused == 0 && first.unmapped == 0 && first.pending == 0, "\(first)")
-            // Applied: B1's auto-renew off, B2's end, B4's trial, four paid invoices, the refund, the dispute; ignored: three
-            // subscriptions' links and four invoice payments (no events of their own).
-            #expect(first.applied == 9 && first.ignored == 7, "\(first)")
+            #expect(first.read == 17 && first.refused == 0 && first.unmapped == 0 && first.pending == 0, "\(first)")
+            // Applied: B1's auto-renew off, B2's end, B4's trial, five paid invoices, two refunds, B5's full refund, the
+            // dispute; ignored: four subscriptions' links and five invoice payments (no events of their own).
+            #expect(first.applied == 12 && first.ignored == 9, "\(first)")
             for (subscriber, at, active) in Self.expected {
                 #expect(try await S.active(http, api, subscriber, at: at) == active, "\(subscriber) at \(at)")
             }
@@ -171,22 +184,22 @@ struct StripeBackfillTests {
                 "auto_renew_changed stripe:auto_renew_off:sub_B1:", "refund stripe:refund:re_B1", "refund stripe:dispute:dp_B3",
                 "cancellation stripe:subscription_canceled:sub_B2", "expiration stripe:subscription_deleted:sub_B2",
                 "purchase stripe:trial:sub_B4",
-                "renewal stripe:invoice:in_B1b:il_B1b",
+                "renewal stripe:invoice:in_B1b:il_B1b", "refund stripe:charge_refunded:ch_B5a",
             ] {
                 #expect(all.contains { $0.hasPrefix(key) }, "\(key) in \(all)")
             }
             #expect(Set(all).count == all.count)
             let again = try await Self.backfill(api, base)
-            #expect(again.read == 13 && again.applied == 0 && again.pending == 0 && again.duplicate == first.applied + first.ignored, "\(again)")
+            #expect(again.read == 17 && again.applied == 0 && again.pending == 0 && again.duplicate == first.applied + first.ignored, "\(again)")
             #expect(try await Self.events(api) == all)
         }
         let requests = standIn.lists.withLock { $0.requests }
         #expect(requests.allSatisfy { $0.query["limit"] == "100" })
         let subscriptions = requests.filter { $0.collection == "subscriptions" }
         #expect(subscriptions.allSatisfy { $0.query["status"] == "all" })
-        // 5 invoices, 2 a page: 3 pages, and the throttled request before them; each page after the last id of the one before.
+        // 6 invoices, 2 a page: 3 pages, and the throttled request before them; each page after the last id of the one before.
         let invoices = requests.filter { $0.collection == "invoices" }.prefix(4).map { $0.query["starting_after"] ?? "-" }
-        #expect(invoices == ["-", "-", "in_B3a", "in_V1"], "\(invoices)")
+        #expect(invoices == ["-", "-", "in_B5a", "in_B2a"], "\(invoices)")
     }
 
     @Test("webhooks then a backfill of the same history: no event twice, the same entitlements; a webhook after the backfill adds nothing")
@@ -229,8 +242,8 @@ struct StripeBackfillTests {
             await #expect(throws: (any Error).self) { try await Self.backfill(api, base, key: "sk_test_wrong") }
             #expect(try await Self.events(api).isEmpty)
             let summary = try await Self.backfill(api, base, ["--since", "2026-03-08"])
-            // B3's subscription; the invoices B1b and B3a; their two charges; the refund; the dispute.
-            #expect(summary.read == 7 && summary.refused == 0, "\(summary)")
+            // B3's and B5's subscriptions; the invoices B1b, B3a and B5a; their three charges; two refunds; the dispute.
+            #expect(summary.read == 11 && summary.refused == 0, "\(summary)")
             #expect(try await S.active(http, api, "web-b1", at: "2026-04-15T00:00:00Z"))
             #expect(try await S.active(http, api, "web-b1", at: "2026-03-15T00:00:00Z") == false)
             #expect(try await S.active(http, api, "web-b3", at: "2026-03-20T00:00:00Z") == false)
