@@ -255,4 +255,34 @@ struct StripeBackfillTests {
         #expect(bounds.allSatisfy { $0 == since || $0 == nil })
         #expect(requests.filter { $0.query["created[gte]"] == since }.count == 5)
     }
+
+    @Test("an object the mapper cannot read is listed as unmapped and left out; one the catalog refuses waits, and applies once the product exists")
+    func unmappedAndRefused() async throws {
+        try await Self.world { standIn, base, http, api in
+            var broken = Self.refund
+            broken["id"] = "re_broken"
+            broken["currency"] = .null
+            standIn.setList("refunds", standIn.lists.withLock { $0.objects["refunds"]! } + [broken])
+            var gold = Self.invoice("G1a", "subscription_create", paid: "2026-03-03T10:00:00Z", to: "2026-04-03T10:00:00Z", subscriber: "web-g1")
+            gold["lines"] = ["object": "list", "data": [S.line("il_G1a", 3000, "2026-03-03T10:00:00Z", "2026-04-03T10:00:00Z", "gold.monthly")]]
+            standIn.setList("invoices", standIn.lists.withLock { $0.objects["invoices"]! } + [gold])
+            let first = try await Self.backfill(api, base)
+            #expect(first.unmapped == 1 && first.refused == 1, "\(first)")
+            #expect(first.problems.contains { $0.hasPrefix("re_broken: data.object.currency") }, "\(first.problems)")
+            #expect(first.problems.contains { $0.hasPrefix("in_G1a:") && $0.contains("gold.monthly") }, "\(first.problems)")
+            // What could be stored was: the other subscribers' history.
+            for (subscriber, at, active) in Self.expected {
+                #expect(try await S.active(http, api, subscriber, at: at) == active, "\(subscriber) at \(at)")
+            }
+            let gold1: JSONValue = [
+                "entitlements": ["pro", "gold"], "kind": "auto_renewable", "period": "P1M", "price_minor": 3000, "currency": "USD",
+            ]
+            let put = try await http.execute(
+                uri: "/v1/catalog/products/gold.monthly", method: .put, headers: api.headers(.admin), body: LedgerServerTests.body(gold1))
+            #expect(put.status == .created || put.status == .ok)
+            let again = try await Self.backfill(api, base)
+            #expect(again.refused == 0 && again.unmapped == 1 && again.applied == 1, "\(again)")
+            #expect(try await S.active(http, api, "web-g1", "gold", at: "2026-03-15T00:00:00Z"))
+        }
+    }
 }
