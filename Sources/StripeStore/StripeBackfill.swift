@@ -19,10 +19,10 @@ public struct StripeBackfill: Sendable {
         (self.client, self.intake, self.options, self.logger) = (client, intake, options, logger)
     }
 
-    /// The lists read, in this order: subscriptions first (they link customers to subscribers and teach
-    /// prices), then what their invoices paid, then what took money back (refunds before charges: a charge
+    /// The lists read, in this order: customers and subscriptions first (they link customers to subscribers,
+    /// by their `metadata.subscriber_id`, and teach prices), then what their invoices paid, then what took money back (refunds before charges: a charge
     /// refunded in full is cut when its last refund was made).
-    public static let collections = ["subscriptions", "invoices", "refunds", "charges", "disputes"]
+    public static let collections = ["customers", "subscriptions", "invoices", "refunds", "charges", "disputes"]
 
     /// Most pages one list reads in a run (100 objects each).
     public static let maxPages = 100_000
@@ -148,6 +148,9 @@ public struct StripeBackfill: Sendable {
             return o[key] != nil
         }
         switch collection {
+        case "customers":
+            // Links the customer to its `metadata.subscriber_id`, as `customer.created` does.
+            return [event("", "customer.created", o)]
         case "subscriptions":
             let status = o["status"]?.stringValue ?? ""
             // Never paid, nothing granted: Stripe sends no event that grants or ends anything for them.

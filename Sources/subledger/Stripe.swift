@@ -15,7 +15,7 @@ struct Stripe: AsyncParsableCommand {
 struct StripeBackfillCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backfill",
-        abstract: "Read Stripe's subscriptions, invoices, charges, refunds and disputes and record them as their webhooks would.",
+        abstract: "Read Stripe's customers, subscriptions, invoices, refunds, charges and disputes and record them as their webhooks would.",
         discussion: """
             Each object is turned into the webhook event Stripe sends for it and taken in by the same mapper and \
             intake as POST /v1/stores/stripe/webhooks: a backfill and the webhooks of the same history store each \

@@ -18,7 +18,7 @@ extension StripeAPIStandIn {
         var requests: [(collection: String, query: [String: String])] = []
     }
 
-    static let listed = ["subscriptions", "invoices", "charges", "refunds", "disputes"]
+    static let listed = ["customers", "subscriptions", "invoices", "charges", "refunds", "disputes"]
 
     func setList(_ collection: String, _ objects: [[String: JSONValue]]) { lists.withLock { $0.objects[collection] = objects } }
 

@@ -25,7 +25,7 @@ struct StripeBackfillTests {
         return o
     }
 
-    static func invoice(_ x: String, _ reason: String, paid: String, to: String, subscriber: String) -> [String: JSONValue] {
+    static func invoice(_ x: String, _ reason: String, paid: String, to: String, subscriber: String?) -> [String: JSONValue] {
         var o = S.invoice(
             "in_\(x)", reason, customer: "cus_\(x.prefix(2))", sub: "sub_\(x.prefix(2))", pi: "pi_\(x)", paidAt: paid,
             lines: [S.line("il_\(x)", 1000, paid, to, "pro.monthly")], subscriber: subscriber)
@@ -57,6 +57,8 @@ struct StripeBackfillTests {
                     ]),
                 sub("B3", "web-b3", status: "active", created: "2026-03-10T10:00:00Z"),
                 sub("B5", "web-b5", status: "active", created: "2026-03-12T10:00:00Z"),
+                // Named only by its customer's metadata.
+                sub("B6", "web-b6", status: "active", created: "2026-02-20T10:00:00Z", ["metadata": [:]]),
                 sub(
                     "B4", "web-b4", status: "trialing", created: "2026-03-01T09:00:00Z",
                     ["trial_start": S.n("2026-03-01T09:00:00Z"), "trial_end": S.n("2026-03-15T09:00:00Z")]),
@@ -71,7 +73,14 @@ struct StripeBackfillTests {
                 invoice("B2a", "subscription_create", paid: "2026-03-05T10:00:00Z", to: "2026-04-05T10:00:00Z", subscriber: "web-b2"),
                 invoice("B3a", "subscription_create", paid: "2026-03-10T10:00:00Z", to: "2026-04-10T10:00:00Z", subscriber: "web-b3"),
                 invoice("B5a", "subscription_create", paid: "2026-03-12T10:00:00Z", to: "2026-04-12T10:00:00Z", subscriber: "web-b5"),
+                invoice("B6a", "subscription_create", paid: "2026-02-20T10:00:00Z", to: "2026-03-20T10:00:00Z", subscriber: nil),
                 void,
+            ])
+        standIn.setList(
+            "customers",
+            [
+                S.object(
+                    "customer", ["id": "cus_B6", "metadata": ["subscriber_id": "web-b6"], "created": S.n("2026-02-20T09:00:00Z"), "livemode": true])
             ])
         standIn.setList(
             "charges",
@@ -117,6 +126,7 @@ struct StripeBackfillTests {
         ("web-b3", "2026-03-12T00:00:00Z", true), ("web-b3", "2026-03-20T00:00:00Z", false),
         ("web-b4", "2026-03-10T00:00:00Z", true), ("web-b4", "2026-03-20T00:00:00Z", false),
         ("web-b5", "2026-03-17T00:00:00Z", true), ("web-b5", "2026-03-19T00:00:00Z", false),
+        ("web-b6", "2026-03-01T00:00:00Z", true), ("web-b6", "2026-03-25T00:00:00Z", false),
     ]
 
     /// The command as a user types it, against the stand-in and the test database.
@@ -171,10 +181,10 @@ struct StripeBackfillTests {
     func backfillTwice() async throws {
         let standIn = try await Self.world(pageSize: 2, throttled: ["invoices": 1]) { _, base, http, api in
             let first = try await Self.backfill(api, base)
-            #expect(first.read == 17 && first.refused == 0 && first.unmapped == 0 && first.pending == 0, "\(first)")
-            // Applied: B1's auto-renew off, B2's end, B4's trial, five paid invoices, two refunds, B5's full refund, the
-            // dispute; ignored: four subscriptions' links and five invoice payments (no events of their own).
-            #expect(first.applied == 12 && first.ignored == 9, "\(first)")
+            #expect(first.read == 20 && first.refused == 0 && first.unmapped == 0 && first.pending == 0, "\(first)")
+            // Applied: B1's auto-renew off, B2's end, B4's trial, six paid invoices, two refunds, B5's full refund, the
+            // dispute; ignored: a customer's and five subscriptions' links and six invoice payments (no events of their own).
+            #expect(first.applied == 13 && first.ignored == 12, "\(first)")
             for (subscriber, at, active) in Self.expected {
                 #expect(try await S.active(http, api, subscriber, at: at) == active, "\(subscriber) at \(at)")
             }
@@ -190,7 +200,7 @@ struct StripeBackfillTests {
             }
             #expect(Set(all).count == all.count)
             let again = try await Self.backfill(api, base)
-            #expect(again.read == 17 && again.applied == 0 && again.pending == 0 && again.duplicate == first.applied + first.ignored, "\(again)")
+            #expect(again.read == 20 && again.applied == 0 && again.pending == 0 && again.duplicate == first.applied + first.ignored, "\(again)")
             #expect(try await Self.events(api) == all)
         }
         let requests = standIn.lists.withLock { $0.requests }
@@ -253,7 +263,7 @@ struct StripeBackfillTests {
         let requests = standIn.lists.withLock { $0.requests }.filter { $0.query["limit"] != nil }
         let bounds: [String?] = requests.map { $0.query["created[gte]"] }
         #expect(bounds.allSatisfy { $0 == since || $0 == nil })
-        #expect(requests.filter { $0.query["created[gte]"] == since }.count == 5)
+        #expect(requests.filter { $0.query["created[gte]"] == since }.count == 6)
     }
 
     @Test("an object the mapper cannot read is listed as unmapped and left out; one the catalog refuses waits, and applies once the product exists")
