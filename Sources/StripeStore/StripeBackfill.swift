@@ -111,13 +111,10 @@ public struct StripeBackfill: Sendable {
             case .pending: summary.pending += 1
             case .notice, .ignored, .received, .refused: summary.ignored += 1
             }
-        } catch let error as EventValidationError {
+        } catch let error where error is EventValidationError || error is IdentityError || error is StoreLinks.Conflict {
+            // The catalog lacks the product, a purchase another subscriber keeps: kept as a webhook would be; listed.
             summary.refused += 1
-            problem(error.description)
-            logger.warning("stripe object refused", metadata: ["stripe.object_id": "\(id)", "error.message": "\(error)"])
-        } catch let error as IdentityError {
-            summary.refused += 1
-            problem(error.description)
+            problem("\(error)")
             logger.warning("stripe object refused", metadata: ["stripe.object_id": "\(id)", "error.message": "\(error)"])
         }
     }

@@ -92,6 +92,24 @@ struct GoogleImportTests {
         }
     }
 
+    @Test("Google unreachable (after the client's retries) stops the import naming the line; running it again records it")
+    func unreachable() async throws {
+        try await G.run { c in
+            Self.purchases(c)
+            c.google.setDown(true)
+            do {
+                _ = try await Self.run(c, ["tok-a"])
+                Issue.record("an unreachable Google did not stop the import")
+            } catch let failure as CommandFailure {
+                #expect(failure.description.contains("line 1") && failure.description.contains("run the import again"), "\(failure)")
+            }
+            #expect(try await Self.all(c).isEmpty)
+            c.google.setDown(false)
+            let summary = try await Self.run(c, ["tok-a"])
+            #expect(summary.recorded == 1 && summary.created == 1, "\(summary)")
+        }
+    }
+
     static func all(_ c: G.Context) async throws -> [String] {
         try await TestDatabase.run(c.url.clientConfiguration(maximumConnections: 1)) { client in
             try await client.query("SELECT subscriber_id || ' ' || idempotency_key FROM events ORDER BY position", logger: TestDatabase.logger)
