@@ -35,31 +35,33 @@ extension StripeAPIClient {
             request.headers.add(name: "Accept", value: "application/json")
             if let version { request.headers.add(name: "Stripe-Version", value: version) }
             var wait = Duration.milliseconds(500 << min(attempt - 1, 6))
-            do {
-                let response = try await client.execute(request, timeout: timeout)
-                let body = try await response.body.collect(upTo: 16 << 20)
-                switch response.status.code {
-                case 200:
-                    guard let object = try? JSONParser.parse(body.readableBytesView, maxDepth: 256).objectValue,
-                        let data = object["data"]?.arrayValue
-                    else { throw Failure.unreachable("the \(collection) list is not a JSON list object") }
-                    return Page(objects: data.compactMap(\.objectValue), hasMore: object["has_more"]?.boolValue ?? false)
-                case 429, 500...:
-                    last = "HTTP \(response.status.code)"
-                    if let seconds = response.headers.first(name: "Retry-After").flatMap(Int.init), (0...60).contains(seconds) {
-                        wait = .seconds(seconds)
-                    }
-                default:
-                    throw Failure.rejected(status: Int(response.status.code))
-                }
-            } catch let failure as Failure {
-                throw failure
-            } catch {
-                last = OutboundHTTP.describe(error)
+            switch await answer(request) {
+            case .failure(let failure):
+                if case .unreachable(let why) = failure { last = why }
+            case .success(let (status, _, body)) where status == 200:
+                guard let object = try? JSONParser.parse(body.readableBytesView, maxDepth: 256).objectValue, let data = object["data"]?.arrayValue
+                else { throw Failure.unreachable("the \(collection) list is not a JSON list object") }
+                return Page(objects: data.compactMap(\.objectValue), hasMore: object["has_more"]?.boolValue ?? false)
+            case .success(let (status, retryAfter, _)):
+                guard status == 429 || status >= 500 else { throw Failure.rejected(status: status) }
+                last = "HTTP \(status)"
+                if let seconds = retryAfter, (0...60).contains(seconds) { wait = .seconds(seconds) }
             }
             if attempt < attempts { try? await Task.sleep(for: wait) }
         }
         throw Failure.unreachable(last)
+    }
+
+    /// A request's status, `Retry-After` seconds and body (16 MiB at most), or why none arrived; the text
+    /// is not AsyncHTTPClient's own (for a refused header it would carry the API key).
+    func answer(_ request: HTTPClientRequest) async -> Result<(Int, Int?, ByteBuffer), Failure> {
+        do {
+            let response = try await client.execute(request, timeout: timeout)
+            let body = try await response.body.collect(upTo: 16 << 20)
+            return .success((Int(response.status.code), response.headers.first(name: "Retry-After").flatMap { Int($0) }, body))
+        } catch {
+            return .failure(.unreachable(OutboundHTTP.describe(error)))
+        }
     }
 
     /// A query item, form-encoded (`created[gte]` included).
