@@ -74,7 +74,11 @@ struct GoogleImport: AsyncParsableCommand {
         if file == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
-            guard let read = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+            // Refused before it is read when it is larger than the limit.
+            let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+            guard size <= GoogleImportFile.maxBytes, let read = FileManager.default.contents(atPath: file) else {
+                throw ValidationError("cannot read \(file), or it is larger than \(GoogleImportFile.maxBytes >> 20) MiB")
+            }
             data = read
         }
         guard data.count <= GoogleImportFile.maxBytes else {
