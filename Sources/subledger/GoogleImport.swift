@@ -36,6 +36,15 @@ struct GoogleImport: AsyncParsableCommand {
     @Option(help: "Where --skip-bad-rows lists the lines it left out (one a line: file, line, reason).")
     var badRows = "google-bad-rows.txt"
 
+    /// Checked while parsing, so that what is missing is said with this command's usage.
+    func validate() throws {
+        if file != "-" && !FileManager.default.isReadableFile(atPath: file) { throw ValidationError("cannot read \(file)") }
+        guard try google.configuration().serviceAccount != nil else { throw Self.noAccount }
+    }
+
+    static let noAccount = ValidationError(
+        "set --google-service-account-file (or SUBLEDGER_GOOGLE_SERVICE_ACCOUNT_FILE): each purchase is verified with Google")
+
     /// What an import did.
     struct Summary: Sendable {
         /// Purchase lines read (a header, blank lines and comments are not counted).
@@ -86,10 +95,7 @@ struct GoogleImport: AsyncParsableCommand {
         }
         let lines = GoogleImportFile.parse(String(decoding: data, as: UTF8.self))
         var configuration = try google.configuration()
-        guard configuration.serviceAccount != nil else {
-            throw ValidationError(
-                "set --google-service-account-file (or SUBLEDGER_GOOGLE_SERVICE_ACCOUNT_FILE): each purchase is verified with Google")
-        }
+        guard configuration.serviceAccount != nil else { throw Self.noAccount }
         if let package { configuration.packageNames.insert(package) }
         let fallbackPackage = package ?? (configuration.packageNames.count == 1 ? configuration.packageNames.first : nil)
         configuration.reconcileInterval = nil

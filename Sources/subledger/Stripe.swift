@@ -29,9 +29,13 @@ struct StripeBackfillCommand: AsyncParsableCommand {
     @Option(help: "Read only objects created at or after this time (RFC 3339 or YYYY-MM-DD; default: the whole history).")
     var since: String?
 
+    /// Checked while parsing, so that what is missing is said with this command's usage.
     func validate() throws {
         if let since { _ = try AppleAPIOptions.time(since, "since") }
+        guard try stripe.configuration().apiKey != nil else { throw Self.noKey }
     }
+
+    static let noKey = ValidationError("set --stripe-api-key (or SUBLEDGER_STRIPE_API_KEY): the backfill reads Stripe's API")
 
     func run() async throws {
         let interactive = isatty(STDERR_FILENO) == 1
@@ -62,9 +66,7 @@ struct StripeBackfillCommand: AsyncParsableCommand {
     func execute(progress: StripeBackfill.Progress? = nil) async throws -> StripeBackfill.Summary {
         let logger = database.makeLogger("subledger.stripe")
         let configuration = try stripe.configuration()
-        guard let key = configuration.apiKey else {
-            throw ValidationError("set --stripe-api-key (or SUBLEDGER_STRIPE_API_KEY): the backfill reads Stripe's API")
-        }
+        guard let key = configuration.apiKey else { throw Self.noKey }
         let from = try since.map { try AppleAPIOptions.time($0, "since") }
         // 429 (Stripe's rate limit) and 5xx are retried: six attempts, 0.5 s doubling, or Stripe's Retry-After.
         let client = StripeAPIClient(apiKey: key, baseURL: configuration.apiBaseURL, attempts: 6)
