@@ -228,8 +228,7 @@ let package = Package(
             name: "LedgerServerTests",
             dependencies: [
                 "StoreAdapters", "AppleStore", "GoogleStore", "StripeStore", "LedgerCore", "LedgerStore", "LedgerServer",
-                "LedgerTestSupport",
-                "SubledgerClient",
+                "LedgerTestSupport", "SubledgerClient", "subledger",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),

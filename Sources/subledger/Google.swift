@@ -57,7 +57,7 @@ struct GoogleOptions: ParsableArguments {
 
 struct Google: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Google Play operations.", subcommands: [GoogleReconcile.self])
+        abstract: "Google Play operations.", subcommands: [GoogleReconcile.self, GoogleImport.self])
 }
 
 struct GoogleReconcile: AsyncParsableCommand {

@@ -261,6 +261,8 @@ struct GoogleStoreAPITests {
         var api: APIHarness
         var google: GooglePlayStandIn
         var url: DatabaseURL
+        /// The stand-in's port (its API, token endpoint and JWKS).
+        var port = 0
     }
 
     /// The application with Google Play configured against the stand-in, on a fresh database.
@@ -293,7 +295,7 @@ struct GoogleStoreAPITests {
                             uri: "/v1/catalog/products/\(id)", method: .put, headers: api.headers(.admin), body: LedgerServerTests.body(p))
                         #expect(put.status == .ok || put.status == .created)
                     }
-                    try await body(Context(http: http, api: api, google: google, url: url))
+                    try await body(Context(http: http, api: api, google: google, url: url, port: port))
                 }
                 return true
             }

@@ -567,13 +567,16 @@ struct StripeAPITests {
     }
 }
 
-/// A local stand-in for Stripe's API: `GET /v1/customers/{id}` with the documented customer object, checking
-/// the bearer key as Stripe does (401 otherwise).
+/// A local stand-in for Stripe's API: `GET /v1/customers/{id}` with the documented customer object, and the
+/// list APIs (`GET /v1/subscriptions`, …: `StripeAPIStandIn+Lists.swift`), checking the bearer key as Stripe
+/// does (401 otherwise).
 final class StripeAPIStandIn: Sendable {
     let key: String
     let customers: [String: [String: JSONValue]]
     let prices: [String: [String: JSONValue]]
     let seen = Mutex<[String]>([])
+    /// The list APIs' objects and behaviour (`StripeAPIStandIn+Lists.swift`).
+    let lists = Mutex(Lists())
 
     init(key: String, customers: [String: [String: JSONValue]] = [:], prices: [String: [String: JSONValue]] = [:]) {
         self.key = key
@@ -604,6 +607,7 @@ final class StripeAPIStandIn: Sendable {
                     body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(object).canonicalBytes())))
             }
         }
+        registerLists(on: router)
         return try await LocalHTTPServer.serve(router, label: "stripe-stand-in") { port in try await body("http://127.0.0.1:\(port)") }
     }
 }

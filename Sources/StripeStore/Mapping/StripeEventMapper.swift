@@ -353,9 +353,12 @@ public enum StripeEventMapper: StoreMapper {
                 if was != now { cancels = now }
             }
             if let cancels {
-                let at = cancels ? (nn(o["canceled_at"]).flatMap { try? time($0, field: "") } ?? e.created) : e.created
+                let canceledAt = cancels ? nn(o["canceled_at"]).flatMap { try? time($0, field: "") } : nil
+                // Turned off at `canceled_at`: keyed by it, so a backfill of the subscription (which sees no
+                // event id) stores the same fact once; turned back on, only the event says when.
+                let key = canceledAt.map { "stripe:auto_renew_off:\(sub):\($0.microseconds / 1_000_000)" } ?? "stripe:event:\(e.id)"
                 out.append(
-                    draft(.autoRenewChanged, at, "stripe:event:\(e.id)", product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
+                    draft(.autoRenewChanged, canceledAt ?? e.created, key, product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
             }
             if let previousStatus, previousStatus != status {
                 let periodStart = nn(o["current_period_start"]) ?? nn(item["current_period_start"])
