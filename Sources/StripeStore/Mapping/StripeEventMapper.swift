@@ -358,7 +358,9 @@ public enum StripeEventMapper: StoreMapper {
                 // event id) stores the same fact once; turned back on, only the event says when.
                 let key = canceledAt.map { "stripe:auto_renew_off:\(sub):\($0.microseconds / 1_000_000)" } ?? "stripe:event:\(e.id)"
                 out.append(
-                    draft(.autoRenewChanged, canceledAt ?? e.created, key, product, ["enabled": .bool(!cancels), "product_id": .string(product)]))
+                    draft(
+                        .autoRenewChanged, canceledAt ?? e.created, key, product,
+                        [EventDataKey.enabled: .bool(!cancels), EventDataKey.productID: .string(product)]))
             }
             if let previousStatus, previousStatus != status {
                 let periodStart = nn(o["current_period_start"]) ?? nn(item["current_period_start"])
