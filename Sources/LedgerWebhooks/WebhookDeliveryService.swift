@@ -28,6 +28,8 @@ public struct WebhookDeliveryService: Service {
 
     /// Feed events read per page.
     static let pageSize = 200
+    /// Delivered attempts recorded in one statement (the cursor moves past them together).
+    static let recordBatch = 50
     /// Held messages read per look.
     static let heldPageSize = 50
     /// A lease needs at least this much time left, beyond the response timeout, for an attempt to start.
@@ -302,11 +304,32 @@ public struct WebhookDeliveryService: Service {
         let (store, instance, generation) = (self.store, self.instance, current.generation)
         var passedOver: Int64? = nil
         var pending: Task<WebhookStore.Recorded, any Error>? = nil
-        /// Waits for the previous delivered event's record; false if the lease or generation moved meanwhile.
-        func settled() async throws -> Bool {
+        /// Delivered attempts not yet recorded: recorded `recordBatch` at a time, in the background while the
+        /// next messages go out (one record in flight at most), and all of them before anything else moves
+        /// the endpoint (a skip, a hold, a failure) and at the end of the walk.
+        var delivered: [WebhookAttempt] = []
+        let slots = context.slots
+        /// Waits for the record in flight; false if the lease or generation moved meanwhile.
+        func inFlightSettled() async throws -> Bool {
             guard let task = pending else { return true }
             pending = nil
             return try await task.value != .stale
+        }
+        /// Starts recording the delivered attempts in the background, after the record in flight.
+        func recordDelivered() async throws -> Bool {
+            guard try await inFlightSettled() else { return false }
+            guard !delivered.isEmpty else { return true }
+            let attempts = delivered
+            delivered = []
+            pending = Task {
+                try await slots.run { try await store.recordDelivered(endpoint.id, attempts, instance: instance, generation: generation) }
+            }
+            return true
+        }
+        /// Every delivered attempt recorded; false if the lease or generation moved meanwhile.
+        func settled() async throws -> Bool {
+            guard try await recordDelivered() else { return false }
+            return try await inFlightSettled()
         }
         for event in batch.page {
             guard filter.wantsType(event), let built = batch.messages[event.position], filter.matches(event, changes: built.changes)
@@ -336,27 +359,26 @@ public struct WebhookDeliveryService: Service {
             if progress.quiet || (progress.heldDue.map { $0 <= .now } ?? false) { break }
             let message = WebhookMessage(endpointID: endpoint.id, eventID: event.eventID, body: built.body)
             guard let result = await send(message, current, context) else { break }
-            guard try await settled() else { return }
             if Task.isCancelled && result.outcome != .delivered { return }
             let delay = configuration.retrySchedule.delay(afterFailures: 1, random: Double.random(in: 0..<1))
             let attempt = WebhookAttempt(
                 position: event.position, eventID: event.eventID, webhookID: message.id, outcome: result.outcome,
                 httpStatus: result.httpStatus, latencyMilliseconds: result.latencyMilliseconds, error: result.error)
-            let (slots, giveUp, subscriber, body) = (context.slots, configuration.retrySchedule.giveUpAfter, event.subscriberID, built.body)
-            let record = { @Sendable in
-                try await slots.run {
-                    try await store.record(
-                        endpoint.id, attempt, subscriberID: subscriber, body: body, instance: instance, generation: generation,
-                        retryDelay: delay, giveUpAfter: giveUp)
-                }
-            }
             Metrics.count(endpoint: endpoint.id, outcome: result.outcome)
             if result.outcome == .delivered {
                 progress.succeeded()
-                pending = Task(operation: record)
+                delivered.append(attempt)
+                if delivered.count >= Self.recordBatch { guard try await recordDelivered() else { return } }
                 continue
             }
-            guard case .applied(let next, _) = try await record() else { return }
+            guard try await settled() else { return }
+            let (giveUp, subscriber, body) = (configuration.retrySchedule.giveUpAfter, event.subscriberID, built.body)
+            let recorded = try await slots.run {
+                try await store.record(
+                    endpoint.id, attempt, subscriberID: subscriber, body: body, instance: instance, generation: generation,
+                    retryDelay: delay, giveUpAfter: giveUp)
+            }
+            guard case .applied(let next, _) = recorded else { return }
             if result.outcome == .gone {
                 logger.warning("webhook endpoint disabled: it answered 410 Gone", metadata: ["webhooks.position": "\(event.position)"])
                 return

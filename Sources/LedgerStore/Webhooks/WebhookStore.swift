@@ -395,6 +395,47 @@ public struct WebhookStore: Sendable {
         }
     }
 
+    /// Logs several delivered attempts of the walk and moves the cursor past the last of them in one statement:
+    /// the delivery loop records its successes in batches, so a delivery costs a fraction of a statement. A
+    /// crash before the batch is recorded sends its messages again, which at-least-once delivery allows.
+    public func recordDelivered(_ id: UUID, _ attempts: [WebhookAttempt], instance: String, generation: Int64) async throws -> Recorded {
+        guard let through = attempts.map(\.position).max() else { return .applied(nextRetryAt: nil, paused: false) }
+        let logger = self.logger
+        let positions = attempts.map(\.position)
+        let events = attempts.map(\.eventID)
+        let webhookIDs = attempts.map(\.webhookID)
+        let statuses = attempts.map { Int32(clamping: $0.httpStatus ?? 0) }
+        let latencies = attempts.map { Int32(clamping: $0.latencyMilliseconds) }
+        return try await database.withConnection { c in
+            let rows = try await c.query(
+                """
+                WITH relaxed AS (SELECT \(unescaped: Self.relaxedCommit)), target AS (
+                    SELECT endpoint_id, (generation = \(generation) AND status = 'active' AND leased_by = \(instance)
+                                         AND lease_until > clock_timestamp()) AS mine
+                    FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE
+                ), moved AS (
+                    UPDATE webhook_endpoints e SET
+                        delivered_through = greatest(e.delivered_through, \(through)),
+                        last_error = CASE WHEN EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = e.endpoint_id)
+                                          THEN e.last_error END
+                    FROM target t WHERE e.endpoint_id = t.endpoint_id AND t.mine
+                    RETURNING 1
+                ), logged AS (
+                    INSERT INTO webhook_deliveries
+                        (endpoint_id, position, event_id, webhook_id, attempt, outcome, http_status, latency_ms, error, next_retry_at, instance)
+                    SELECT t.endpoint_id, a.position, a.event_id, a.webhook_id, 1, 'delivered', nullif(a.status, 0), a.latency, NULL, NULL, \(instance)
+                    FROM target t,
+                         unnest(\(positions)::int8[], \(events)::uuid[], \(webhookIDs)::text[], \(statuses)::int4[], \(latencies)::int4[])
+                             WITH ORDINALITY AS a(position, event_id, webhook_id, status, latency, n)
+                    ORDER BY a.n
+                )
+                SELECT 1 FROM moved, relaxed
+                """, logger: logger
+            ).collect()
+            return rows.isEmpty ? .stale : .applied(nextRetryAt: nil, paused: false)
+        }
+    }
+
     /// Queues an event's message behind its subscriber's held messages and moves the cursor past it. Should
     /// the subscriber have none held any more, the message is due at once rather than waiting behind nothing.
     public func hold(
