@@ -1219,8 +1219,8 @@ def store_messages():
 def flow_tables(w, run):
     if any(n in results for n in ("webhooks replay x1", "webhooks lag x64")):
         w(f"Webhook delivery to fast local receivers (`tools/bench.d/receiver.py`: asyncio, 204 at once, keep-alive), with "
-          f"`serve`'s default delivery settings. **Replay**: {5000 if run['quick'] else 20000:,} events, an endpoint per receiver replayed "
-          "from position 1, timed until every cursor reaches the head. **Lag**: one endpoint at the head while wrk appends "
+          f"`serve`'s default delivery settings. **Replay**: the whole feed ({5000 if run['quick'] else 20000:,} events, plus what "
+          "earlier runs' lag scenarios appended), an endpoint per receiver replayed from position 1, timed until every cursor reaches the head. **Lag**: one endpoint at the head while wrk appends "
           "single events at 64 clients; lag = arrival at the receiver − the event's `recorded_at`; catch-up = seconds "
           "after wrk stops until the cursor reaches the head.\n")
         w("| scenario | messages/s | lag p50 ms | lag p99 ms | catch-up s | appends/s meanwhile |")
