@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// The ledger's command line: each subcommand is a thin shell over LedgerStore and LedgerServer.
-@main
+/// The command line; `main.swift` runs it.
 struct Subledger: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "subledger",
