@@ -59,8 +59,15 @@ public struct RevenueTransaction: Sendable, Hashable {
     public var kind: Window.Kind
     public var currency: String
     public var gross: Int64
+    /// Tax included in `gross` (0 when the store did not say): commission is taken on `gross − tax`.
+    public var tax: Int64
     public var commission: Int64
     public var occurredAt: Timestamp
+    /// The report dimensions (docs/reports.md, "Dimensions"): the buyer's country (nil: not known), the event's
+    /// `source` and the product.
+    public var country: String?
+    public var store: String
+    public var productID: String
     /// The window as granted, before any cut; recognition is ratable over it. `end` is nil for lifetime.
     public var start: Timestamp
     public var end: Timestamp?
@@ -79,8 +86,13 @@ public struct RevenueTransaction: Sendable, Hashable {
     public init(
         eventID: UUID, entitlements: [String], kind: Window.Kind, currency: String, gross: Int64, commission: Int64,
         occurredAt: Timestamp, start: Timestamp, end: Timestamp?, stop: Timestamp?, refunds: [Refund],
-        monthly: MonthlyAmount?, handedOver: Timestamp? = nil, heldFrom: Timestamp? = nil
+        monthly: MonthlyAmount?, handedOver: Timestamp? = nil, heldFrom: Timestamp? = nil, tax: Int64 = 0, country: String? = nil,
+        store: String = "", productID: String = ""
     ) {
+        self.tax = tax
+        self.country = country
+        self.store = store
+        self.productID = productID
         self.eventID = eventID
         self.entitlements = entitlements
         self.kind = kind
@@ -393,14 +405,15 @@ public struct SubscriberFacts: Sendable, Hashable {
             result.append(
                 RevenueTransaction(
                     eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
-                    currency: currency, gross: price, commission: Money.commission(price, rate: t.commissionRate),
+                    currency: currency, gross: price, commission: Money.commission(price - min(t.taxMinor, price), rate: t.commissionRate),
                     occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
                     end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
                     // A transfer is not a stop: money follows the transaction; this subscriber's share ends there.
                     stop: lifetime ? nil : window?.earliestCut { $0 != .transfer }?.at,
                     refunds: copy.refunds.sorted { $0.at < $1.at },
                     monthly: lifetime ? nil : t.period.flatMap { MonthlyAmount(price: price, period: $0) },
-                    handedOver: copy.handedOver))
+                    handedOver: copy.handedOver, tax: min(t.taxMinor, price), country: t.country, store: event.source,
+                    productID: t.productID ?? ""))
         }
         return result
     }

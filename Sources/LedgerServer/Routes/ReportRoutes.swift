@@ -25,40 +25,40 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
+            try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions)
         }
-        let rows = result.map { p -> [JSONValue] in
-            [
+        let rows = result.map { g -> [JSONValue] in
+            let p = g.row
+            return q.dimensions.groupCell(g.group) + [
                 .string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.activeStart), .int(p.new), .int(p.reactivated),
                 .int(p.churnedTotal), .int(p.churned[.voluntary] ?? 0), .int(p.churned[.involuntary] ?? 0),
                 .int(p.churned[.refund] ?? 0), .int(p.churned[.other] ?? 0), .int(p.activeEnd), .ratio(p.churnRate),
                 .int(p.transferredIn), .int(p.transferredOut),
             ]
         }
-        return q.respond(ReportTable(name: "churn", columns: ReportTable.churnColumns, rows: rows)).ledgerPosition(position)
+        return q.respond(ReportTable(name: "churn", columns: q.dimensions.groupColumn + ReportTable.churnColumns, rows: rows))
+            .ledgerPosition(position)
     }
 
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
         let currency = try QueryParameters(request: request).reportingCurrency()
-        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([RevenuePeriod], FXUse?) in
+        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([Grouped<RevenuePeriod>], FXUse?) in
             let store = ReportStore(database: database)
-            guard let currency else {
-                return (try await store.revenue(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement), nil)
-            }
-            let fx = try await Self.fxUse(currency, request: request, database: database)
-            return (try await store.revenue(boundaries: q.boundaries, entitlement: q.entitlement, converting: fx), fx)
+            var fx: FXUse?
+            if let currency { fx = try await Self.fxUse(currency, request: request, database: database) }
+            return (try await store.revenue(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions, converting: fx), fx)
         }
-        let rows = result.map { p -> [JSONValue] in
-            let f = p.figures
-            return [
-                .string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency), .int(f.billings), .int(f.commission),
+        let rows = result.map { g -> [JSONValue] in
+            let (p, f) = (g.row, g.row.figures)
+            return q.dimensions.groupCell(g.group) + [
+                .string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency), .int(f.billings), .int(f.tax), .int(f.commission),
                 .int(f.proceeds), .int(f.refunds), .int(f.refundedUnrecognized), .int(f.refundsRecognized), .int(f.recognized),
                 .int(p.deferredStart), .int(p.deferredEnd),
             ]
         }
-        let table = ReportTable(name: "revenue", columns: ReportTable.revenueColumns, rows: rows)
+        let table = ReportTable(name: "revenue", columns: q.dimensions.groupColumn + ReportTable.revenueColumns, rows: rows)
         guard let fx else { return q.respond(table).ledgerPosition(position) }
         if q.wantsCSV { return table.csv().fxVersion(fx).ledgerPosition(position) }
         return Response.json(
@@ -75,8 +75,9 @@ struct ReportRoutes {
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
+        let entitlement = try q.entitlementOnly()
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
+            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, entitlement: entitlement)
         }
         let rows = result.map { p -> [JSONValue] in
             [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate)]
@@ -87,8 +88,9 @@ struct ReportRoutes {
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month, now: clock.now())
+        let entitlement = try q.entitlementOnly()
         let (cohorts, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
+            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: entitlement)
         }
         if q.wantsCSV {
             let rows = cohorts.flatMap { c in
@@ -114,23 +116,22 @@ struct ReportRoutes {
         try context.require(.reports)
         let query = QueryParameters(request: request)
         let at = try query.timestamp("at") ?? clock.now()
-        let entitlement = try query.entitlement()
+        let dimensions = try ReportDimensionsQuery.parse(request)
         let currency = try query.reportingCurrency()
         let minimum = try LedgerPosition.minimum(request)
-        let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([MRRLine], FXUse?) in
+        let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([Grouped<MRRLine>], FXUse?) in
             let store = ReportStore(database: database)
-            guard let currency else { return (try await store.mrr(at: at, entitlement: entitlement), nil) }
-            let fx = try await Self.fxUse(currency, request: request, database: database)
-            return ([try await store.mrr(at: at, entitlement: entitlement, converting: fx)], fx)
+            var fx: FXUse?
+            if let currency { fx = try await Self.fxUse(currency, request: request, database: database) }
+            return (try await store.mrr(at: at, dimensions: dimensions, converting: fx), fx)
         }
         let table = ReportTable(
-            name: "mrr", columns: ReportTable.mrrColumns,
-            rows: lines.map { [.string($0.currency), .int($0.mrrMinor), .int($0.activePaid)] })
+            name: "mrr", columns: dimensions.groupColumn + ReportTable.mrrColumns,
+            rows: lines.map { dimensions.groupCell($0.group) + [.string($0.row.currency), .int($0.row.mrrMinor), .int($0.row.activePaid)] })
         if try ReportQuery.wantsCSV(request) { return table.csv().fxVersion(fx).ledgerPosition(position) }
-        var members: [String: JSONValue] = [
-            "at": .string(at.rfc3339), "entitlement": entitlement.map(JSONValue.string) ?? .null,
-            "currencies": .array(table.objects),
-        ]
+        var members = dimensions.envelope
+        members["at"] = .string(at.rfc3339)
+        members["currencies"] = .array(table.objects)
         if let fx {
             members["currency"] = .string(fx.currency)
             members["fx_version"] = fx.json
@@ -147,7 +148,7 @@ struct ReportTable {
         "churned_involuntary", "churned_refund", "churned_other", "active_end", "churn_rate", "transferred_in", "transferred_out",
     ]
     static let revenueColumns = [
-        "period_start", "period_end", "currency", "billings", "commission", "proceeds", "refunds", "refunded_unrecognized",
+        "period_start", "period_end", "currency", "billings", "tax", "commission", "proceeds", "refunds", "refunded_unrecognized",
         "refunds_recognized", "recognized", "deferred_start", "deferred_end",
     ]
     static let trialColumns = ["period_start", "period_end", "started", "converted", "conversion_rate"]
@@ -190,7 +191,8 @@ struct ReportQuery {
     let to: Timestamp
     let now: Timestamp
     let interval: ReportInterval
-    let entitlement: String?
+    /// `store=`, `country=`, `product_id=`, `entitlement=` and `group_by=`.
+    let dimensions: ReportDimensions
     let boundaries: [Timestamp]
     let wantsCSV: Bool
     /// The position the answer must include (`min_position`, `Ledger-Min-Position`).
@@ -223,7 +225,7 @@ struct ReportQuery {
         self.from = from
         self.to = to
         self.interval = interval
-        entitlement = try query.entitlement()
+        dimensions = try ReportDimensionsQuery.parse(request)
         boundaries = ReportCalendar.boundaries(from: from, to: to, interval: interval)
         wantsCSV = try Self.wantsCSV(request)
         minimum = try LedgerPosition.minimum(request)
@@ -247,12 +249,15 @@ struct ReportQuery {
         }
     }
 
+    /// The one entitlement of a report answered by entitlement only (churn, retention, trials).
+    func entitlementOnly() throws -> String? { try ReportDimensionsQuery.entitlementOnly(dimensions) }
+
     func envelope(_ members: [String: JSONValue]) -> JSONValue {
-        var m = members
+        var m = dimensions.envelope
+        for (k, v) in members { m[k] = v }
         m["from"] = .string(from.rfc3339)
         m["to"] = .string(to.rfc3339)
         m["interval"] = .string(interval.rawValue)
-        m["entitlement"] = entitlement.map(JSONValue.string) ?? .null
         return .object(m)
     }
 

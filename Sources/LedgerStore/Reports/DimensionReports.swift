@@ -1,0 +1,233 @@
+import Foundation
+import LedgerCore
+import Logging
+import PostgresNIO
+
+/// One row of a report split by a dimension: the group's value (nil: no grouping, or a country not known).
+public struct Grouped<Row: Sendable>: Sendable {
+    public var group: String?
+    public var row: Row
+
+    public init(group: String?, row: Row) {
+        self.group = group
+        self.row = row
+    }
+}
+
+extension Grouped: Equatable where Row: Equatable {}
+extension Grouped: Hashable where Row: Hashable {}
+
+/// Revenue and MRR filtered and grouped by store, country, product and entitlement (docs/reports.md,
+/// "Dimensions"). The rollups are kept per entitlement key only, so a report with another dimension reads the
+/// transaction facts of its span (revenue) or of the instant (MRR), row by row, and `ReportDimensions` decides
+/// in LedgerCore which transactions pass and where each counts.
+extension ReportStore {
+    /// Revenue per group, period and currency; with `fx`, in that reporting currency. Only `entitlement=` (one
+    /// value) keeps the rollups; anything else streams the span's transactions.
+    public func revenue(
+        boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions, converting fx: FXUse? = nil
+    ) async throws -> [Grouped<RevenuePeriod>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            let rows =
+                if let fx {
+                    try await revenue(boundaries: boundaries, entitlement: entitlement, converting: fx)
+                } else {
+                    try await revenue(boundaries: boundaries, interval: interval, entitlement: entitlement)
+                }
+            return rows.map { Grouped(group: nil, row: $0) }
+        }
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else { return [] }
+        var converting: FXFactorCache?
+        if let fx { converting = FXFactorCache(table: try await fxTable(version: fx.version), target: fx.currency) }
+        let logger = database.logger
+        return try await database.withConnection { [converting] c in
+            var acc = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions, include: fx?.currency)
+            var factors = converting
+            let rows = try await c.query(
+                """
+                SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
+                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+                """, logger: logger)
+            for try await row in rows {
+                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                var t = try Self.transaction(&cells)
+                t.entitlements = Self.entitlements(try cells.string())
+                guard dimensions.matches(t) else { continue }
+                guard var cache = factors else {
+                    try acc.add(t)
+                    continue
+                }
+                try acc.add(t, currency: cache.target, factor: try cache.factor(t))
+                factors = cache
+            }
+            return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
+    /// MRR at `at` per group and currency (with `fx`: per group, in that currency). Only `entitlement=` (one
+    /// value) keeps the rollups; anything else reads the transactions covering the instant.
+    public func mrr(at: Timestamp, dimensions: ReportDimensions, converting fx: FXUse? = nil) async throws -> [Grouped<MRRLine>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            let lines =
+                if let fx {
+                    [try await mrr(at: at, entitlement: entitlement, converting: fx)]
+                } else {
+                    try await mrr(at: at, entitlement: entitlement)
+                }
+            return lines.map { Grouped(group: nil, row: $0) }
+        }
+        var table: FXTable?
+        if let fx { table = try await fxTable(version: fx.version) }
+        let logger = database.logger
+        let t = at.microseconds
+        struct Cell {
+            var amounts: [MonthlyAmount] = []
+            var converted: [ConvertedMRR.Group] = []
+            var subscribers: Set<String> = []
+        }
+        // Keyed by group, then by currency (the reporting currency when converting).
+        var cells: [String?: [String: Cell]] = try await database.withConnection { c in
+            var cells: [String?: [String: Cell]] = [:]
+            let rows = try await c.query(
+                """
+                SELECT subscriber_id, currency, occurred_us, monthly_num::text, monthly_den::text, store, country, product_id,
+                       array_to_string(entitlements, chr(31))
+                FROM report_transactions
+                WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
+                  AND (service_end_us IS NULL OR service_end_us > \(t))
+                """, logger: logger)
+            for try await (subscriber, currency, occurred, num, den, store, country, product, entitlements) in rows.decode(
+                (String, String, Int64, String, String, String, String?, String, String).self)
+            {
+                guard let n = Int128(num), let d = Int128(den), d > 0 else { throw ReportOverflow(what: "the monthly amounts of \(currency)") }
+                var fact = RevenueTransaction(
+                    eventID: UUID(), entitlements: Self.entitlements(entitlements), kind: .paid, currency: currency, gross: 0, commission: 0,
+                    occurredAt: .init(microseconds: occurred), start: .init(microseconds: occurred), end: nil, stop: nil, refunds: [],
+                    monthly: MonthlyAmount(numerator: n, denominator: d))
+                (fact.store, fact.country, fact.productID) = (store, country, product)
+                guard dimensions.matches(fact) else { continue }
+                for g in dimensions.groups(of: fact) {
+                    let line = fx?.currency ?? currency
+                    var cell = cells[g, default: [:]][line, default: Cell()]
+                    if fx != nil {
+                        cell.converted.append(.init(currency: currency, day: FXDay(fact.occurredAt), amount: fact.monthly!))
+                    } else {
+                        cell.amounts.append(fact.monthly!)
+                    }
+                    cell.subscribers.insert(subscriber)
+                    cells[g, default: [:]][line] = cell
+                }
+            }
+            return cells
+        }
+        if let fx, dimensions.groupBy == nil, cells.isEmpty { cells[String?.none] = [fx.currency: Cell()] }
+        var result: [Grouped<MRRLine>] = []
+        for g in cells.keys.sorted(by: ReportDimensions.groupOrder) {
+            for (currency, cell) in cells[g]!.sorted(by: { $0.key < $1.key }) {
+                let total: Int128
+                if let table {
+                    do {
+                        total = try ConvertedMRR.total(cell.converted, into: currency, rates: table)
+                    } catch let missing as MissingFXRate {
+                        throw FXRequestError(missing: missing)
+                    }
+                } else {
+                    total = try MonthlyAmount.roundedSum(cell.amounts)
+                }
+                result.append(Grouped(group: g, row: MRRLine(currency: currency, mrrMinor: total, activePaid: cell.subscribers.count)))
+            }
+        }
+        return result
+    }
+
+    /// Churn per group and period. Only `entitlement=` (one value) keeps the rollups; anything else streams the
+    /// runs of the span with, for each run, the transactions overlapping it (their dimensions and service start),
+    /// through `GroupedChurnAccumulator`. By entitlement the runs are those of each entitlement key; otherwise those
+    /// of all entitlements together, a subscriber counted once (with several `entitlement=` values, when the
+    /// transaction covering the instant grants one of them).
+    public func churn(boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions) async throws -> [Grouped<ChurnPeriod>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await churn(boundaries: boundaries, interval: interval, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
+        }
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
+            return GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+        let perEntitlement = dimensions.groupBy == .entitlement
+        // By entitlement: the keys asked for (all but '' when none); otherwise the runs over all entitlements.
+        let keys = perEntitlement ? Array(dimensions.entitlements) : [""]
+        let everyKey = perEntitlement && dimensions.entitlements.isEmpty
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var acc = GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions)
+            let rows = try await c.query(
+                """
+                SELECT r.subscriber_id, r.entitlement, r.start_us, r.end_us, r.first_start_us, r.lapse, r.transferred_in,
+                       coalesce((SELECT string_agg(concat_ws(chr(31), greatest(t.start_us, t.held_from_us)::text, t.store,
+                                                             coalesce(t.country, ''), t.product_id,
+                                                             array_to_string(t.entitlements, chr(29))), chr(30))
+                                 FROM report_transactions t
+                                 WHERE t.subscriber_id = r.subscriber_id
+                                   AND coalesce(t.service_end_us, 9223372036854775807) > r.start_us
+                                   AND greatest(t.start_us, t.held_from_us) < coalesce(r.end_us, 9223372036854775807)
+                                   AND (r.entitlement = '' OR r.entitlement = ANY(t.entitlements))), '')
+                FROM report_runs r
+                WHERE ((\(everyKey) AND r.entitlement <> '') OR r.entitlement = ANY(\(TextArray(keys))::text[]))
+                  AND r.start_us < \(to) AND (r.end_us IS NULL OR r.end_us >= \(from))
+                ORDER BY r.subscriber_id, r.entitlement, r.start_us
+                """, logger: logger)
+            var current: (subscriber: String, key: String)?
+            var runs: [PaidRun] = []
+            var services: [[RevenueTransaction]] = []
+            var first = Timestamp(microseconds: 0)
+            func flush() {
+                guard let current, !runs.isEmpty else { return }
+                acc.add(runs: runs, firstStart: first, services: services, group: perEntitlement ? current.key : nil)
+            }
+            for try await row in rows {
+                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let subscriber = try cells.string()
+                let key = try cells.string()
+                let start = try cells.int64()
+                let end = try cells.optionalInt64()
+                let firstStart = try cells.int64()
+                let lapse = try cells.optionalString()
+                let transferredIn = try cells.bool()
+                let overlapping = try cells.string()
+                if current?.subscriber != subscriber || current?.key != key {
+                    flush()
+                    runs.removeAll(keepingCapacity: true)
+                    services.removeAll(keepingCapacity: true)
+                    current = (subscriber, key)
+                    first = Timestamp(microseconds: firstStart)
+                }
+                runs.append(
+                    PaidRun(
+                        entitlement: key, start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                        lapse: lapse.flatMap(LapseReason.init(rawValue:)), transferredIn: transferredIn))
+                services.append(Self.services(overlapping))
+            }
+            flush()
+            return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
+    /// The transactions of `string_agg(concat_ws(chr(31), service start, store, country, product, entitlements))`:
+    /// their dimensions, `start` their service's start.
+    static func services(_ text: String) -> [RevenueTransaction] {
+        guard !text.isEmpty else { return [] }
+        return text.split(separator: "\u{1E}").compactMap { item in
+            let f = item.split(separator: "\u{1F}", omittingEmptySubsequences: false)
+            guard f.count == 5, let start = Int64(f[0]) else { return nil }
+            let at = Timestamp(microseconds: start)
+            return RevenueTransaction(
+                eventID: UUID(), entitlements: f[4].isEmpty ? [] : f[4].split(separator: "\u{1D}").map(String.init), kind: .paid,
+                currency: "", gross: 0, commission: 0, occurredAt: at, start: at, end: nil, stop: nil, refunds: [], monthly: nil,
+                country: f[2].isEmpty ? nil : String(f[2]), store: String(f[1]), productID: String(f[3]))
+        }
+    }
+
+    /// An entitlement list written with `array_to_string(…, chr(31))` (identifiers hold no control characters).
+    static func entitlements(_ text: String) -> [String] {
+        text.isEmpty ? [] : text.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init)
+    }
+}
