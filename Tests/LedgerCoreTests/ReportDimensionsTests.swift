@@ -39,7 +39,7 @@ import Testing
             (["country": 49], "data.country"),
             (["tax_minor": 1191], "data.tax_minor"),
             (["tax_minor": -1], "data.tax_minor"),
-            (["tax_minor": 1.5], "data.tax_minor"),
+            (["tax_minor": .number(JSONNumber(jsonText: "1.5")!)], "data.tax_minor"),
             (["tax_minor": "190"], "data.tax_minor"),
         ] as [([String: JSONValue], String?)])
     func countryAndTaxAreValidated(set: [String: JSONValue], field: String?) {
@@ -125,9 +125,11 @@ import Testing
         ReportCalendar.boundaries(from: B.t("2026-02-10"), to: B.t("2026-07-01"), interval: .day),
     ]
 
-    static let additive: [KeyPath<RevenueFigures, Int128>] = [
-        \.billings, \.tax, \.commission, \.proceeds, \.refunds, \.refundedUnrecognized, \.refundsRecognized, \.recognized,
-    ]
+    static var additive: [KeyPath<RevenueFigures, Int128>] {
+        [
+            \.billings, \.tax, \.commission, \.proceeds, \.refunds, \.refundedUnrecognized, \.refundsRecognized, \.recognized,
+        ]
+    }
 
     /// Grouped rows add up to the ungrouped row, per period and currency, for every additive figure; a filter on
     /// one value answers exactly that group's rows.
@@ -236,6 +238,30 @@ import Testing
                 apple.add(runs: runs, firstStart: first.start, services: Self.services(facts, runs))
             }
             #expect(apple.periods.map(\.period) == rows.filter { $0.group == "apple" }.map(\.period))
+        }
+    }
+
+    /// Trials by group add up to all trials (a trial counts once, in its transaction's group); without
+    /// dimensions the grouped accumulator is the plain one.
+    @Test(arguments: [nil, .store, .country, .productID] as [ReportDimension?])
+    func groupedTrialsAddUpToTheWhole(dimension: ReportDimension?) {
+        let boundaries = Self.grids[0]
+        var whole = TrialAccumulator(boundaries: boundaries)
+        var grouped = GroupedTrialAccumulator(boundaries: boundaries, dimensions: ReportDimensions(groupBy: dimension))
+        var started = 0
+        for facts in Self.population {
+            for rows in Dictionary(grouping: facts.trials, by: \.eventID).values {
+                whole.add(start: rows[0].start, converted: rows.contains(where: \.converted))
+                grouped.add(rows)
+                started += 1
+            }
+        }
+        #expect(started > 0 && Self.population.contains { $0.trials.contains { $0.store == "apple" } })
+        let rows = grouped.periods
+        if dimension == nil { #expect(rows.map(\.period) == whole.periods) }
+        for p in whole.periods {
+            let parts = rows.filter { $0.period.start == p.start }.map(\.period)
+            #expect(parts.map(\.started).reduce(0, +) == p.started && parts.map(\.converted).reduce(0, +) == p.converted, "\(p.start)")
         }
     }
 

@@ -118,9 +118,10 @@ struct ReportDimensionsAPITests {
                 (span + "&store=Apple%20Store", "store"),
                 (mrrURI + "&group_by=currency", "group_by"),
                 ("/v1/reports/churn?country=Germany", "country"),
-                ("/v1/reports/trials?group_by=store", "group_by"),
+                ("/v1/reports/trials?group_by=shop", "group_by"),
                 ("/v1/reports/retention?store=apple", "store"),
-                ("/v1/reports/trials?entitlement=pro&entitlement=basic", "entitlement"),
+                ("/v1/reports/retention?group_by=store", "group_by"),
+                ("/v1/reports/retention?entitlement=pro&entitlement=basic", "entitlement"),
                 ("/v1/reports/revenue?from=1950-01-01&to=2050-01-01&interval=day&group_by=country", "from/to"),
             ] {
                 let started = ContinuousClock.now
@@ -146,6 +147,67 @@ struct ReportDimensionsAPITests {
             #expect(byStore.filter { $0["store"] == "apple" }.map { $0["new"] } == [2, 0, 0])
             #expect(try Self.rows(try await get(churnURI + "&store=apple")).map { $0["new"] } == [2, 0, 0])
             #expect(try Self.rows(try await get(churnURI + "&country=DE&country=FR")).map { $0["churned"] } == [0, 2, 0])
+        }
+    }
+
+    static func trial(_ subscriber: String, source: String, country: String, converts: Bool) -> [JSONValue] {
+        func event(_ key: String, at: String, _ data: [String: JSONValue]) -> JSONValue {
+            var d: [String: JSONValue] = [
+                "product_id": "pro.monthly", "entitlements": ["pro"], "kind": "auto_renewable", "period": "P1M", "currency": "EUR",
+                "country": .string(country),
+            ]
+            for (k, v) in data { d[k] = v }
+            return .object(
+                eventJSON(
+                    subscriber: subscriber, key: "\(subscriber)-\(key)",
+                    overrides: ["occurred_at": .string(at), "source": .string(source), "data": .object(d)]))
+        }
+        let trial = event(
+            "trial", at: "2025-03-03T10:00:00Z",
+            [
+                "transaction_id": .string("\(subscriber)-t"), "offer": "trial", "price_minor": 0, "period_start": "2025-03-03T10:00:00Z",
+                "period_end": "2025-03-10T10:00:00Z",
+            ])
+        guard converts else { return [trial] }
+        return [
+            trial,
+            event(
+                "paid", at: "2025-03-10T10:00:00Z",
+                [
+                    "transaction_id": .string("\(subscriber)-p"), "offer": "none", "price_minor": 999, "period_start": "2025-03-10T10:00:00Z",
+                    "period_end": "2025-04-10T10:00:00Z",
+                ]),
+        ]
+    }
+
+    @Test("trials take the dimensions of their own transaction: grouped, filtered, adding up to the rollups' trials")
+    func trialsByDimension() async throws {
+        var list: [JSONValue] = Self.trial("t1", source: "apple", country: "DE", converts: true)
+        list += Self.trial("t2", source: "google", country: "DE", converts: false)
+        list += Self.trial("t3", source: "google", country: "JP", converts: true)
+        let events: JSONValue = .object(["events": .array(list)])
+        try await APIHarness.run { http, api in
+            let created = try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(events))
+            #expect(created.status == .created)
+            let uri = "/v1/reports/trials?from=2025-03-01&to=2025-04-01"
+            func counts(_ query: String, _ member: String? = nil) async throws -> [[JSONValue]] {
+                let response = try await http.execute(uri: uri + query, method: .get, headers: api.headers(.analyst))
+                return try Self.rows(response).map { row in
+                    (member.map { [row[$0] ?? .null] } ?? []) + [row["started"] ?? .null, row["converted"] ?? .null]
+                }
+            }
+            let whole = try await counts("")
+            #expect(whole == [[3, 2]])
+            let byStore = try await counts("&group_by=store", "store")
+            #expect(byStore == [["apple", 1, 1], ["google", 2, 1]])
+            let byCountry = try await counts("&group_by=country", "country")
+            #expect(byCountry == [["DE", 2, 1], ["JP", 1, 1]])
+            let filtered = try await counts("&store=google&country=JP")
+            #expect(filtered == [[1, 1]])
+            let byEntitlement = try await counts("&group_by=entitlement", "entitlement")
+            #expect(byEntitlement == [["pro", 3, 2]])
+            let anyOf = try await counts("&entitlement=pro&entitlement=basic")
+            #expect(anyOf == [[3, 2]])
         }
     }
 

@@ -199,3 +199,47 @@ public struct GroupedChurnAccumulator: Sendable {
         return keys.flatMap { k in groups[k]!.map { (k, $0) } }
     }
 }
+
+/// Trials split by a dimension: a trial takes the dimensions of its own transaction (store, country, product);
+/// it counts once, converted if any of its entitlements (within an `entitlement=` filter) converted; by
+/// entitlement it counts in each entitlement's group with that entitlement's conversion, as in each
+/// entitlement's own report.
+public struct GroupedTrialAccumulator: Sendable {
+    let boundaries: [Timestamp]
+    let dimensions: ReportDimensions
+    var groups: [String?: TrialAccumulator] = [:]
+
+    public init(boundaries: [Timestamp], dimensions: ReportDimensions) {
+        self.boundaries = boundaries
+        self.dimensions = dimensions
+    }
+
+    /// Adds one trial transaction: its rows, one per entitlement (same event, start and dimensions).
+    public mutating func add(_ rows: [TrialFact]) {
+        guard let first = rows.first else { return }
+        let t = RevenueTransaction(
+            eventID: first.eventID, entitlements: rows.map(\.entitlement), kind: .trial, currency: "", gross: 0, commission: 0,
+            occurredAt: first.start, start: first.start, end: nil, stop: nil, refunds: [], monthly: nil, country: first.country,
+            store: first.store, productID: first.productID)
+        guard dimensions.matches(t) else { return }
+        func count(_ group: String?, converted: Bool) {
+            var acc = groups.removeValue(forKey: group) ?? TrialAccumulator(boundaries: boundaries)
+            acc.add(start: first.start, converted: converted)
+            groups[group] = acc
+        }
+        let counted = dimensions.entitlements.isEmpty ? rows : rows.filter { dimensions.entitlements.contains($0.entitlement) }
+        if dimensions.groupBy == .entitlement {
+            for row in counted { count(row.entitlement, converted: row.converted) }
+        } else {
+            for g in dimensions.groups(of: t) { count(g, converted: counted.contains(where: \.converted)) }
+        }
+    }
+
+    /// Rows ordered by group (null last), then period; without grouping, one row per period even when empty.
+    public var periods: [(group: String?, period: TrialPeriod)] {
+        if dimensions.groupBy == nil {
+            return (groups[String?.none] ?? TrialAccumulator(boundaries: boundaries)).periods.map { (nil, $0) }
+        }
+        return groups.keys.sorted(by: ReportDimensions.groupOrder).flatMap { k in groups[k]!.periods.map { (k, $0) } }
+    }
+}

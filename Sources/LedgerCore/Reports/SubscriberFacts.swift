@@ -135,8 +135,19 @@ public struct TrialFact: Sendable, Hashable {
     public var start: Timestamp
     public var end: Timestamp
     public var converted: Bool
+    /// The report dimensions of the trial's transaction (docs/reports.md, "Dimensions"): its event's `source`,
+    /// its country (nil: not known), its product.
+    public var store: String
+    public var country: String?
+    public var productID: String
 
-    public init(eventID: UUID, entitlement: String, start: Timestamp, end: Timestamp, converted: Bool) {
+    public init(
+        eventID: UUID, entitlement: String, start: Timestamp, end: Timestamp, converted: Bool, store: String = "", country: String? = nil,
+        productID: String = ""
+    ) {
+        self.store = store
+        self.country = country
+        self.productID = productID
         self.eventID = eventID
         self.entitlement = entitlement
         self.start = start
@@ -183,7 +194,7 @@ public struct SubscriberFacts: Sendable, Hashable {
         return SubscriberFacts(
             runs: paidRuns(windows: windows, events: ordered),
             transactions: transactions(events: ordered, windows: ledger.windows),
-            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }))
+            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }, events: ordered))
     }
 
     static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {
@@ -418,8 +429,14 @@ public struct SubscriberFacts: Sendable, Hashable {
         return result
     }
 
-    static func trials(windows: [Window]) -> [TrialFact] {
+    static func trials(windows: [Window], events: [FoldEvent] = []) -> [TrialFact] {
         guard windows.contains(where: { $0.kind == .trial }) else { return [] }
+        // The trial transactions' store and country, by event.
+        var dimensions: [UUID: (store: String, country: String?)] = [:]
+        let trialEvents = Set(windows.lazy.filter { $0.kind == .trial }.map(\.sourceEventID))
+        for e in events where trialEvents.contains(e.eventID) {
+            if case .transaction(let t) = e.payload { dimensions[e.eventID] = (e.source, t.country) }
+        }
         // Paid windows per entitlement by start, so each trial looks only at those starting in its span.
         let paid = Dictionary(grouping: windows.filter(\.kind.isPaid), by: \.entitlement).mapValues { $0.sorted { $0.start < $1.start } }
         return windows.filter { $0.kind == .trial }.map { trial in
@@ -432,7 +449,10 @@ public struct SubscriberFacts: Sendable, Hashable {
                 if candidates[mid].start < trial.start { lo = mid + 1 } else { hi = mid }
             }
             let converted = candidates[lo...].prefix { $0.start <= latest }.contains { $0.effectiveCut?.cause != .refund }
-            return TrialFact(eventID: trial.sourceEventID, entitlement: trial.entitlement, start: trial.start, end: end, converted: converted)
+            let d = dimensions[trial.sourceEventID]
+            return TrialFact(
+                eventID: trial.sourceEventID, entitlement: trial.entitlement, start: trial.start, end: end, converted: converted,
+                store: d?.store ?? "", country: d?.country, productID: trial.productID ?? "")
         }
     }
 }

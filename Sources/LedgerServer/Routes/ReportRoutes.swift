@@ -75,14 +75,17 @@ struct ReportRoutes {
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let entitlement = try q.entitlementOnly()
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, entitlement: entitlement)
+            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions)
         }
-        let rows = result.map { p -> [JSONValue] in
-            [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate)]
+        let rows = result.map { g -> [JSONValue] in
+            let p = g.row
+            return q.dimensions.groupCell(g.group) + [
+                .string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate),
+            ]
         }
-        return q.respond(ReportTable(name: "trials", columns: ReportTable.trialColumns, rows: rows)).ledgerPosition(position)
+        return q.respond(ReportTable(name: "trials", columns: q.dimensions.groupColumn + ReportTable.trialColumns, rows: rows))
+            .ledgerPosition(position)
     }
 
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {

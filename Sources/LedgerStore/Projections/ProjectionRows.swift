@@ -119,6 +119,9 @@ enum ProjectionRows {
             e.integer("start_us", t.start.microseconds)
             e.integer("end_us", t.end.microseconds)
             e.bool("converted", t.converted)
+            e.text("store", t.store)
+            e.text("country", t.country)
+            e.text("product_id", t.productID)
             e.endRow()
         }
     }

@@ -211,6 +211,42 @@ extension ReportStore {
         }
     }
 
+    /// Trials per group and period. Only `entitlement=` (one value) keeps the rollups; anything else reads the
+    /// trial facts of the span (one row per trial transaction and entitlement, with its dimensions).
+    public func trials(boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions) async throws -> [Grouped<TrialPeriod>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await trials(boundaries: boundaries, interval: interval, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
+        }
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
+            return GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var acc = GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions)
+            let rows = try await c.query(
+                """
+                SELECT source_event_id, entitlement, start_us, end_us, converted, store, country, product_id FROM report_trials
+                WHERE start_us >= \(from) AND start_us < \(to)
+                ORDER BY source_event_id, entitlement
+                """, logger: logger)
+            var trial: [TrialFact] = []
+            for try await (id, entitlement, start, end, converted, store, country, product) in rows.decode(
+                (UUID, String, Int64, Int64, Bool, String, String?, String).self)
+            {
+                if let first = trial.first, first.eventID != id {
+                    acc.add(trial)
+                    trial.removeAll(keepingCapacity: true)
+                }
+                trial.append(
+                    TrialFact(
+                        eventID: id, entitlement: entitlement, start: .init(microseconds: start), end: .init(microseconds: end),
+                        converted: converted, store: store, country: country, productID: product))
+            }
+            acc.add(trial)
+            return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
     /// The transactions of `string_agg(concat_ws(chr(31), service start, store, country, product, entitlements))`:
     /// their dimensions, `start` their service's start.
     static func services(_ text: String) -> [RevenueTransaction] {
