@@ -241,6 +241,29 @@ import Testing
         }
     }
 
+    /// Retention by group: cohort sizes and every month's retained members add up to the whole (each member
+    /// counts in one group at an instant); without dimensions the grouped accumulator is the plain one.
+    @Test(arguments: [nil, .store, .country, .productID] as [ReportDimension?])
+    func groupedRetentionAddsUpToTheWhole(dimension: ReportDimension?) {
+        let (from, to, until) = (B.t("2026-01-01"), B.t("2026-12-01"), B.t("2027-06-01"))
+        var whole = RetentionAccumulator(from: from, to: to, until: until)
+        var grouped = GroupedRetentionAccumulator(from: from, to: to, until: until, dimensions: ReportDimensions(groupBy: dimension))
+        for facts in Self.population {
+            let runs = facts.runs.filter { $0.entitlement == "" }
+            guard !runs.isEmpty else { continue }
+            whole.add(runs: runs)
+            grouped.add(runs: runs, services: Self.services(facts, runs))
+        }
+        let rows = grouped.cohorts
+        if dimension == nil { #expect(rows.map(\.cohort) == whole.cohorts) }
+        #expect(whole.cohorts.map(\.size).reduce(0, +) > 0)
+        for c in whole.cohorts {
+            let parts = rows.filter { $0.cohort.start == c.start }.map(\.cohort)
+            #expect(parts.map(\.size).reduce(0, +) == c.size, "\(c.start)")
+            for k in c.retained.indices { #expect(parts.map { $0.retained[k] }.reduce(0, +) == c.retained[k], "\(c.start) month \(k)") }
+        }
+    }
+
     /// Trials by group add up to all trials (a trial counts once, in its transaction's group); without
     /// dimensions the grouped accumulator is the plain one.
     @Test(arguments: [nil, .store, .country, .productID] as [ReportDimension?])

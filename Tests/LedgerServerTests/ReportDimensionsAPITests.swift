@@ -119,9 +119,9 @@ struct ReportDimensionsAPITests {
                 (mrrURI + "&group_by=currency", "group_by"),
                 ("/v1/reports/churn?country=Germany", "country"),
                 ("/v1/reports/trials?group_by=shop", "group_by"),
-                ("/v1/reports/retention?store=apple", "store"),
-                ("/v1/reports/retention?group_by=store", "group_by"),
-                ("/v1/reports/retention?entitlement=pro&entitlement=basic", "entitlement"),
+                ("/v1/reports/retention?store=Apple", "store"),
+                ("/v1/reports/retention?group_by=month", "group_by"),
+                ("/v1/reports/retention?product_id=%01", "product_id"),
                 ("/v1/reports/revenue?from=1950-01-01&to=2050-01-01&interval=day&group_by=country", "from/to"),
             ] {
                 let started = ContinuousClock.now
@@ -143,6 +143,13 @@ struct ReportDimensionsAPITests {
                     }
                 }
             }
+            // Retention by store: the March cohort splits into its stores, a filter is its group.
+            let retentionURI = "/v1/reports/retention?from=2025-03-01&to=2025-04-01"
+            let cohorts = try Self.rows(try await get(retentionURI))
+            #expect(cohorts.map { $0["cohort_size"] } == [4])
+            let cohortsByStore = try Self.rows(try await get(retentionURI + "&group_by=store"))
+            #expect(cohortsByStore.map { [$0["store"], $0["cohort_size"]] } == [["apple", 2], ["google", 1], ["stripe", 1]])
+            #expect(try Self.rows(try await get(retentionURI + "&country=DE")).map { $0["cohort_size"] } == [1])
             let byStore = try Self.rows(try await get(churnURI + "&group_by=store"))
             #expect(byStore.filter { $0["store"] == "apple" }.map { $0["new"] } == [2, 0, 0])
             #expect(try Self.rows(try await get(churnURI + "&store=apple")).map { $0["new"] } == [2, 0, 0])

@@ -113,6 +113,43 @@ public struct GroupedRevenueAccumulator: Sendable {
     }
 }
 
+/// Where a subscriber's paid runs count at an instant (ledger-semantics section 5, "Dimensions"): the run active
+/// just before it, that run's transaction whose service started last before it (so grace after a transaction
+/// keeps that transaction's dimensions), and the groups that transaction counts in under the filters.
+struct RunDimensions {
+    let filters: ReportDimensions
+    let runs: [PaidRun]
+    /// `services[i]`: the transactions overlapping `runs[i]`, `start` their service's start.
+    let services: [[RevenueTransaction]]
+    /// Runs per entitlement (`group_by=entitlement`): the run's entitlement is the group.
+    let group: String?
+
+    init(dimensions: ReportDimensions, runs: [PaidRun], services: [[RevenueTransaction]], group: String?) {
+        var filters = dimensions
+        if group != nil { filters.entitlements = [] }
+        (self.filters, self.runs, self.services, self.group) = (filters, runs, services, group)
+    }
+
+    func active(justBefore t: Timestamp) -> Int? { runs.lastIndex { $0.isActive(justBefore: t) } }
+
+    /// The transaction of run `i` whose service started last before `t` (else the run's first).
+    func service(_ i: Int, before t: Timestamp) -> RevenueTransaction? {
+        services[i].filter { $0.start < t }.max { $0.start < $1.start } ?? services[i].min { $0.start < $1.start }
+    }
+
+    /// The groups a subscriber counted through transaction `t` is in (none when a filter fails).
+    func cells(_ t: RevenueTransaction?) -> [String?] {
+        guard let t else {
+            // A run without a known transaction passes no filter but belongs to the whole.
+            let unfiltered = filters.stores.isEmpty && filters.countries.isEmpty && filters.productIDs.isEmpty && filters.entitlements.isEmpty
+            return unfiltered ? [group] : []
+        }
+        guard filters.matches(t) else { return [] }
+        if let group { return [group] }
+        return filters.groups(of: t).map { $0?.isEmpty == true ? nil : $0 }
+    }
+}
+
 /// Churn split by a dimension (ledger-semantics section 5, "Dimensions"): a subscriber counted at an instant
 /// takes the dimensions of the transaction covering it there (of its paid run active just before the instant,
 /// the latest whose service started before it: grace after a transaction keeps its dimensions); a churned one
@@ -135,45 +172,29 @@ public struct GroupedChurnAccumulator: Sendable {
     /// entitlement, `group_by=entitlement`) the subscriber counts in that group whenever the other filters pass.
     public mutating func add(runs: [PaidRun], firstStart: Timestamp, services: [[RevenueTransaction]], group fixed: String? = nil) {
         guard !runs.isEmpty, boundaries.count > 1 else { return }
-        var filters = dimensions
-        if fixed != nil { filters.entitlements = [] }
-        func active(justBefore t: Timestamp) -> Int? { runs.lastIndex { $0.isActive(justBefore: t) } }
-        /// The transaction of run `i` whose service started last before `t` (else the run's first).
-        func service(_ i: Int, before t: Timestamp) -> RevenueTransaction? {
-            services[i].filter { $0.start < t }.max { $0.start < $1.start } ?? services[i].min { $0.start < $1.start }
-        }
-        func cells(_ t: RevenueTransaction?) -> [String?] {
-            guard let t else {
-                // A run without a known transaction passes no filter but belongs to the whole.
-                let unfiltered = filters.stores.isEmpty && filters.countries.isEmpty && filters.productIDs.isEmpty && filters.entitlements.isEmpty
-                return unfiltered ? [fixed] : []
-            }
-            guard filters.matches(t) else { return [] }
-            if let fixed { return [fixed] }
-            return filters.groups(of: t).map { $0?.isEmpty == true ? nil : $0 }
-        }
+        let lookup = RunDimensions(dimensions: dimensions, runs: runs, services: services, group: fixed)
         let empty = zip(boundaries, boundaries.dropFirst()).map { ChurnPeriod(start: $0, end: $1) }
         func bump(_ g: String?, _ i: Int, _ change: (inout ChurnPeriod) -> Void) {
             var periods = groups.removeValue(forKey: g) ?? empty
             change(&periods[i])
             groups[g] = periods
         }
-        var before = active(justBefore: boundaries[0])
+        var before = lookup.active(justBefore: boundaries[0])
         for i in 0..<(boundaries.count - 1) {
             let (a, b) = (boundaries[i], boundaries[i + 1])
-            let after = active(justBefore: b)
-            if let r = before { for g in cells(service(r, before: a)) { bump(g, i) { $0.activeStart += 1 } } }
-            if let r = after { for g in cells(service(r, before: b)) { bump(g, i) { $0.activeEnd += 1 } } }
+            let after = lookup.active(justBefore: b)
+            if let r = before { for g in lookup.cells(lookup.service(r, before: a)) { bump(g, i) { $0.activeStart += 1 } } }
+            if let r = after { for g in lookup.cells(lookup.service(r, before: b)) { bump(g, i) { $0.activeEnd += 1 } } }
             if before != nil && after == nil {
                 let ended = runs.indices.filter { runs[$0].end.map { $0 >= a && $0 < b } ?? false }.max { runs[$0].end! < runs[$1].end! }
                 let lapse = ended.flatMap { runs[$0].lapse }
-                for g in cells(ended.flatMap { service($0, before: runs[$0].end!) } ?? service(before!, before: a)) {
+                for g in lookup.cells(ended.flatMap { lookup.service($0, before: runs[$0].end!) } ?? lookup.service(before!, before: a)) {
                     bump(g, i) { p in
                         if lapse == .transferred { p.transferredOut += 1 } else { p.churned[lapse ?? .other, default: 0] += 1 }
                     }
                 }
             } else if before == nil, let r = after {
-                for g in cells(service(r, before: b)) {
+                for g in lookup.cells(lookup.service(r, before: b)) {
                     bump(g, i) { p in
                         if runs[r].transferredIn {
                             p.transferredIn += 1
@@ -241,5 +262,50 @@ public struct GroupedTrialAccumulator: Sendable {
             return (groups[String?.none] ?? TrialAccumulator(boundaries: boundaries)).periods.map { (nil, $0) }
         }
         return groups.keys.sorted(by: ReportDimensions.groupOrder).flatMap { k in groups[k]!.periods.map { (k, $0) } }
+    }
+}
+
+/// Retention split by a dimension: a cohort member counts in month 0 (the cohort's size) with the dimensions of
+/// the first transaction of their first paid run, and in month k with those of the transaction covering them
+/// just before `cohort start + k months` (ledger-semantics section 5: a subscriber counted at an instant takes
+/// the dimensions of the transaction covering it there). A group's ratios are of the group's own cohort size.
+public struct GroupedRetentionAccumulator: Sendable {
+    let template: RetentionAccumulator
+    let dimensions: ReportDimensions
+    var groups: [String?: RetentionAccumulator] = [:]
+
+    public init(from: Timestamp, to: Timestamp, until: Timestamp, dimensions: ReportDimensions) {
+        template = RetentionAccumulator(from: from, to: to, until: until)
+        self.dimensions = dimensions
+    }
+
+    /// Adds one subscriber's paid runs of one entitlement key (all of them, sorted by start), with the
+    /// transactions overlapping each run (`services`, as for churn).
+    public mutating func add(runs: [PaidRun], services: [[RevenueTransaction]], group fixed: String? = nil) {
+        guard let first = runs.first?.start else { return }
+        let month = ReportCalendar.monthStart(first)
+        guard let c = template.cohorts.firstIndex(where: { $0.start == month }) else { return }
+        let lookup = RunDimensions(dimensions: dimensions, runs: runs, services: services, group: fixed)
+        for g in lookup.cells(services[0].min { $0.start < $1.start }) {
+            var acc = groups.removeValue(forKey: g) ?? template
+            defer { groups[g] = acc }
+            acc.cohorts[c].size += 1
+            acc.cohorts[c].retained[0] += 1
+        }
+        for k in template.cohorts[c].retained.indices.dropFirst() {
+            let t = ReportCalendar.addingMonths(k, to: month)
+            guard let r = lookup.active(justBefore: t) else { continue }
+            for g in lookup.cells(lookup.service(r, before: t)) {
+                var acc = groups.removeValue(forKey: g) ?? template
+                defer { groups[g] = acc }
+                acc.cohorts[c].retained[k] += 1
+            }
+        }
+    }
+
+    /// Cohorts per group (null last); without grouping, every cohort even when empty.
+    public var cohorts: [(group: String?, cohort: RetentionCohort)] {
+        if dimensions.groupBy == nil { return (groups[String?.none] ?? template).cohorts.map { (nil, $0) } }
+        return groups.keys.sorted(by: ReportDimensions.groupOrder).flatMap { k in groups[k]!.cohorts.map { (k, $0) } }
     }
 }

@@ -38,23 +38,6 @@ enum ReportDimensionsQuery {
         }
         return d
     }
-
-    /// For the reports whose figures come from paid runs and trials (churn, retention, trials), which answer
-    /// by entitlement only so far: the one entitlement, or a 400 naming the first parameter they cannot take.
-    static func entitlementOnly(_ d: ReportDimensions) throws -> String? {
-        if let e = d.rollupEntitlement { return e }
-        let unsupported =
-            !d.stores.isEmpty
-            ? "store"
-            : !d.countries.isEmpty
-                ? "country"
-                : !d.productIDs.isEmpty
-                    ? "product_id"
-                    : d.groupBy != nil ? "group_by" : "entitlement"
-        throw APIError.invalidRequest(
-            "query parameter '\(unsupported)' is not supported by this report yet: it answers one entitlement at a time "
-                + "(revenue and MRR take every dimension; docs/reports.md, \"Dimensions\")")
-    }
 }
 
 extension ReportDimensions {

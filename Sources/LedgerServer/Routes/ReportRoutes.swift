@@ -91,26 +91,32 @@ struct ReportRoutes {
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month, now: clock.now())
-        let entitlement = try q.entitlementOnly()
         let (cohorts, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: entitlement)
+            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, dimensions: q.dimensions)
         }
         if q.wantsCSV {
-            let rows = cohorts.flatMap { c in
-                c.retained.indices.map { k -> [JSONValue] in
-                    [.string(c.start.rfc3339), .int(c.size), .int(k), .int(c.retained[k]), .ratio(c.ratio(k))]
+            let rows = cohorts.flatMap { g in
+                g.row.retained.indices.map { k -> [JSONValue] in
+                    let c = g.row
+                    return q.dimensions.groupCell(g.group) + [
+                        .string(c.start.rfc3339), .int(c.size), .int(k), .int(c.retained[k]), .ratio(c.ratio(k)),
+                    ]
                 }
             }
-            return ReportTable(name: "retention", columns: ReportTable.retentionCSVColumns, rows: rows).csv().ledgerPosition(position)
+            return ReportTable(name: "retention", columns: q.dimensions.groupColumn + ReportTable.retentionCSVColumns, rows: rows).csv()
+                .ledgerPosition(position)
         }
-        let periods: [JSONValue] = cohorts.map { c in
-            .object([
+        let periods: [JSONValue] = cohorts.map { g in
+            let c = g.row
+            var members: [String: JSONValue] = [
                 "period_start": .string(c.start.rfc3339), "cohort_size": .int(c.size),
                 "retained": .array(
                     c.retained.indices.map { k in
                         .object(["month": .int(k), "subscribers": .int(c.retained[k]), "ratio": .ratio(c.ratio(k))])
                     }),
-            ])
+            ]
+            if let column = q.dimensions.groupColumn.first { members[column] = q.dimensions.groupCell(g.group)[0] }
+            return .object(members)
         }
         return Response.json(q.envelope(["periods": .array(periods)])).ledgerPosition(position)
     }
@@ -251,9 +257,6 @@ struct ReportQuery {
         case let other?: throw APIError.invalidRequest("query parameter 'format' must be json or csv, not '\(other)'")
         }
     }
-
-    /// The one entitlement of a report answered by entitlement only (churn, retention, trials).
-    func entitlementOnly() throws -> String? { try ReportDimensionsQuery.entitlementOnly(dimensions) }
 
     func envelope(_ members: [String: JSONValue]) -> JSONValue {
         var m = dimensions.envelope

@@ -152,13 +152,42 @@ extension ReportStore {
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
         }
+        let acc = try await streamRuns(
+            dimensions: dimensions, from: from, to: to, cohorts: false,
+            into: GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions))
+        return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+    }
+
+    /// Retention cohorts per group. Only `entitlement=` (one value) keeps the rollups; anything else streams the
+    /// runs of the cohorts' members with the transactions overlapping each run, like churn.
+    public func retention(
+        from: Timestamp, to: Timestamp, until: Timestamp, dimensions: ReportDimensions
+    ) async throws -> [Grouped<RetentionCohort>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await retention(from: from, to: to, until: until, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
+        }
+        let initial = GroupedRetentionAccumulator(from: from, to: to, until: until, dimensions: dimensions)
+        let months = ReportCalendar.boundaries(from: from, to: to, interval: .month)
+        guard let first = months.first, let last = months.last, months.count > 1 else {
+            return initial.cohorts.map { Grouped(group: $0.group, row: $0.cohort) }
+        }
+        let acc = try await streamRuns(dimensions: dimensions, from: first.microseconds, to: last.microseconds, cohorts: true, into: initial)
+        return acc.cohorts.map { Grouped(group: $0.group, row: $0.cohort) }
+    }
+
+    /// Streams paid runs with, for each, the transactions overlapping it (their dimensions and service start),
+    /// one subscriber and entitlement key at a time: the runs of `[from, to)` (churn), or with `cohorts` every run
+    /// of the subscribers whose first paid run started in `[from, to)` (retention). By entitlement the runs of each
+    /// entitlement key (those asked for, else all); otherwise the runs over all entitlements together.
+    private func streamRuns<A: DimensionedRunAccumulating>(
+        dimensions: ReportDimensions, from: Int64, to: Int64, cohorts: Bool, into initial: A
+    ) async throws -> A {
         let perEntitlement = dimensions.groupBy == .entitlement
-        // By entitlement: the keys asked for (all but '' when none); otherwise the runs over all entitlements.
         let keys = perEntitlement ? Array(dimensions.entitlements) : [""]
         let everyKey = perEntitlement && dimensions.entitlements.isEmpty
         let logger = database.logger
         return try await database.withConnection { c in
-            var acc = GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions)
+            var acc = initial
             let rows = try await c.query(
                 """
                 SELECT r.subscriber_id, r.entitlement, r.start_us, r.end_us, r.first_start_us, r.lapse, r.transferred_in,
@@ -172,7 +201,8 @@ extension ReportStore {
                                    AND (r.entitlement = '' OR r.entitlement = ANY(t.entitlements))), '')
                 FROM report_runs r
                 WHERE ((\(everyKey) AND r.entitlement <> '') OR r.entitlement = ANY(\(TextArray(keys))::text[]))
-                  AND r.start_us < \(to) AND (r.end_us IS NULL OR r.end_us >= \(from))
+                  AND CASE WHEN \(cohorts) THEN r.first_start_us >= \(from) AND r.first_start_us < \(to)
+                           ELSE r.start_us < \(to) AND (r.end_us IS NULL OR r.end_us >= \(from)) END
                 ORDER BY r.subscriber_id, r.entitlement, r.start_us
                 """, logger: logger)
             var current: (subscriber: String, key: String)?
@@ -207,7 +237,7 @@ extension ReportStore {
                 services.append(Self.services(overlapping))
             }
             flush()
-            return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+            return acc
         }
     }
 
@@ -265,5 +295,19 @@ extension ReportStore {
     /// An entitlement list written with `array_to_string(…, chr(31))` (identifiers hold no control characters).
     static func entitlements(_ text: String) -> [String] {
         text.isEmpty ? [] : text.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init)
+    }
+}
+
+/// A report that takes one subscriber's paid runs of one entitlement key at a time, with the transactions
+/// overlapping each run (their dimensions).
+protocol DimensionedRunAccumulating: Sendable {
+    mutating func add(runs: [PaidRun], firstStart: Timestamp, services: [[RevenueTransaction]], group: String?)
+}
+
+extension GroupedChurnAccumulator: DimensionedRunAccumulating {}
+
+extension GroupedRetentionAccumulator: DimensionedRunAccumulating {
+    mutating func add(runs: [PaidRun], firstStart: Timestamp, services: [[RevenueTransaction]], group: String?) {
+        add(runs: runs, services: services, group: group)
     }
 }
