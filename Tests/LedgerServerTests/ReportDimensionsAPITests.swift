@@ -84,6 +84,23 @@ struct ReportDimensionsAPITests {
             let envelope = try await get(span + "&country=FR&country=DE&group_by=store").json.objectValue
             #expect(envelope?["filters"]?.objectValue?["country"] == ["DE", "FR"] && envelope?["entitlement"] == .null)
 
+            // In a reporting currency too: the groups are converted transaction by transaction, so they add up.
+            let rates: JSONValue = ["rates": [["date": "2025-03-03", "currency": "USD", "rate": "1.0465"]]]
+            let put = try await http.execute(uri: "/v1/fx/rates", method: .put, headers: api.headers(.admin), body: body(rates))
+            #expect(put.status == .created)
+            let converted = try Self.rows(try await get(span + "&currency=EUR"))
+            let convertedByStore = try Self.rows(try await get(span + "&currency=EUR&group_by=store"))
+            #expect(Set(convertedByStore.map { $0["store"] }) == ["apple", "google", "stripe"])
+            for row in converted {
+                let parts = convertedByStore.filter { $0["period_start"] == row["period_start"] }
+                #expect(parts.allSatisfy { $0["currency"] == "EUR" })
+                for m in Self.money { #expect(parts.map { Self.int($0[m]) }.reduce(0, +) == Self.int(row[m]), "converted \(m)") }
+            }
+            // 1190 + 1200 + 899 EUR, and 999 USD = round(954.61) = 955 EUR.
+            #expect(converted.first?["billings"] == .number(JSONNumber(Int64(1190 + 1200 + 899 + 955))))
+            let convertedMRR = try Self.rows(try await get("/v1/reports/mrr?at=2025-03-15T00:00:00Z&currency=EUR&group_by=country"), "currencies")
+            #expect(convertedMRR.map { [$0["country"], $0["mrr_minor"]] } == [["DE", 1190], ["FR", 1200], ["US", 955], [.null, 899]])
+
             // CSV: the group's column first.
             var csv = api.headers(.analyst)
             csv[.accept] = "text/csv"
