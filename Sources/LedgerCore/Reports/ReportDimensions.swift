@@ -38,13 +38,13 @@ public struct ReportDimensions: Sendable, Hashable {
         return .some(entitlements.first)
     }
 
-    /// The values of `dimension` a transaction has: one for store, country (nil when unknown) and product; one per
-    /// entitlement it grants.
+    /// The values of `dimension` a transaction has: one for store, country and product (nil when not known: no
+    /// country said, or facts from before the dimensions were kept); one per entitlement it grants.
     public static func values(of t: RevenueTransaction, _ dimension: ReportDimension) -> [String?] {
         switch dimension {
-        case .store: [t.store]
+        case .store: [t.store.isEmpty ? nil : t.store]
         case .country: [t.country]
-        case .productID: [t.productID]
+        case .productID: [t.productID.isEmpty ? nil : t.productID]
         case .entitlement: t.entitlements.map { $0 }
         }
     }
@@ -146,7 +146,7 @@ struct RunDimensions {
         }
         guard filters.matches(t) else { return [] }
         if let group { return [group] }
-        return filters.groups(of: t).map { $0?.isEmpty == true ? nil : $0 }
+        return filters.groups(of: t)
     }
 }
 
