@@ -40,6 +40,8 @@ extension ReportStore {
         var converting: FXFactorCache?
         if let fx { converting = FXFactorCache(table: try await fxTable(version: fx.version), target: fx.currency) }
         let logger = database.logger
+        // The filters in SQL too, so a filtered report reads only its transactions (LedgerCore decides again).
+        let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
         return try await database.withConnection { [converting] c in
             var acc = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions, include: fx?.currency)
             var factors = converting
@@ -47,6 +49,10 @@ extension ReportStore {
                 """
                 SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
                 WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
+                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
+                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                  AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
                 """, logger: logger)
             for try await row in rows {
                 guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
@@ -80,6 +86,7 @@ extension ReportStore {
         if let fx { table = try await fxTable(version: fx.version) }
         let logger = database.logger
         let t = at.microseconds
+        let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
         struct Cell {
             var amounts: [MonthlyAmount] = []
             var converted: [ConvertedMRR.Group] = []
@@ -95,6 +102,10 @@ extension ReportStore {
                 FROM report_transactions
                 WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
                   AND (service_end_us IS NULL OR service_end_us > \(t))
+                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
+                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
+                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                  AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
                 """, logger: logger)
             for try await (subscriber, currency, occurred, num, den, store, country, product, entitlements) in rows.decode(
                 (String, String, Int64, String, String, String, String?, String, String).self)
@@ -138,6 +149,11 @@ extension ReportStore {
             }
         }
         return result
+    }
+
+    /// The filters as text-array binds: stores, countries, products, entitlements (empty: not filtered).
+    static func filterBinds(_ d: ReportDimensions) -> (TextArray, TextArray, TextArray, TextArray) {
+        (TextArray(d.stores.sorted()), TextArray(d.countries.sorted()), TextArray(d.productIDs.sorted()), TextArray(d.entitlements.sorted()))
     }
 
     /// Churn per group and period. Only `entitlement=` (one value) keeps the rollups; anything else streams the
