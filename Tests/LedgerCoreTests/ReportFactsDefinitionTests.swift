@@ -75,12 +75,13 @@ struct ReportFactsDefinitionTests {
             result.append(
                 RevenueTransaction(
                     eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
-                    currency: currency, gross: price, commission: Money.commission(price, rate: rate),
+                    currency: currency, gross: price, commission: Money.commission(price - min(t.taxMinor, price), rate: rate),
                     occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
                     end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
                     stop: lifetime ? nil : window?.effectiveCut?.at,
                     refunds: ownRefunds.sorted { $0.at < $1.at },
-                    monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }))
+                    monthly: lifetime ? nil : period.flatMap { MonthlyAmount(price: price, period: $0) }, tax: min(t.taxMinor, price),
+                    country: t.country, store: event.source, productID: t.productID ?? ""))
         }
         return result
     }

@@ -824,8 +824,10 @@ struct GoogleStoreAPITests {
             try await Self.send(c, Self.push(id: "o2", at: "2026-04-20T00:00:00Z", type: 2, token: "tok-o"))
             let events = try await Self.events(c, "user-o")
             #expect(events.map { $0["type"]?.stringValue ?? "" } == ["purchase", "renewal"])
-            // 5.49 paid, 0.50 tax: 4.99 net, of which the developer gets 4.24: Google keeps 0.75 / 4.99.
-            #expect(events[0].objectValue("data")?["price_minor"] == 499)
+            // 5.49 paid (the price), 0.50 tax (included in it): 4.99 net, of which the developer gets 4.24: Google keeps
+            // 0.75 / 4.99, taken on the net (ledger-semantics section 6).
+            #expect(events[0].objectValue("data")?["price_minor"] == 549)
+            #expect(events[0].objectValue("data")?["tax_minor"] == 50)
             #expect(events[0].objectValue("data")?["currency"] == "EUR")
             #expect(events[0].objectValue("data")?["commission_rate"] == "0.150301")
             #expect(events[0].objectValue("metadata")?["order_tax_minor"] == 50)

@@ -81,10 +81,10 @@ struct ReportsAPITests {
             let lines = String(buffer: csv.body).split(separator: "\r\n")
             #expect(
                 lines.first
-                    == "period_start,period_end,currency,billings,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end"
+                    == "period_start,period_end,currency,billings,tax,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end"
             )
             #expect(lines.count == 4)
-            #expect(lines[1].hasPrefix("2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,USD,1998,600,1398,999,"))
+            #expect(lines[1].hasPrefix("2026-03-01T00:00:00Z,2026-04-01T00:00:00Z,USD,1998,0,600,1398,999,"))
 
             let mrr = try await http.execute(uri: "/v1/reports/mrr?at=2026-04-15T00:00:00Z", method: .get, headers: api.headers(.analyst))
             #expect(try mrr.json.objectValue?["currencies"] == [["currency": "USD", "mrr_minor": 999, "active_paid": 1]])
@@ -154,7 +154,7 @@ struct ReportsAPITests {
             let expected: [(String, String)] = [
                 (
                     "revenue?from=2025-01-01&to=2025-03-01",
-                    "period_start,period_end,currency,billings,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end"
+                    "period_start,period_end,currency,billings,tax,commission,proceeds,refunds,refunded_unrecognized,refunds_recognized,recognized,deferred_start,deferred_end"
                 ),
                 ("mrr?at=2025-06-01T00:00:00Z", "currency,mrr_minor,active_paid"),
             ]

@@ -78,6 +78,75 @@ struct ReportStoreTests {
         }
     }
 
+    /// The transactions overlapping each run, their service start as `start` (how the dimension reports read them).
+    static func services(_ f: SubscriberFacts, _ runs: [PaidRun]) -> [[RevenueTransaction]] {
+        runs.map { run in
+            f.transactions.filter { t in
+                (t.serviceEnd ?? .maximum) > run.start && t.serviceStart < (run.end ?? .maximum)
+                    && (run.entitlement.isEmpty || t.entitlements.contains(run.entitlement))
+            }.map { t in
+                var s = t
+                s.start = t.serviceStart
+                return s
+            }
+        }
+    }
+
+    @Test("reports filtered and grouped by store, country and product from PostgreSQL equal the accumulators over the fold")
+    func dimensionReportsMatchTheFold() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let events = GeneratedLedger.events(seed: 11, subscribers: 80, eventsPerSubscriber: 1...20)
+            for i in stride(from: 0, to: events.count, by: 9) { _ = try await store.append(Array(events[i..<min(events.count, i + 9)])) }
+            let facts = try await Self.referenceFacts(store, Set(events.map(\.subscriberID)).sorted())
+            let reports = ReportStore(client: client, logger: TestDatabase.logger)
+            let months = ReportCalendar.boundaries(from: Self.t("2025-12-01"), to: Self.t("2027-02-01"), interval: .month)
+            for dimensions in [
+                ReportDimensions(groupBy: .store), ReportDimensions(groupBy: .country),
+                ReportDimensions(countries: ["DE", "JP"], groupBy: .productID),
+                ReportDimensions(stores: ["apple"]), ReportDimensions(entitlements: ["pro", "basic"]),
+            ] {
+                var revenue = GroupedRevenueAccumulator(boundaries: months, dimensions: dimensions)
+                for f in facts { for t in f.transactions { try revenue.add(t) } }
+                let storedRevenue = try await reports.revenue(boundaries: months, interval: .month, dimensions: dimensions)
+                #expect(storedRevenue.map(\.group) == revenue.periods.map(\.group), "\(dimensions)")
+                #expect(storedRevenue.map(\.row) == revenue.periods.map(\.period), "\(dimensions)")
+
+                var churn = GroupedChurnAccumulator(boundaries: months, dimensions: dimensions)
+                var retention = GroupedRetentionAccumulator(
+                    from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"), dimensions: dimensions)
+                var trials = GroupedTrialAccumulator(boundaries: months, dimensions: dimensions)
+                for f in facts {
+                    let runs = f.runs.filter { $0.entitlement == "" }
+                    if let first = runs.first {
+                        churn.add(runs: runs, firstStart: first.start, services: Self.services(f, runs))
+                        retention.add(runs: runs, services: Self.services(f, runs))
+                    }
+                    for rows in Dictionary(grouping: f.trials, by: \.eventID).values { trials.add(rows.sorted { $0.entitlement < $1.entitlement }) }
+                }
+                let storedChurn = try await reports.churn(boundaries: months, interval: .month, dimensions: dimensions)
+                #expect(
+                    storedChurn.map(\.group) == churn.periods.map(\.group) && storedChurn.map(\.row) == churn.periods.map(\.period), "\(dimensions)")
+                let storedRetention = try await reports.retention(
+                    from: Self.t("2026-01-01"), to: Self.t("2026-07-01"), until: Self.t("2026-12-01"), dimensions: dimensions)
+                #expect(storedRetention.map(\.row) == retention.cohorts.map(\.cohort), "\(dimensions)")
+                let storedTrials = try await reports.trials(boundaries: months, interval: .month, dimensions: dimensions)
+                #expect(storedTrials.map(\.row) == trials.periods.map(\.period), "\(dimensions)")
+            }
+            // MRR by store adds up to MRR, per currency.
+            let at = Self.t("2026-05-01")
+            let whole = try await reports.mrr(at: at, entitlement: nil)
+            let byStore = try await reports.mrr(at: at, dimensions: ReportDimensions(groupBy: .store))
+            #expect(Set(byStore.compactMap(\.group)).count > 1)
+            for line in whole {
+                let parts = byStore.filter { $0.row.currency == line.currency }.map(\.row)
+                let difference = parts.map(\.mrrMinor).reduce(0, +) - line.mrrMinor
+                #expect(abs(difference) * 2 <= Int128(parts.count), "each group rounded once: within half a minor unit per group")
+                #expect(parts.map(\.activePaid).reduce(0, +) >= line.activePaid)
+            }
+        }
+    }
+
     @Test("a late refund moves churn and revenue as soon as it is appended")
     func lateEventsChangeReports() async throws {
         try await TestDatabase.with { client, _ in

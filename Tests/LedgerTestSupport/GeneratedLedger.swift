@@ -7,6 +7,8 @@ public enum GeneratedLedger {
 
     public static func events(seed: UInt64, subscribers: Int, eventsPerSubscriber: ClosedRange<Int>) -> [NewEvent] {
         var r = SplitMix64(seed: seed)
+        // Stores, countries and taxes come from their own generator, so the histories are the same as without them.
+        var d = SplitMix64(seed: seed &+ 0x5EED)
         let base = try! Timestamp(rfc3339: "2026-01-01T00:00:00Z").microseconds
         var all: [NewEvent] = []
         for s in 0..<subscribers {
@@ -18,7 +20,7 @@ public enum GeneratedLedger {
                 let end = Timestamp(microseconds: at.microseconds + Int64(r.int(1...60)) * 86_400_000_000)
                 let txn = JSONValue.string("\(subscriber)-t\(r.int(1...4))")
                 let ents: JSONValue = r.int(0...3) == 0 ? ["pro", "basic"] : ["pro"]
-                let (type, data): (String, [String: JSONValue])
+                var (type, data): (String, [String: JSONValue])
                 switch r.int(0...10) {
                 case 0, 1, 2:
                     (type, data) = (
@@ -49,9 +51,13 @@ public enum GeneratedLedger {
                 case 9: (type, data) = ("billing_issue", ["product_id": "pro.monthly", "entitlements": ents, "grace_until": .string(end.rfc3339)])
                 default: (type, data) = ("expiration", ["product_id": "pro.monthly", "entitlements": ents, "reason": "billing"])
                 }
+                if type == "purchase" || type == "renewal", let price = data["price_minor"]?.numberValue?.int64Value {
+                    if let country = d.pick(["DE", "US", "JP", nil] as [String?]) { data["country"] = .string(country) }
+                    if d.int(0...1) == 0 { data["tax_minor"] = .number(JSONNumber(Int64(d.int(0...Int(price / 5))))) }
+                }
                 let members: [String: JSONValue] = [
                     "subscriber_id": .string(subscriber), "type": .string(type), "occurred_at": .string(at.rfc3339),
-                    "source": "gen", "environment": r.int(0...9) == 0 ? "sandbox" : "production",
+                    "source": .string(d.pick(["gen", "apple", "google"])), "environment": r.int(0...9) == 0 ? "sandbox" : "production",
                     "idempotency_key": .string("\(subscriber)-\(i)"), "data": .object(data),
                 ]
                 all.append(try! EventDecoder.decode(members, path: ""))

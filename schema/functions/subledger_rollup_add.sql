@@ -8,7 +8,7 @@ BEGIN
             SELECT * FROM jsonb_populate_recordset(NULL::report_revenue_months, cells -> 'report_revenue_months')
             ON CONFLICT (entitlement, month_us, currency) DO UPDATE SET
                 transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
-                commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+                tax = t.tax + excluded.tax, commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
                 refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
                 refunds_recognized = t.refunds_recognized + excluded.refunds_recognized,
                 recognized = t.recognized + excluded.recognized,
@@ -59,7 +59,7 @@ BEGIN
             SELECT * FROM jsonb_populate_recordset(NULL::report_revenue_days, cells -> 'report_revenue_days')
             ON CONFLICT (entitlement, day_us, currency) DO UPDATE SET
                 transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
-                commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+                tax = t.tax + excluded.tax, commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
                 refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
                 refunds_recognized = t.refunds_recognized + excluded.refunds_recognized,
                 recognized = t.recognized + excluded.recognized,
@@ -69,9 +69,9 @@ BEGIN
     IF jsonb_array_length(coalesce(cells -> 'report_revenue_pending', '[]')) > 0 THEN
         INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                             occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,
-                                            held_from_us, handed_over_us)
+                                            held_from_us, handed_over_us, tax)
             SELECT change, source_event_id, entitlements, kind, currency, gross, commission, occurred_us, start_us, end_us,
-                   stop_us, refund_at_us, refund_amount, refund_cut, held_from_us, handed_over_us
+                   stop_us, refund_at_us, refund_amount, refund_cut, held_from_us, handed_over_us, tax
             FROM jsonb_populate_recordset(NULL::report_revenue_pending, cells -> 'report_revenue_pending');
     END IF;
     IF jsonb_array_length(coalesce(cells -> 'report_mrr_hours', '[]')) > 0 THEN

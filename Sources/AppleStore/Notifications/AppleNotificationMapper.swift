@@ -275,6 +275,10 @@ public enum AppleNotificationMapper {
             data["price_minor"] = .number(JSONNumber(try minorUnits(milli: price, currency: currency)))
             data["currency"] = .string(currency)
         }
+        // The storefront is the buyer's App Store country, ISO 3166-1 alpha-3 ("USA"); events carry alpha-2.
+        if let storefront = t["storefront"]?.stringValue, let country = Countries.alpha2(fromAlpha3: storefront) {
+            data[EventDataKey.country] = .string(country)
+        }
         let renewal = txn != original && data["kind"] == "auto_renewable"
         return EventDraft(
             type: renewal ? .renewal : .purchase, occurredAt: purchased,

@@ -1,8 +1,10 @@
 import LedgerCore
 
-/// What an order (`orders.get`) says was paid: the draft's `price_minor` becomes the order's total less tax,
-/// its `commission_rate` what Google kept of that (1 − developer revenue / net), so reports count what the
-/// buyer paid rather than the catalog's list price (intro offers, regional prices).
+/// What an order (`orders.get`) says was paid: the draft's `price_minor` becomes the order's total (what the
+/// buyer paid, tax included) and `tax_minor` its tax (ledger-semantics section 2), its `commission_rate` what
+/// Google kept of the price net of tax (1 − developer revenue / net), so reports count what the buyer paid
+/// rather than the catalog's list price (intro offers, regional prices), and commission and proceeds come out
+/// as Google's.
 public enum GoogleOrderPricing {
     /// A `Money` (`units` + `nanos`) in minor units of its currency, or nil if absent or out of range.
     public static func minorUnits(_ money: JSONValue?) -> (amount: Int64, currency: String)? {
@@ -45,11 +47,12 @@ public enum GoogleOrderPricing {
         return net >= 0 ? (net, total.currency) : nil
     }
 
-    /// A refund draft for the order's net amount (what its purchase was priced at).
+    /// A refund draft for the order's total (what its purchase was priced at, tax included: the buyer gets it
+    /// all back).
     public static func applyRefund(order: [String: JSONValue], to draft: inout EventDraft) {
-        guard draft.type == .refund, let net = net(order) else { return }
-        draft.data["amount_minor"] = .number(JSONNumber(net.amount))
-        draft.data["currency"] = .string(net.currency)
+        guard draft.type == .refund, let total = minorUnits(order["total"]), net(order) != nil else { return }
+        draft.data["amount_minor"] = .number(JSONNumber(total.amount))
+        draft.data["currency"] = .string(total.currency)
     }
 
     /// Applies an order to a purchase or renewal draft: the line item's amounts when the order has several
@@ -69,8 +72,9 @@ public enum GoogleOrderPricing {
             draft.metadata["order_price"] = "unreadable: the catalog's price stands"
             return
         }
-        draft.data["price_minor"] = .number(JSONNumber(net))
+        draft.data["price_minor"] = .number(JSONNumber(total.amount))
         draft.data["currency"] = .string(total.currency)
+        if let tax, tax.currency == total.currency { draft.data[EventDataKey.taxMinor] = .number(JSONNumber(tax.amount)) }
         draft.metadata["order_total_minor"] = .number(JSONNumber(total.amount))
         if let tax { draft.metadata["order_tax_minor"] = .number(JSONNumber(tax.amount)) }
         // Google's share is the order's: (order net − developer revenue) / order net, for each line item.

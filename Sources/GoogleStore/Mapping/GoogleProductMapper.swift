@@ -34,6 +34,8 @@ public enum GoogleProductMapper {
                 "package_name": .string(n.packageName), "purchase_token": n.purchaseToken.map(JSONValue.string) ?? .null,
             ])
         if let placed { GoogleOrderPricing.apply(order: placed, product: product, to: &draft) }
+        // `ProductPurchase.regionCode`: the buyer's billing country, ISO 3166-1 alpha-2.
+        if let region = p["regionCode"]?.stringValue, Countries.isValidAlpha2(region) { draft.data[EventDataKey.country] = .string(region) }
         let acknowledged = refunded || p["acknowledgementState"]?.numberValue?.int64Value == 1
         return GoogleResolution(
             drafts: [draft], subscriberHint: hint, environment: env, linkedPurchaseToken: nil, acknowledgeProductID: acknowledged ? nil : product)

@@ -71,6 +71,8 @@ public enum GoogleSubscriptionMapper {
                     n: n, env: env, meta: meta)
             {
                 if let o = orders[order] { GoogleOrderPricing.apply(order: o, product: product, to: &d) }
+                // subscriptionsv2's `regionCode`: the buyer's billing country, ISO 3166-1 alpha-2.
+                if let region = p["regionCode"]?.stringValue, Countries.isValidAlpha2(region) { d.data[EventDataKey.country] = .string(region) }
                 drafts.append(d)
                 if state == "SUBSCRIPTION_STATE_ACTIVE" || state == "SUBSCRIPTION_STATE_CANCELED" || state == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD",
                     p["acknowledgementState"]?.stringValue == "ACKNOWLEDGEMENT_STATE_PENDING"

@@ -16,6 +16,10 @@ public enum EventDataKey {
     public static let priceMinor = "price_minor"
     public static let currency = "currency"
     public static let commissionRate = "commission_rate"
+    /// The buyer's ISO 3166-1 alpha-2 country, where the store says it (ledger-semantics section 2).
+    public static let country = "country"
+    /// Tax included in `price_minor`, where the store says it (absent: not known, 0).
+    public static let taxMinor = "tax_minor"
     public static let amountMinor = "amount_minor"
     public static let reason = "reason"
     public static let cut = "cut"

@@ -140,6 +140,15 @@ public enum EventDataValidator {
         if let end = try t.timestamp("end"), end < start { throw t.fail("end", "must not be before start") }
         _ = try t.timestamp("stop")
         _ = try isoDuration(&t, "period")
+        let carriedPrice = try t.integer("price_minor", maximum: Limits.maxMoneyMinor) ?? 0
+        if let tax = try t.integer(EventDataKey.taxMinor, maximum: Limits.maxMoneyMinor), tax > carriedPrice {
+            throw t.fail(EventDataKey.taxMinor, "must not exceed price_minor")
+        }
+        if let c = try t.string(EventDataKey.country), !Countries.isValidAlpha2(c) {
+            throw t.fail(EventDataKey.country, "must be an ISO 3166-1 alpha-2 country code in upper case")
+        }
+        _ = try t.identifier(EventDataKey.store)
+        _ = try t.identifier(EventDataKey.productID)
         guard case .array(let refunds)? = t.value("refunds") else { throw t.fail("refunds", "is required (an array, possibly empty)") }
         guard refunds.count <= Limits.maxTransferredWindows else { throw t.fail("refunds", "must list at most \(Limits.maxTransferredWindows)") }
         for (i, item) in refunds.enumerated() {
@@ -205,6 +214,7 @@ public enum EventDataValidator {
         } else if (price ?? 0) > 0 {
             throw r.fail("price_minor", "must be 0 for a free product")
         }
+        try countryAndTax(&r, price: price)
         if let rate = r.value("commission_rate") {
             let text: String
             switch rate {
@@ -215,6 +225,16 @@ public enum EventDataValidator {
             guard let n = JSONNumber(jsonText: Substring(text)), !n.canonical.hasPrefix("-"),
                 n.canonical == "0" || n.canonical == "1" || n.canonical.hasPrefix("0.")
             else { throw r.fail("commission_rate", "must be a decimal between 0 and 1, such as \"0.30\"") }
+        }
+    }
+
+    /// `country` (ISO 3166-1 alpha-2, upper case) and `tax_minor` (tax included in the price, so at most it).
+    private static func countryAndTax(_ r: inout FieldReader, price: Int64?) throws(EventValidationError) {
+        if let c = try r.string(EventDataKey.country), !Countries.isValidAlpha2(c) {
+            throw r.fail(EventDataKey.country, "must be an ISO 3166-1 alpha-2 country code in upper case such as \"DE\", not \"\(c.prefix(20))\"")
+        }
+        if let tax = try r.integer(EventDataKey.taxMinor, maximum: Limits.maxMoneyMinor), tax > (price ?? 0) {
+            throw r.fail(EventDataKey.taxMinor, "must not exceed price_minor (\(price ?? 0)): it is the tax included in the price")
         }
     }
 

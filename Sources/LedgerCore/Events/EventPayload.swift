@@ -195,6 +195,11 @@ public struct CarriedTransaction: Sendable, Hashable {
     public var period: String?
     /// Refunds known when it moved.
     public var refunds: [RevenueTransaction.Refund]
+    /// Tax included in `gross` and the transaction's dimensions (docs/reports.md): they follow the money.
+    public var tax: Int64
+    public var country: String?
+    public var store: String?
+    public var productID: String?
 
     public init(_ t: RevenueTransaction, transactionID: String, period: String?) {
         self.transactionID = transactionID
@@ -209,6 +214,10 @@ public struct CarriedTransaction: Sendable, Hashable {
         stop = t.stop
         self.period = period
         refunds = t.refunds
+        tax = t.tax
+        country = t.country
+        store = t.store.isEmpty ? nil : t.store
+        productID = t.productID.isEmpty ? nil : t.productID
     }
 
     init?(_ o: [String: JSONValue]) {
@@ -233,6 +242,10 @@ public struct CarriedTransaction: Sendable, Hashable {
             guard let at = m.timestamp("at"), let amount = m.int64("amount_minor") else { return nil }
             return RevenueTransaction.Refund(at: at, amount: amount, cut: m.bool("cut") ?? true)
         }
+        tax = d.int64(EventDataKey.taxMinor) ?? 0
+        country = d.string(EventDataKey.country)
+        store = d.string(EventDataKey.store)
+        productID = d.string(EventDataKey.productID)
     }
 
     public var json: JSONValue {
@@ -246,6 +259,10 @@ public struct CarriedTransaction: Sendable, Hashable {
         ]
         if let period { o["period"] = .string(period) }
         if let stop { o["stop"] = .string(stop.rfc3339) }
+        if tax != 0 { o[EventDataKey.taxMinor] = .number(JSONNumber(tax)) }
+        if let country { o[EventDataKey.country] = .string(country) }
+        if let store { o[EventDataKey.store] = .string(store) }
+        if let productID { o[EventDataKey.productID] = .string(productID) }
         return .object(o)
     }
 
@@ -263,7 +280,7 @@ public struct CarriedTransaction: Sendable, Hashable {
             stop: [self.stop, stop].compactMap { $0 }.min(),
             refunds: (refunds + own).sorted { $0.at < $1.at },
             monthly: kind == .lifetime ? nil : period.flatMap { MonthlyAmount(price: gross, period: $0) }, handedOver: handedOver,
-            heldFrom: heldFrom)
+            heldFrom: heldFrom, tax: tax, country: country, store: store ?? "", productID: productID ?? "")
     }
 
     /// A stable id for the copy (its report row's key): a name-based UUID of the transfer and the transaction.
@@ -347,11 +364,14 @@ public struct FoldEvent: Sendable, Hashable {
     public var occurredAt: Timestamp
     public var environment: LedgerEnvironment
     public var payload: EventPayload
+    /// The envelope's `source` (`apple`, `google`, `stripe`, `web`, …): the `store` dimension of reports.
+    public var source: String
 
     public init(
         eventID: UUID, subscriberID: String, version: Int64, position: Int64, type: EventType, occurredAt: Timestamp,
-        environment: LedgerEnvironment, data: [String: JSONValue]
+        environment: LedgerEnvironment, data: [String: JSONValue], source: String = ""
     ) {
+        self.source = source
         self.eventID = eventID
         self.subscriberID = subscriberID
         self.version = version
@@ -365,7 +385,7 @@ public struct FoldEvent: Sendable, Hashable {
     public init(_ event: RecordedEvent) {
         self.init(
             eventID: event.eventID, subscriberID: event.subscriberID, version: event.version, position: event.position,
-            type: event.type, occurredAt: event.occurredAt, environment: event.environment, data: event.data)
+            type: event.type, occurredAt: event.occurredAt, environment: event.environment, data: event.data, source: event.source)
     }
 }
 

@@ -21,6 +21,10 @@ public struct TransactionData: Sendable, Hashable {
     public var currency: String?
     /// Decimal text (`"0.30"`); `"0"` when absent.
     public var commissionRate: String
+    /// The buyer's country (ISO 3166-1 alpha-2), where the store said it.
+    public var country: String?
+    /// Tax included in the price; 0 when not known (ledger-semantics section 6).
+    public var taxMinor: Int64
 
     public init(_ data: [String: JSONValue]) {
         let d = DataMembers(data)
@@ -37,6 +41,8 @@ public struct TransactionData: Sendable, Hashable {
         priceMinor = d.int64(EventDataKey.priceMinor)
         currency = d.string(EventDataKey.currency)
         commissionRate = data[EventDataKey.commissionRate].flatMap { $0.stringValue ?? $0.numberValue?.canonical } ?? "0"
+        country = d.string(EventDataKey.country)
+        taxMinor = d.int64(EventDataKey.taxMinor) ?? 0
     }
 
     /// The kind of window it grants (docs/semantics.md 3.1): its offer (`trial`, `intro`, `promo`), else

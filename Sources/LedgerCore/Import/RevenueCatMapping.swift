@@ -103,6 +103,9 @@ public enum RevenueCatMapping {
         data["price_minor"] = .number(JSONNumber(row.priceMinor))
         data["currency"] = .string(currency)
         if row.priceMinor > 0, let rate = row.commissionRate { data["commission_rate"] = .string(rate) }
+        // RevenueCat's `country` is the store's country of the purchase (ISO 3166-1 alpha-2): a report dimension.
+        // A re-import keeps the events stored before (`ReplayPolicy.keepStored`).
+        if let country = row.country, Countries.isValidAlpha2(country) { data[EventDataKey.country] = .string(country) }
         let transactionKey: String
         let refundKey: String
         switch row.store {

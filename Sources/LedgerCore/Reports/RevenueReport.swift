@@ -4,6 +4,8 @@
 /// sum over any ledger that fits on a disk can overflow, and a report never traps.
 public struct RevenueFigures: Sendable, Hashable {
     public var billings: Int128 = 0
+    /// Tax included in billings (ledger-semantics section 6): neither the store's nor the developer's.
+    public var tax: Int128 = 0
     public var commission: Int128 = 0
     public var refunds: Int128 = 0
     public var refundedUnrecognized: Int128 = 0
@@ -16,13 +18,15 @@ public struct RevenueFigures: Sendable, Hashable {
 
     public init() {}
 
-    public var proceeds: Int128 { billings - commission }
+    /// `gross − tax − commission`: with no tax, the v1 figure.
+    public var proceeds: Int128 { billings - tax - commission }
     /// Money billed (or handed over) and neither recognised nor refunded yet.
     public var deferred: Int128 { billings - recognized - refundedUnrecognized + handover }
 
     static func - (l: RevenueFigures, r: RevenueFigures) -> RevenueFigures {
         var d = RevenueFigures()
         d.billings = l.billings - r.billings
+        d.tax = l.tax - r.tax
         d.commission = l.commission - r.commission
         d.refunds = l.refunds - r.refunds
         d.refundedUnrecognized = l.refundedUnrecognized - r.refundedUnrecognized
@@ -34,6 +38,7 @@ public struct RevenueFigures: Sendable, Hashable {
 
     static func += (l: inout RevenueFigures, r: RevenueFigures) {
         l.billings += r.billings
+        l.tax += r.tax
         l.commission += r.commission
         l.refunds += r.refunds
         l.refundedUnrecognized += r.refundedUnrecognized
@@ -71,6 +76,7 @@ public struct RevenueSchedule: Sendable {
         pieces = [Piece(from: t.start, base: 0, amount: Int128(t.gross))]
         var billing = RevenueFigures()
         billing.billings = Int128(t.gross)
+        billing.tax = Int128(t.tax)
         billing.commission = Int128(t.commission)
         flows.append(Flow(at: t.occurredAt, figures: billing))
         var lumps: [(at: Timestamp, isRefund: Bool, cut: Bool, amount: Int128)] = t.refunds.map { ($0.at, true, $0.cut, Int128($0.amount)) }
@@ -143,7 +149,7 @@ public struct RevenueSchedule: Sendable {
         return figures
     }
 
-    /// Converts the cumulative figures of the whole transaction: `round_half_up(F × rate)` for billings,
+    /// Converts the cumulative figures of the whole transaction: `round_half_up(F × rate)` for billings, tax,
     /// commission, refunds, recognized and refunded_unrecognized; refunds_recognized is refunds less
     /// refunded_unrecognized. When nothing is deferred any more (settled, or before anything moved),
     /// refunded_unrecognized is billings less recognized, so a settled transaction leaves no deferred residue
@@ -151,6 +157,7 @@ public struct RevenueSchedule: Sendable {
     func converted(_ w: RevenueFigures, _ f: FXFactor) throws(ReportOverflow) -> RevenueFigures {
         var c = RevenueFigures()
         c.billings = try f.apply(w.billings)
+        c.tax = try f.apply(w.tax)
         c.commission = try f.apply(w.commission)
         c.refunds = try f.apply(w.refunds)
         c.recognized = try f.apply(w.recognized)

@@ -59,8 +59,15 @@ public struct RevenueTransaction: Sendable, Hashable {
     public var kind: Window.Kind
     public var currency: String
     public var gross: Int64
+    /// Tax included in `gross` (0 when the store did not say): commission is taken on `gross − tax`.
+    public var tax: Int64
     public var commission: Int64
     public var occurredAt: Timestamp
+    /// The report dimensions (docs/reports.md, "Dimensions"): the buyer's country (nil: not known), the event's
+    /// `source` and the product.
+    public var country: String?
+    public var store: String
+    public var productID: String
     /// The window as granted, before any cut; recognition is ratable over it. `end` is nil for lifetime.
     public var start: Timestamp
     public var end: Timestamp?
@@ -79,8 +86,13 @@ public struct RevenueTransaction: Sendable, Hashable {
     public init(
         eventID: UUID, entitlements: [String], kind: Window.Kind, currency: String, gross: Int64, commission: Int64,
         occurredAt: Timestamp, start: Timestamp, end: Timestamp?, stop: Timestamp?, refunds: [Refund],
-        monthly: MonthlyAmount?, handedOver: Timestamp? = nil, heldFrom: Timestamp? = nil
+        monthly: MonthlyAmount?, handedOver: Timestamp? = nil, heldFrom: Timestamp? = nil, tax: Int64 = 0, country: String? = nil,
+        store: String = "", productID: String = ""
     ) {
+        self.tax = tax
+        self.country = country
+        self.store = store
+        self.productID = productID
         self.eventID = eventID
         self.entitlements = entitlements
         self.kind = kind
@@ -123,8 +135,19 @@ public struct TrialFact: Sendable, Hashable {
     public var start: Timestamp
     public var end: Timestamp
     public var converted: Bool
+    /// The report dimensions of the trial's transaction (docs/reports.md, "Dimensions"): its event's `source`,
+    /// its country (nil: not known), its product.
+    public var store: String
+    public var country: String?
+    public var productID: String
 
-    public init(eventID: UUID, entitlement: String, start: Timestamp, end: Timestamp, converted: Bool) {
+    public init(
+        eventID: UUID, entitlement: String, start: Timestamp, end: Timestamp, converted: Bool, store: String = "", country: String? = nil,
+        productID: String = ""
+    ) {
+        self.store = store
+        self.country = country
+        self.productID = productID
         self.eventID = eventID
         self.entitlement = entitlement
         self.start = start
@@ -171,7 +194,7 @@ public struct SubscriberFacts: Sendable, Hashable {
         return SubscriberFacts(
             runs: paidRuns(windows: windows, events: ordered),
             transactions: transactions(events: ordered, windows: ledger.windows),
-            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }))
+            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }, events: ordered))
     }
 
     static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {
@@ -393,20 +416,27 @@ public struct SubscriberFacts: Sendable, Hashable {
             result.append(
                 RevenueTransaction(
                     eventID: event.eventID, entitlements: t.entitlements.sorted(), kind: windowKind,
-                    currency: currency, gross: price, commission: Money.commission(price, rate: t.commissionRate),
+                    currency: currency, gross: price, commission: Money.commission(price - min(t.taxMinor, price), rate: t.commissionRate),
                     occurredAt: event.occurredAt, start: window?.start ?? event.occurredAt,
                     end: lifetime ? nil : (window?.grantedEnd ?? event.occurredAt),
                     // A transfer is not a stop: money follows the transaction; this subscriber's share ends there.
                     stop: lifetime ? nil : window?.earliestCut { $0 != .transfer }?.at,
                     refunds: copy.refunds.sorted { $0.at < $1.at },
                     monthly: lifetime ? nil : t.period.flatMap { MonthlyAmount(price: price, period: $0) },
-                    handedOver: copy.handedOver))
+                    handedOver: copy.handedOver, tax: min(t.taxMinor, price), country: t.country, store: event.source,
+                    productID: t.productID ?? ""))
         }
         return result
     }
 
-    static func trials(windows: [Window]) -> [TrialFact] {
+    static func trials(windows: [Window], events: [FoldEvent] = []) -> [TrialFact] {
         guard windows.contains(where: { $0.kind == .trial }) else { return [] }
+        // The trial transactions' store and country, by event.
+        var dimensions: [UUID: (store: String, country: String?)] = [:]
+        let trialEvents = Set(windows.lazy.filter { $0.kind == .trial }.map(\.sourceEventID))
+        for e in events where trialEvents.contains(e.eventID) {
+            if case .transaction(let t) = e.payload { dimensions[e.eventID] = (e.source, t.country) }
+        }
         // Paid windows per entitlement by start, so each trial looks only at those starting in its span.
         let paid = Dictionary(grouping: windows.filter(\.kind.isPaid), by: \.entitlement).mapValues { $0.sorted { $0.start < $1.start } }
         return windows.filter { $0.kind == .trial }.map { trial in
@@ -419,7 +449,10 @@ public struct SubscriberFacts: Sendable, Hashable {
                 if candidates[mid].start < trial.start { lo = mid + 1 } else { hi = mid }
             }
             let converted = candidates[lo...].prefix { $0.start <= latest }.contains { $0.effectiveCut?.cause != .refund }
-            return TrialFact(eventID: trial.sourceEventID, entitlement: trial.entitlement, start: trial.start, end: end, converted: converted)
+            let d = dimensions[trial.sourceEventID]
+            return TrialFact(
+                eventID: trial.sourceEventID, entitlement: trial.entitlement, start: trial.start, end: end, converted: converted,
+                store: d?.store ?? "", country: d?.country, productID: trial.productID ?? "")
         }
     }
 }

@@ -43,16 +43,6 @@ struct QueryParameters {
         if value.utf8.count == 10, let t = try? Timestamp(rfc3339: value + "T00:00:00Z") { return t }
         return try timestamp(name)
     }
-
-    /// `entitlement`: absent means all entitlements together.
-    func entitlement() throws -> String? {
-        guard let text = request.uri.queryParameters["entitlement"] else { return nil }
-        let value = String(text)
-        if let problem = Identifiers.problem(value) {
-            throw APIError.invalidRequest("query parameter 'entitlement' \(problem)")
-        }
-        return value
-    }
 }
 
 extension String {

@@ -25,40 +25,40 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
+            try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions)
         }
-        let rows = result.map { p -> [JSONValue] in
-            [
+        let rows = result.map { g -> [JSONValue] in
+            let p = g.row
+            return q.dimensions.groupCell(g.group) + [
                 .string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.activeStart), .int(p.new), .int(p.reactivated),
                 .int(p.churnedTotal), .int(p.churned[.voluntary] ?? 0), .int(p.churned[.involuntary] ?? 0),
                 .int(p.churned[.refund] ?? 0), .int(p.churned[.other] ?? 0), .int(p.activeEnd), .ratio(p.churnRate),
                 .int(p.transferredIn), .int(p.transferredOut),
             ]
         }
-        return q.respond(ReportTable(name: "churn", columns: ReportTable.churnColumns, rows: rows)).ledgerPosition(position)
+        return q.respond(ReportTable(name: "churn", columns: q.dimensions.groupColumn + ReportTable.churnColumns, rows: rows))
+            .ledgerPosition(position)
     }
 
     @Sendable func revenue(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
         let currency = try QueryParameters(request: request).reportingCurrency()
-        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([RevenuePeriod], FXUse?) in
+        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([Grouped<RevenuePeriod>], FXUse?) in
             let store = ReportStore(database: database)
-            guard let currency else {
-                return (try await store.revenue(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement), nil)
-            }
-            let fx = try await Self.fxUse(currency, request: request, database: database)
-            return (try await store.revenue(boundaries: q.boundaries, entitlement: q.entitlement, converting: fx), fx)
+            var fx: FXUse?
+            if let currency { fx = try await Self.fxUse(currency, request: request, database: database) }
+            return (try await store.revenue(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions, converting: fx), fx)
         }
-        let rows = result.map { p -> [JSONValue] in
-            let f = p.figures
-            return [
-                .string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency), .int(f.billings), .int(f.commission),
+        let rows = result.map { g -> [JSONValue] in
+            let (p, f) = (g.row, g.row.figures)
+            return q.dimensions.groupCell(g.group) + [
+                .string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency), .int(f.billings), .int(f.tax), .int(f.commission),
                 .int(f.proceeds), .int(f.refunds), .int(f.refundedUnrecognized), .int(f.refundsRecognized), .int(f.recognized),
                 .int(p.deferredStart), .int(p.deferredEnd),
             ]
         }
-        let table = ReportTable(name: "revenue", columns: ReportTable.revenueColumns, rows: rows)
+        let table = ReportTable(name: "revenue", columns: q.dimensions.groupColumn + ReportTable.revenueColumns, rows: rows)
         guard let fx else { return q.respond(table).ledgerPosition(position) }
         if q.wantsCSV { return table.csv().fxVersion(fx).ledgerPosition(position) }
         return Response.json(
@@ -76,36 +76,47 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, entitlement: q.entitlement)
+            try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions)
         }
-        let rows = result.map { p -> [JSONValue] in
-            [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate)]
+        let rows = result.map { g -> [JSONValue] in
+            let p = g.row
+            return q.dimensions.groupCell(g.group) + [
+                .string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.started), .int(p.converted), .ratio(p.conversionRate),
+            ]
         }
-        return q.respond(ReportTable(name: "trials", columns: ReportTable.trialColumns, rows: rows)).ledgerPosition(position)
+        return q.respond(ReportTable(name: "trials", columns: q.dimensions.groupColumn + ReportTable.trialColumns, rows: rows))
+            .ledgerPosition(position)
     }
 
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month, now: clock.now())
         let (cohorts, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, entitlement: q.entitlement)
+            try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, dimensions: q.dimensions)
         }
         if q.wantsCSV {
-            let rows = cohorts.flatMap { c in
-                c.retained.indices.map { k -> [JSONValue] in
-                    [.string(c.start.rfc3339), .int(c.size), .int(k), .int(c.retained[k]), .ratio(c.ratio(k))]
+            let rows = cohorts.flatMap { g in
+                g.row.retained.indices.map { k -> [JSONValue] in
+                    let c = g.row
+                    return q.dimensions.groupCell(g.group) + [
+                        .string(c.start.rfc3339), .int(c.size), .int(k), .int(c.retained[k]), .ratio(c.ratio(k)),
+                    ]
                 }
             }
-            return ReportTable(name: "retention", columns: ReportTable.retentionCSVColumns, rows: rows).csv().ledgerPosition(position)
+            return ReportTable(name: "retention", columns: q.dimensions.groupColumn + ReportTable.retentionCSVColumns, rows: rows).csv()
+                .ledgerPosition(position)
         }
-        let periods: [JSONValue] = cohorts.map { c in
-            .object([
+        let periods: [JSONValue] = cohorts.map { g in
+            let c = g.row
+            var members: [String: JSONValue] = [
                 "period_start": .string(c.start.rfc3339), "cohort_size": .int(c.size),
                 "retained": .array(
                     c.retained.indices.map { k in
                         .object(["month": .int(k), "subscribers": .int(c.retained[k]), "ratio": .ratio(c.ratio(k))])
                     }),
-            ])
+            ]
+            if let column = q.dimensions.groupColumn.first { members[column] = q.dimensions.groupCell(g.group)[0] }
+            return .object(members)
         }
         return Response.json(q.envelope(["periods": .array(periods)])).ledgerPosition(position)
     }
@@ -114,23 +125,22 @@ struct ReportRoutes {
         try context.require(.reports)
         let query = QueryParameters(request: request)
         let at = try query.timestamp("at") ?? clock.now()
-        let entitlement = try query.entitlement()
+        let dimensions = try ReportDimensionsQuery.parse(request)
         let currency = try query.reportingCurrency()
         let minimum = try LedgerPosition.minimum(request)
-        let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([MRRLine], FXUse?) in
+        let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([Grouped<MRRLine>], FXUse?) in
             let store = ReportStore(database: database)
-            guard let currency else { return (try await store.mrr(at: at, entitlement: entitlement), nil) }
-            let fx = try await Self.fxUse(currency, request: request, database: database)
-            return ([try await store.mrr(at: at, entitlement: entitlement, converting: fx)], fx)
+            var fx: FXUse?
+            if let currency { fx = try await Self.fxUse(currency, request: request, database: database) }
+            return (try await store.mrr(at: at, dimensions: dimensions, converting: fx), fx)
         }
         let table = ReportTable(
-            name: "mrr", columns: ReportTable.mrrColumns,
-            rows: lines.map { [.string($0.currency), .int($0.mrrMinor), .int($0.activePaid)] })
+            name: "mrr", columns: dimensions.groupColumn + ReportTable.mrrColumns,
+            rows: lines.map { dimensions.groupCell($0.group) + [.string($0.row.currency), .int($0.row.mrrMinor), .int($0.row.activePaid)] })
         if try ReportQuery.wantsCSV(request) { return table.csv().fxVersion(fx).ledgerPosition(position) }
-        var members: [String: JSONValue] = [
-            "at": .string(at.rfc3339), "entitlement": entitlement.map(JSONValue.string) ?? .null,
-            "currencies": .array(table.objects),
-        ]
+        var members = dimensions.envelope
+        members["at"] = .string(at.rfc3339)
+        members["currencies"] = .array(table.objects)
         if let fx {
             members["currency"] = .string(fx.currency)
             members["fx_version"] = fx.json
@@ -147,7 +157,7 @@ struct ReportTable {
         "churned_involuntary", "churned_refund", "churned_other", "active_end", "churn_rate", "transferred_in", "transferred_out",
     ]
     static let revenueColumns = [
-        "period_start", "period_end", "currency", "billings", "commission", "proceeds", "refunds", "refunded_unrecognized",
+        "period_start", "period_end", "currency", "billings", "tax", "commission", "proceeds", "refunds", "refunded_unrecognized",
         "refunds_recognized", "recognized", "deferred_start", "deferred_end",
     ]
     static let trialColumns = ["period_start", "period_end", "started", "converted", "conversion_rate"]
@@ -190,7 +200,8 @@ struct ReportQuery {
     let to: Timestamp
     let now: Timestamp
     let interval: ReportInterval
-    let entitlement: String?
+    /// `store=`, `country=`, `product_id=`, `entitlement=` and `group_by=`.
+    let dimensions: ReportDimensions
     let boundaries: [Timestamp]
     let wantsCSV: Bool
     /// The position the answer must include (`min_position`, `Ledger-Min-Position`).
@@ -223,7 +234,7 @@ struct ReportQuery {
         self.from = from
         self.to = to
         self.interval = interval
-        entitlement = try query.entitlement()
+        dimensions = try ReportDimensionsQuery.parse(request)
         boundaries = ReportCalendar.boundaries(from: from, to: to, interval: interval)
         wantsCSV = try Self.wantsCSV(request)
         minimum = try LedgerPosition.minimum(request)
@@ -248,11 +259,11 @@ struct ReportQuery {
     }
 
     func envelope(_ members: [String: JSONValue]) -> JSONValue {
-        var m = members
+        var m = dimensions.envelope
+        for (k, v) in members { m[k] = v }
         m["from"] = .string(from.rfc3339)
         m["to"] = .string(to.rfc3339)
         m["interval"] = .string(interval.rawValue)
-        m["entitlement"] = entitlement.map(JSONValue.string) ?? .null
         return .object(m)
     }
 

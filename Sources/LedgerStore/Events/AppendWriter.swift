@@ -401,7 +401,7 @@ struct AppendWriter {
             (SELECT NULL::int8, NULL::timestamptz, \(unescaped: EventRow.streamColumns) FROM events
              WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) ORDER BY subscriber_id, version)
             UNION ALL
-            (SELECT \(unescaped: Self.lastPositionAndClock), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            (SELECT \(unescaped: Self.lastPositionAndClock), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
              FROM \(unescaped: Self.lastEvent))
             """, logger: logger)
         for try await row in rows {

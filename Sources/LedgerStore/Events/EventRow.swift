@@ -16,7 +16,7 @@ enum EventRow {
     /// decoding). A rebuild reads every event once; the envelope fields the fold never looks at
     /// (source, key, metadata, hashes) would only cost transfer and parsing.
     static let foldColumns = """
-        subscriber_id, event_id, version, position, type, occurred_at, environment, data::text
+        subscriber_id, event_id, version, position, type, occurred_at, environment, data::text, source
         """
 
     /// An event read with `foldColumns`, as the fold and the report facts see it (its data typed).
@@ -35,12 +35,13 @@ enum EventRow {
         let occurred = try cells.timestamp()
         let environment = try cells.string()
         let data = try cells.string()
+        let source = try cells.string()
         guard let eventType = EventType(rawValue: type), let env = LedgerEnvironment(rawValue: environment) else {
             throw CorruptRow(position: position, reason: "unknown type \(type) or environment \(environment)")
         }
         return FoldEvent(
             eventID: id, subscriberID: subscriber, version: version, position: position, type: eventType,
-            occurredAt: occurred, environment: env, data: try object(data, position: position))
+            occurredAt: occurred, environment: env, data: try object(data, position: position), source: source)
     }
 
     /// The select list of a stream an append reads: what the fold reads, and the hash the next event chains from.

@@ -105,6 +105,10 @@ enum ProjectionRows {
             e.bool("revenue_rolled_up_days", ReportRollup.rollsUpDays(t))
             e.integer("held_from_us", t.heldFrom?.microseconds)
             e.integer("handed_over_us", t.handedOver?.microseconds)
+            e.integer("tax", t.tax)
+            e.text("country", t.country)
+            e.text("store", t.store)
+            e.text("product_id", t.productID)
             e.endRow()
         }
         for (i, t) in f.facts.trials.enumerated() where patch?.keptTrials.contains(i) != true {
@@ -115,6 +119,9 @@ enum ProjectionRows {
             e.integer("start_us", t.start.microseconds)
             e.integer("end_us", t.end.microseconds)
             e.bool("converted", t.converted)
+            e.text("store", t.store)
+            e.text("country", t.country)
+            e.text("product_id", t.productID)
             e.endRow()
         }
     }

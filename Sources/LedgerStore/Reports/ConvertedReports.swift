@@ -68,7 +68,7 @@ extension ReportStore {
         let result = try await database.withConnection { c in
             var acc = RevenueAccumulator(boundaries: boundaries)
             acc.include(currency: fx.currency)
-            var factors: [String: (day: Int, factor: FXFactor)] = [:]
+            var factors = FXFactorCache(table: table, target: fx.currency)
             var count = 0
             let rows = try await c.query(
                 """
@@ -79,20 +79,7 @@ extension ReportStore {
             for try await row in rows {
                 guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
                 let t = try Self.transaction(&cells)
-                let day = FXDay(t.occurredAt)
-                let factor: FXFactor
-                // Transactions come in no order; most of a span's share a currency and a date with the one before.
-                if let known = factors[t.currency], known.day == day.days {
-                    factor = known.factor
-                } else {
-                    do {
-                        factor = try table.factor(from: t.currency, to: fx.currency, on: day)
-                    } catch let missing as MissingFXRate {
-                        throw FXRequestError(missing: missing)
-                    }
-                    factors[t.currency] = (day.days, factor)
-                }
-                try acc.add(t, currency: fx.currency, factor: factor)
+                try acc.add(t, currency: fx.currency, factor: try factors.factor(t))
                 count += 1
             }
             return (acc.periods, count)
@@ -147,6 +134,33 @@ extension ReportStore {
                     """, logger: logger
                 ).collect().first?.decode(Int64.self) ?? 0
             return MRRLine(currency: fx.currency, mrrMinor: total, activePaid: Int(count))
+        }
+    }
+}
+
+/// The conversion factor of each transaction into a reporting currency, at its `occurred_at` date. Transactions
+/// come in no order; most of a span's share a currency and a date with the one before, so the last factor of
+/// each currency is kept.
+struct FXFactorCache {
+    let table: FXTable
+    let target: String
+    var last: [String: (day: Int, factor: FXFactor)] = [:]
+
+    init(table: FXTable, target: String) {
+        self.table = table
+        self.target = target
+    }
+
+    /// The factor, or `FXRequestError` (422 `missing_fx_rate`) naming the currency and date without a rate.
+    mutating func factor(_ t: RevenueTransaction) throws -> FXFactor {
+        let day = FXDay(t.occurredAt)
+        if let known = last[t.currency], known.day == day.days { return known.factor }
+        do {
+            let factor = try table.factor(from: t.currency, to: target, on: day)
+            last[t.currency] = (day.days, factor)
+            return factor
+        } catch let missing as MissingFXRate {
+            throw FXRequestError(missing: missing)
         }
     }
 }

@@ -162,7 +162,7 @@ public struct ReportStore: Sendable {
 
     private static let revenueCellColumns = """
         currency, transactions, billings::text, commission::text, refunds::text, refunded_unrecognized::text,
-        refunds_recognized::text, recognized::text, settled_deferred::text, handover::text
+        refunds_recognized::text, recognized::text, settled_deferred::text, handover::text, tax::text
         """
 
     /// Revenue cells (`period` first, then `revenueCellColumns`).
@@ -171,13 +171,14 @@ public struct ReportStore: Sendable {
     ) async throws -> [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)] {
         var cells: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)] = []
         for try await row in try await c.query(query, logger: logger) {
-            let (period, currency, transactions, b, c, r, ru, rr, rec, sd, ho) = try row.decode(
-                (Int64, String, Int64, String, String, String, String, String, String, String, String).self)
+            let (period, currency, transactions, b, c, r, ru, rr, rec, sd, ho, tx) = try row.decode(
+                (Int64, String, Int64, String, String, String, String, String, String, String, String, String).self)
             guard let b = Int128(b), let c = Int128(c), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
-                let rec = Int128(rec), let sd = Int128(sd), let ho = Int128(ho)
+                let rec = Int128(rec), let sd = Int128(sd), let ho = Int128(ho), let tx = Int128(tx)
             else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
             var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
             cell.figures.handover = ho
+            cell.figures.tax = tx
             (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (b, c, r)
             (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
             cells.append((period, currency, cell))
@@ -229,7 +230,7 @@ public struct ReportStore: Sendable {
     static let transactionColumns = """
         source_event_id, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
         array_to_string(refund_at_us, ','), array_to_string(refund_amount, ','), array_to_string(refund_cut, ','),
-        held_from_us, handed_over_us
+        held_from_us, handed_over_us, tax, country, store, product_id
         """
 
     /// A transaction from `transactionColumns`, without its entitlements (the query filtered by them).
@@ -248,6 +249,10 @@ public struct ReportStore: Sendable {
         let refundCut = try c.string().split(separator: ",").map { $0 != "f" }  // bool[] as text is t/f
         let heldFrom = try c.optionalInt64()
         let handedOver = try c.optionalInt64()
+        let tax = try c.int64()
+        let country = try c.optionalString()
+        let store = try c.string()
+        let product = try c.string()
         return RevenueTransaction(
             eventID: id, entitlements: [], kind: Window.Kind(rawValue: kind) ?? .paid, currency: currency,
             gross: gross, commission: commission, occurredAt: .init(microseconds: occurred),
@@ -257,7 +262,8 @@ public struct ReportStore: Sendable {
                 // Rows from before refund_cut existed hold only cutting refunds.
                 .init(at: .init(microseconds: r.0), amount: r.1, cut: i < refundCut.count ? refundCut[i] : true)
             },
-            monthly: nil, handedOver: handedOver.map(Timestamp.init(microseconds:)), heldFrom: heldFrom.map(Timestamp.init(microseconds:)))
+            monthly: nil, handedOver: handedOver.map(Timestamp.init(microseconds:)), heldFrom: heldFrom.map(Timestamp.init(microseconds:)),
+            tax: tax, country: country, store: store, productID: product)
     }
 
     /// Trials started per period; a trial transaction counts once, converted if any entitlement converted.

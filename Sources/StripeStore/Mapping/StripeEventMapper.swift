@@ -458,11 +458,16 @@ public enum StripeEventMapper: StoreMapper {
             guard end > start else { throw StoreMappingError(field: "\(field).period.end", reason: "must be after period.start") }
             let txn = first ? transaction : "\(transaction):\(lineID)"
             first = false
+            // What the buyer paid for the line: its amount, plus tax Stripe added on top (exclusive tax).
+            let tax = lineTax(l.line)
+            let price = amount + (tax.exclusive <= Limits.maxMoneyMinor - amount ? tax.exclusive : 0)
             var data: [String: JSONValue] = [
                 "product_id": .string(product), "transaction_id": .string(txn), "kind": "auto_renewable", "offer": "none",
-                "period_start": .string(start.rfc3339), "period_end": .string(end.rfc3339), "price_minor": .number(JSONNumber(amount)),
+                "period_start": .string(start.rfc3339), "period_end": .string(end.rfc3339), "price_minor": .number(JSONNumber(price)),
                 "currency": .string(currencyCode),
             ]
+            if tax.total > 0, tax.total <= price { data[EventDataKey.taxMinor] = .number(JSONNumber(tax.total)) }
+            if let country = invoiceCountry(o) { data[EventDataKey.country] = .string(country) }
             if let sub { data["original_transaction_id"] = .string(sub) }
             if let period = period(l.price) { data["period"] = .string(period) }
             if let rate = commissionRate(o, amount: amount) { data["commission_rate"] = .string(rate) }
@@ -474,6 +479,33 @@ public enum StripeEventMapper: StoreMapper {
                     metadata: meta))
         }
         return (drafts, drafts.contains { $0.type != .refund } ? transaction : nil)
+    }
+
+    /// A line's tax: basil's `taxes[]` (`amount`, `tax_behavior` `inclusive`/`exclusive`) or the older
+    /// `tax_amounts[]` (`amount`, `inclusive`). Exclusive tax is charged on top of the line's `amount`.
+    static func lineTax(_ line: [String: JSONValue]) -> (total: Int64, exclusive: Int64) {
+        var (inclusive, exclusive): (Int64, Int64) = (0, 0)
+        let taxes = line["taxes"]?.arrayValue ?? line["tax_amounts"]?.arrayValue ?? []
+        for t in taxes.compactMap(\.objectValue) {
+            guard let amount = t["amount"]?.numberValue?.int64Value, amount > 0, amount <= Limits.maxMoneyMinor else { continue }
+            let isInclusive = t["tax_behavior"]?.stringValue.map { $0 == "inclusive" } ?? t["inclusive"]?.boolValue ?? false
+            if isInclusive { inclusive += amount } else { exclusive += amount }
+            guard inclusive <= Limits.maxMoneyMinor, exclusive <= Limits.maxMoneyMinor else { return (0, 0) }
+        }
+        return (inclusive + exclusive, exclusive)
+    }
+
+    /// The buyer's country (ISO 3166-1 alpha-2, as Stripe gives it): the invoice's `customer_address`, else its
+    /// `customer_shipping` address, else an expanded customer's address.
+    static func invoiceCountry(_ o: [String: JSONValue]) -> String? {
+        let candidates = [
+            o["customer_address"]?.objectValue?["country"], o["customer_shipping"]?.objectValue?["address"]?.objectValue?["country"],
+            o["customer"]?.objectValue?["address"]?.objectValue?["country"],
+        ]
+        for c in candidates {
+            if let country = c?.stringValue?.uppercased(), Countries.isValidAlpha2(country) { return country }
+        }
+        return nil
     }
 
     static func creditedInvoice(_ line: [String: JSONValue]) -> String? {

@@ -4,6 +4,7 @@
 import { h } from "./charts.js";
 
 export const definitions = {
+  tax: "Tax included in the period's billings, where the store says it (Google, Stripe; Apple does not): commission is taken on the price net of tax.",
   refunded_unrecognized: "The part of a refund that takes back money not yet recognised (still deferred) when it was refunded.",
   refunds_recognized: "The rest of a refund: contra revenue on what was already recognised (all of it for a refund after the service ended).",
   churned_other: "Lapsed for none of the other reasons: no refund or cancellation cut, no billing issue, auto-renew not turned off "

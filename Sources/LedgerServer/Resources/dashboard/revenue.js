@@ -9,7 +9,7 @@ import { controls, countField, fill, run } from "./page.js";
 
 let read = () => ({});
 
-const columns = ["billings", "commission", "proceeds", "refunds", "refunded_unrecognized", "refunds_recognized",
+const columns = ["billings", "tax", "commission", "proceeds", "refunds", "refunded_unrecognized", "refunds_recognized",
   "recognized", "deferred_start", "deferred_end"];
 
 function currencyBlock(currency, rows, interval) {

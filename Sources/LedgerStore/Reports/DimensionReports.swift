@@ -1,0 +1,329 @@
+import Foundation
+import LedgerCore
+import Logging
+import PostgresNIO
+
+/// One row of a report split by a dimension: the group's value (nil: no grouping, or a country not known).
+public struct Grouped<Row: Sendable>: Sendable {
+    public var group: String?
+    public var row: Row
+
+    public init(group: String?, row: Row) {
+        self.group = group
+        self.row = row
+    }
+}
+
+extension Grouped: Equatable where Row: Equatable {}
+extension Grouped: Hashable where Row: Hashable {}
+
+/// Revenue and MRR filtered and grouped by store, country, product and entitlement (docs/reports.md,
+/// "Dimensions"). The rollups are kept per entitlement key only, so a report with another dimension reads the
+/// transaction facts of its span (revenue) or of the instant (MRR), row by row, and `ReportDimensions` decides
+/// in LedgerCore which transactions pass and where each counts.
+extension ReportStore {
+    /// Revenue per group, period and currency; with `fx`, in that reporting currency. Only `entitlement=` (one
+    /// value) keeps the rollups; anything else streams the span's transactions.
+    public func revenue(
+        boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions, converting fx: FXUse? = nil
+    ) async throws -> [Grouped<RevenuePeriod>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            let rows =
+                if let fx {
+                    try await revenue(boundaries: boundaries, entitlement: entitlement, converting: fx)
+                } else {
+                    try await revenue(boundaries: boundaries, interval: interval, entitlement: entitlement)
+                }
+            return rows.map { Grouped(group: nil, row: $0) }
+        }
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else { return [] }
+        var converting: FXFactorCache?
+        if let fx { converting = FXFactorCache(table: try await fxTable(version: fx.version), target: fx.currency) }
+        let logger = database.logger
+        // The filters in SQL too, so a filtered report reads only its transactions (LedgerCore decides again).
+        let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
+        return try await database.withConnection { [converting] c in
+            var acc = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions, include: fx?.currency)
+            var factors = converting
+            let rows = try await c.query(
+                """
+                SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
+                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
+                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
+                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                  AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
+                """, logger: logger)
+            for try await row in rows {
+                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                var t = try Self.transaction(&cells)
+                t.entitlements = Self.entitlements(try cells.string())
+                guard dimensions.matches(t) else { continue }
+                guard var cache = factors else {
+                    try acc.add(t)
+                    continue
+                }
+                try acc.add(t, currency: cache.target, factor: try cache.factor(t))
+                factors = cache
+            }
+            return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
+    /// MRR at `at` per group and currency (with `fx`: per group, in that currency). Only `entitlement=` (one
+    /// value) keeps the rollups; anything else reads the transactions covering the instant.
+    public func mrr(at: Timestamp, dimensions: ReportDimensions, converting fx: FXUse? = nil) async throws -> [Grouped<MRRLine>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            let lines =
+                if let fx {
+                    [try await mrr(at: at, entitlement: entitlement, converting: fx)]
+                } else {
+                    try await mrr(at: at, entitlement: entitlement)
+                }
+            return lines.map { Grouped(group: nil, row: $0) }
+        }
+        var table: FXTable?
+        if let fx { table = try await fxTable(version: fx.version) }
+        let logger = database.logger
+        let t = at.microseconds
+        let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
+        struct Cell {
+            var amounts: [MonthlyAmount] = []
+            var converted: [ConvertedMRR.Group] = []
+            var subscribers: Set<String> = []
+        }
+        // Keyed by group, then by currency (the reporting currency when converting).
+        var cells: [String?: [String: Cell]] = try await database.withConnection { c in
+            var cells: [String?: [String: Cell]] = [:]
+            let rows = try await c.query(
+                """
+                SELECT subscriber_id, currency, occurred_us, monthly_num::text, monthly_den::text, store, country, product_id,
+                       array_to_string(entitlements, chr(31))
+                FROM report_transactions
+                WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
+                  AND (service_end_us IS NULL OR service_end_us > \(t))
+                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
+                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
+                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                  AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
+                """, logger: logger)
+            for try await (subscriber, currency, occurred, num, den, store, country, product, entitlements) in rows.decode(
+                (String, String, Int64, String, String, String, String?, String, String).self)
+            {
+                guard let n = Int128(num), let d = Int128(den), d > 0 else { throw ReportOverflow(what: "the monthly amounts of \(currency)") }
+                var fact = RevenueTransaction(
+                    eventID: UUID(), entitlements: Self.entitlements(entitlements), kind: .paid, currency: currency, gross: 0, commission: 0,
+                    occurredAt: .init(microseconds: occurred), start: .init(microseconds: occurred), end: nil, stop: nil, refunds: [],
+                    monthly: MonthlyAmount(numerator: n, denominator: d))
+                (fact.store, fact.country, fact.productID) = (store, country, product)
+                guard dimensions.matches(fact) else { continue }
+                for g in dimensions.groups(of: fact) {
+                    let line = fx?.currency ?? currency
+                    var cell = cells[g, default: [:]][line, default: Cell()]
+                    if fx != nil {
+                        cell.converted.append(.init(currency: currency, day: FXDay(fact.occurredAt), amount: fact.monthly!))
+                    } else {
+                        cell.amounts.append(fact.monthly!)
+                    }
+                    cell.subscribers.insert(subscriber)
+                    cells[g, default: [:]][line] = cell
+                }
+            }
+            return cells
+        }
+        if let fx, dimensions.groupBy == nil, cells.isEmpty { cells[String?.none] = [fx.currency: Cell()] }
+        var result: [Grouped<MRRLine>] = []
+        for g in cells.keys.sorted(by: ReportDimensions.groupOrder) {
+            for (currency, cell) in cells[g]!.sorted(by: { $0.key < $1.key }) {
+                let total: Int128
+                if let table {
+                    do {
+                        total = try ConvertedMRR.total(cell.converted, into: currency, rates: table)
+                    } catch let missing as MissingFXRate {
+                        throw FXRequestError(missing: missing)
+                    }
+                } else {
+                    total = try MonthlyAmount.roundedSum(cell.amounts)
+                }
+                result.append(Grouped(group: g, row: MRRLine(currency: currency, mrrMinor: total, activePaid: cell.subscribers.count)))
+            }
+        }
+        return result
+    }
+
+    /// The filters as text-array binds: stores, countries, products, entitlements (empty: not filtered).
+    static func filterBinds(_ d: ReportDimensions) -> (TextArray, TextArray, TextArray, TextArray) {
+        (TextArray(d.stores.sorted()), TextArray(d.countries.sorted()), TextArray(d.productIDs.sorted()), TextArray(d.entitlements.sorted()))
+    }
+
+    /// Churn per group and period. Only `entitlement=` (one value) keeps the rollups; anything else streams the
+    /// runs of the span with, for each run, the transactions overlapping it (their dimensions and service start),
+    /// through `GroupedChurnAccumulator`. By entitlement the runs are those of each entitlement key; otherwise those
+    /// of all entitlements together, a subscriber counted once (with several `entitlement=` values, when the
+    /// transaction covering the instant grants one of them).
+    public func churn(boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions) async throws -> [Grouped<ChurnPeriod>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await churn(boundaries: boundaries, interval: interval, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
+        }
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
+            return GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+        let acc = try await streamRuns(
+            dimensions: dimensions, from: from, to: to, cohorts: false,
+            into: GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions))
+        return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+    }
+
+    /// Retention cohorts per group. Only `entitlement=` (one value) keeps the rollups; anything else streams the
+    /// runs of the cohorts' members with the transactions overlapping each run, like churn.
+    public func retention(
+        from: Timestamp, to: Timestamp, until: Timestamp, dimensions: ReportDimensions
+    ) async throws -> [Grouped<RetentionCohort>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await retention(from: from, to: to, until: until, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
+        }
+        let initial = GroupedRetentionAccumulator(from: from, to: to, until: until, dimensions: dimensions)
+        let months = ReportCalendar.boundaries(from: from, to: to, interval: .month)
+        guard let first = months.first, let last = months.last, months.count > 1 else {
+            return initial.cohorts.map { Grouped(group: $0.group, row: $0.cohort) }
+        }
+        let acc = try await streamRuns(dimensions: dimensions, from: first.microseconds, to: last.microseconds, cohorts: true, into: initial)
+        return acc.cohorts.map { Grouped(group: $0.group, row: $0.cohort) }
+    }
+
+    /// Streams paid runs with, for each, the transactions overlapping it (their dimensions and service start),
+    /// one subscriber and entitlement key at a time: the runs of `[from, to)` (churn), or with `cohorts` every run
+    /// of the subscribers whose first paid run started in `[from, to)` (retention). By entitlement the runs of each
+    /// entitlement key (those asked for, else all); otherwise the runs over all entitlements together.
+    private func streamRuns<A: DimensionedRunAccumulating>(
+        dimensions: ReportDimensions, from: Int64, to: Int64, cohorts: Bool, into initial: A
+    ) async throws -> A {
+        let perEntitlement = dimensions.groupBy == .entitlement
+        let keys = perEntitlement ? Array(dimensions.entitlements) : [""]
+        let everyKey = perEntitlement && dimensions.entitlements.isEmpty
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var acc = initial
+            let rows = try await c.query(
+                """
+                SELECT r.subscriber_id, r.entitlement, r.start_us, r.end_us, r.first_start_us, r.lapse, r.transferred_in,
+                       coalesce((SELECT string_agg(concat_ws(chr(31), greatest(t.start_us, t.held_from_us)::text, t.store,
+                                                             coalesce(t.country, ''), t.product_id,
+                                                             array_to_string(t.entitlements, chr(29))), chr(30))
+                                 FROM report_transactions t
+                                 WHERE t.subscriber_id = r.subscriber_id
+                                   AND coalesce(t.service_end_us, 9223372036854775807) > r.start_us
+                                   AND greatest(t.start_us, t.held_from_us) < coalesce(r.end_us, 9223372036854775807)
+                                   AND (r.entitlement = '' OR r.entitlement = ANY(t.entitlements))), '')
+                FROM report_runs r
+                WHERE ((\(everyKey) AND r.entitlement <> '') OR r.entitlement = ANY(\(TextArray(keys))::text[]))
+                  AND CASE WHEN \(cohorts) THEN r.first_start_us >= \(from) AND r.first_start_us < \(to)
+                           ELSE r.start_us < \(to) AND (r.end_us IS NULL OR r.end_us >= \(from)) END
+                ORDER BY r.subscriber_id, r.entitlement, r.start_us
+                """, logger: logger)
+            var current: (subscriber: String, key: String)?
+            var runs: [PaidRun] = []
+            var services: [[RevenueTransaction]] = []
+            var first = Timestamp(microseconds: 0)
+            func flush() {
+                guard let current, !runs.isEmpty else { return }
+                acc.add(runs: runs, firstStart: first, services: services, group: perEntitlement ? current.key : nil)
+            }
+            for try await row in rows {
+                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let subscriber = try cells.string()
+                let key = try cells.string()
+                let start = try cells.int64()
+                let end = try cells.optionalInt64()
+                let firstStart = try cells.int64()
+                let lapse = try cells.optionalString()
+                let transferredIn = try cells.bool()
+                let overlapping = try cells.string()
+                if current?.subscriber != subscriber || current?.key != key {
+                    flush()
+                    runs.removeAll(keepingCapacity: true)
+                    services.removeAll(keepingCapacity: true)
+                    current = (subscriber, key)
+                    first = Timestamp(microseconds: firstStart)
+                }
+                runs.append(
+                    PaidRun(
+                        entitlement: key, start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                        lapse: lapse.flatMap(LapseReason.init(rawValue:)), transferredIn: transferredIn))
+                services.append(Self.services(overlapping))
+            }
+            flush()
+            return acc
+        }
+    }
+
+    /// Trials per group and period. Only `entitlement=` (one value) keeps the rollups; anything else reads the
+    /// trial facts of the span (one row per trial transaction and entitlement, with its dimensions).
+    public func trials(boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions) async throws -> [Grouped<TrialPeriod>] {
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await trials(boundaries: boundaries, interval: interval, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
+        }
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
+            return GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var acc = GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions)
+            let rows = try await c.query(
+                """
+                SELECT source_event_id, entitlement, start_us, end_us, converted, store, country, product_id FROM report_trials
+                WHERE start_us >= \(from) AND start_us < \(to)
+                ORDER BY source_event_id, entitlement
+                """, logger: logger)
+            var trial: [TrialFact] = []
+            for try await (id, entitlement, start, end, converted, store, country, product) in rows.decode(
+                (UUID, String, Int64, Int64, Bool, String, String?, String).self)
+            {
+                if let first = trial.first, first.eventID != id {
+                    acc.add(trial)
+                    trial.removeAll(keepingCapacity: true)
+                }
+                trial.append(
+                    TrialFact(
+                        eventID: id, entitlement: entitlement, start: .init(microseconds: start), end: .init(microseconds: end),
+                        converted: converted, store: store, country: country, productID: product))
+            }
+            acc.add(trial)
+            return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
+    /// The transactions of `string_agg(concat_ws(chr(31), service start, store, country, product, entitlements))`:
+    /// their dimensions, `start` their service's start.
+    static func services(_ text: String) -> [RevenueTransaction] {
+        guard !text.isEmpty else { return [] }
+        return text.split(separator: "\u{1E}").compactMap { item in
+            let f = item.split(separator: "\u{1F}", omittingEmptySubsequences: false)
+            guard f.count == 5, let start = Int64(f[0]) else { return nil }
+            let at = Timestamp(microseconds: start)
+            return RevenueTransaction(
+                eventID: UUID(), entitlements: f[4].isEmpty ? [] : f[4].split(separator: "\u{1D}").map(String.init), kind: .paid,
+                currency: "", gross: 0, commission: 0, occurredAt: at, start: at, end: nil, stop: nil, refunds: [], monthly: nil,
+                country: f[2].isEmpty ? nil : String(f[2]), store: String(f[1]), productID: String(f[3]))
+        }
+    }
+
+    /// An entitlement list written with `array_to_string(…, chr(31))` (identifiers hold no control characters).
+    static func entitlements(_ text: String) -> [String] {
+        text.isEmpty ? [] : text.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init)
+    }
+}
+
+/// A report that takes one subscriber's paid runs of one entitlement key at a time, with the transactions
+/// overlapping each run (their dimensions).
+protocol DimensionedRunAccumulating: Sendable {
+    mutating func add(runs: [PaidRun], firstStart: Timestamp, services: [[RevenueTransaction]], group: String?)
+}
+
+extension GroupedChurnAccumulator: DimensionedRunAccumulating {}
+
+extension GroupedRetentionAccumulator: DimensionedRunAccumulating {
+    mutating func add(runs: [PaidRun], firstStart: Timestamp, services: [[RevenueTransaction]], group: String?) {
+        add(runs: runs, services: services, group: group)
+    }
+}
