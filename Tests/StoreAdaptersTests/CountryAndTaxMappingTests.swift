@@ -1,6 +1,9 @@
+import AppleStore
 import Foundation
+import GoogleStore
 import LedgerCore
 import StoreAdapters
+import StripeStore
 import Testing
 
 /// `country` and `tax_minor` where each store says them (ledger-semantics section 2): Apple's storefront
