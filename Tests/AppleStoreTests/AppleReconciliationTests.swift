@@ -49,7 +49,7 @@ struct AppleReconciliationTests {
     @Test("a missed refund, auto-renew off, expiry and renewal are each appended once with Apple's times; a second run repairs nothing")
     func repairsOnce() async throws {
         let world = try W()
-        let (a, b, c, d, e) = (uid(), uid(), uid(), uid(), uid())
+        let (a, b, c, d, e, f) = (uid(), uid(), uid(), uid(), uid(), uid())
         let refundedAt = Timestamp(microseconds: W.month(1).microseconds + 10 * 86_400_000_000)
         let autoOffAt = Timestamp(microseconds: W.month(1).microseconds + 5 * 86_400_000_000)
         // A: its renewal was refunded; the ledger never heard of the refund.
@@ -68,6 +68,10 @@ struct AppleReconciliationTests {
         let d1 = W.transaction("7301", original: "7300", from: W.month(1), to: W.month(2), token: d)
         // E: a purchase Apple does not know.
         let e0 = W.transaction("7400", original: "7400", from: W.month(1), to: W.month(2), token: e)
+        // F: Apple answers with another app's transaction (a misconfigured key): not comparable, the run goes on.
+        let f0 = W.transaction("7600", original: "7600", from: W.month(1), to: W.month(2), token: f)
+        var f0Other = f0
+        f0Other["bundleId"] = "com.example.other"
         world.standIn.state.withLock { s in
             s.statuses["7000"] = status(world, 5, transaction: a1Refunded, renewal: Self.renewal("7000", auto: 1, signedAt: W.month(1)))
             s.statuses["7100"] = status(world, 1, transaction: b0, renewal: Self.renewal("7100", auto: 0, signedAt: autoOffAt))
@@ -75,6 +79,7 @@ struct AppleReconciliationTests {
                 world, 2, transaction: c0, renewal: Self.renewal("7200", auto: 0, signedAt: W.month(1), extra: ["expirationIntent": 1]))
             s.statuses["7300"] = status(world, 1, transaction: d1, renewal: Self.renewal("7300", auto: 1, signedAt: W.month(1)))
             s.transactionPages["7300"] = [[d0, d1].map { world.signedTransaction($0, signedAt: W.month(1)) }]
+            s.statuses["7600"] = status(world, 1, transaction: f0Other, renewal: Self.renewal("7600", auto: 1, signedAt: W.month(1)))
         }
         try await world.run { api, intake, client in
             try await Self.tell(intake, a, [a0, a1])
@@ -82,11 +87,12 @@ struct AppleReconciliationTests {
             try await Self.tell(intake, c, [c0])
             try await Self.tell(intake, d, [d0])
             try await Self.tell(intake, e, [e0])
+            try await Self.tell(intake, f, [f0])
             let store = AppleReconciliation(client: api, verifier: world.verifier, bundleID: W.bundleID)
             let reconciler = reconciler(intake, client)
             let first = try await reconciler.run(store, since: nil, trigger: .cli)
             #expect(first.status == .succeeded, "\(first.error ?? "")")
-            #expect(first.purchases == 5)
+            #expect(first.purchases == 6)
             let records = ReconciliationStore(database: Database(client: client, logger: TestDatabase.logger))
             let found = try await records.differences(runID: first.id, afterOrdinal: 0, limit: 100)
             func row(_ subscriber: String, _ field: String) -> ReconciliationStore.Difference? {
@@ -117,13 +123,14 @@ struct AppleReconciliationTests {
             #expect(renewal?.type == .renewal && renewal?.data["period_start"] == .string(W.month(1).rfc3339))
             // E: recorded as not comparable, with Apple's answer.
             #expect(row(e, "purchase")?.repaired == false && row(e, "purchase")?.reason?.contains("does not know") == true)
-            #expect(first.eventsAppended == 5 && first.unrepaired == 1)
+            #expect(row(f, "purchase")?.repaired == false && row(f, "purchase")?.reason?.contains("does not verify") == true)
+            #expect(first.eventsAppended == 5 && first.unrepaired == 2)
             #expect(first.repaired == found.filter(\.repaired).count && first.differences == found.count)
 
             let events = try await client.query("SELECT count(*)::int8 FROM events", logger: TestDatabase.logger).decode(Int64.self).all()
             let second = try await reconciler.run(store, since: nil, trigger: .schedule)
             #expect(second.status == .succeeded && second.eventsAppended == 0 && second.repaired == 0)
-            #expect(second.differences == 1 && second.unrepaired == 1, "only E, which Apple still does not know")
+            #expect(second.differences == 2 && second.unrepaired == 2, "only E, which Apple still does not know, and F")
             #expect(try await client.query("SELECT count(*)::int8 FROM events", logger: TestDatabase.logger).decode(Int64.self).all() == events)
             #expect(world.standIn.state.withLock { $0.refused }.isEmpty, "every request carried a valid JWT")
         }

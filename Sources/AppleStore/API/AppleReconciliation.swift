@@ -22,7 +22,19 @@ public struct AppleReconciliation: StoreReconciliation {
 
     public var store: String { AppleNotificationMapper.store }
 
+    /// A payload of the App Store that does not verify or cannot be mapped concerns that purchase alone: it is
+    /// recorded as not comparable, and the run goes on.
     public func check(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
+        do {
+            return try await verdict(p, ledger: ledger, now: now)
+        } catch let error as AppleSignatureError {
+            throw PurchaseNotComparable("the App Store's answer does not verify: \(error)")
+        } catch let error as StoreMappingError {
+            throw PurchaseNotComparable("the App Store's answer cannot be mapped: \(error)")
+        }
+    }
+
+    func verdict(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
         let statuses: [AppStoreServerAPIClient.SubscriptionStatus]
         do {
             statuses = try await client.subscriptionStatuses(transactionID: p.purchaseID)

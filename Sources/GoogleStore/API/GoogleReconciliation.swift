@@ -69,7 +69,17 @@ public final class GoogleReconciliation: StoreReconciliation {
         try await marks.advance(store: store, name: Self.markName, to: now)
     }
 
+    /// A payload of Google Play that does not verify or cannot be mapped concerns that purchase alone: it is
+    /// recorded as not comparable, and the run goes on.
     public func check(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
+        do {
+            return try await verdict(p, ledger: ledger, now: now)
+        } catch let error as StoreMappingError {
+            throw PurchaseNotComparable("Google Play's answer cannot be mapped: \(error)")
+        }
+    }
+
+    func verdict(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
         guard let api = play.api else { throw GooglePlayError.configuration("Google Play is not configured") }
         guard let token = p.account else { throw PurchaseNotComparable("the ledger recorded no purchase token for \(p.purchaseID)") }
         guard let package = p.package ?? (play.configuration.packageNames.count == 1 ? play.configuration.packageNames.first : nil) else {

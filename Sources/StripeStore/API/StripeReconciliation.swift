@@ -31,7 +31,17 @@ public struct StripeReconciliation: StoreReconciliation {
 
     public var store: String { "stripe" }
 
+    /// A payload of Stripe that does not verify or cannot be mapped concerns that purchase alone: it is
+    /// recorded as not comparable, and the run goes on.
     public func check(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
+        do {
+            return try await verdict(p, ledger: ledger, now: now)
+        } catch let error as StoreMappingError {
+            throw PurchaseNotComparable("Stripe's answer cannot be mapped: \(error)")
+        }
+    }
+
+    func verdict(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
         guard p.purchaseID.hasPrefix("sub_") else {
             throw PurchaseNotComparable("\(p.purchaseID) is not a Stripe subscription (one-time payments are not reconciled)")
         }
