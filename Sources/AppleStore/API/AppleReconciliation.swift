@@ -25,12 +25,14 @@ public struct AppleReconciliation: StoreReconciliation {
     /// A payload of the App Store that does not verify or cannot be mapped concerns that purchase alone: it is
     /// recorded as not comparable, and the run goes on.
     public func check(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
-        do {
-            return try await verdict(p, ledger: ledger, now: now)
-        } catch let error as AppleSignatureError {
-            throw PurchaseNotComparable("the App Store's answer does not verify: \(error)")
-        } catch let error as StoreMappingError {
-            throw PurchaseNotComparable("the App Store's answer cannot be mapped: \(error)")
+        try await PurchaseNotComparable.scoping(why: Self.scoped) { try await verdict(p, ledger: ledger, now: now) }
+    }
+
+    static func scoped(_ error: any Error) -> String? {
+        switch error {
+        case let e as AppleSignatureError: "the App Store's answer does not verify: \(e)"
+        case let e as StoreMappingError: "the App Store's answer cannot be mapped: \(e)"
+        default: nil
         }
     }
 

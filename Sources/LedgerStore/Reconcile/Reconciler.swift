@@ -30,6 +30,19 @@ public struct PurchaseNotComparable: Error, CustomStringConvertible, Sendable {
     public var description: String { reason }
 }
 
+extension PurchaseNotComparable {
+    /// Runs one purchase's comparison; an error `why` explains (a store payload that does not verify or cannot be
+    /// mapped) concerns that purchase alone and becomes a `PurchaseNotComparable`. Others go on (they fail the run).
+    public static func scoping<T>(why: (any Error) -> String?, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            guard !(error is PurchaseNotComparable), let reason = why(error) else { throw error }
+            throw PurchaseNotComparable(reason)
+        }
+    }
+}
+
 /// One store's side of a reconciliation: its API, asked per purchase.
 public protocol StoreReconciliation: Sendable {
     /// `apple`, `google`, `stripe`: the events' `source`.

@@ -34,11 +34,11 @@ public struct StripeReconciliation: StoreReconciliation {
     /// A payload of Stripe that does not verify or cannot be mapped concerns that purchase alone: it is
     /// recorded as not comparable, and the run goes on.
     public func check(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
-        do {
-            return try await verdict(p, ledger: ledger, now: now)
-        } catch let error as StoreMappingError {
-            throw PurchaseNotComparable("Stripe's answer cannot be mapped: \(error)")
-        }
+        try await PurchaseNotComparable.scoping(why: Self.scoped) { try await verdict(p, ledger: ledger, now: now) }
+    }
+
+    static func scoped(_ error: any Error) -> String? {
+        (error as? StoreMappingError).map { "Stripe's answer cannot be mapped: \($0)" }
     }
 
     func verdict(_ p: ReconciliationStore.KnownPurchase, ledger: LedgerPurchase, now: Timestamp) async throws -> StoreVerdict {
