@@ -3,7 +3,7 @@
 tools/browser-test; Selenium and chromedriver from Debian, tools/browser.py). Enters the key through the page's form, opens every page,
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
 with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
-webhook endpoint and replays it, counts the stores' waiting messages, checks the 401/403 messages, and writes a PNG screenshot of each page."""
+webhook endpoint and replays it, counts the stores' waiting messages, compares the reconciliation runs with the API's, checks the 401/403 messages, and writes a PNG screenshot of each page."""
 import argparse, datetime, http.client, http.server, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -422,6 +422,52 @@ def check_inbox(b):
     return f"stripe {stripe['waiting']} waiting"
 
 
+def run_reconciliations():
+    """Two recorded runs: the App Store against the demo data (its purchases carry simulated ids, which the App
+    Store cannot know: each is recorded as not comparable, before any request), and Stripe (no Stripe purchase
+    in the demo: a run that compares nothing)."""
+    key = os.path.join(GOOGLE_TRY_DIR, "apple-key.p8")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key],
+                   check=True, capture_output=True, timeout=60)
+    since = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=45)).strftime("%Y-%m-%d")
+    closed = f"http://127.0.0.1:{free_port()}"
+    r = subprocess.run([args.bin, "reconcile", "apple", "--database-url", args.url, "--since", since, "--apple-issuer-id",
+                        "57246542-96fe-1a63-e053-0824d011072a", "--apple-key-id", "2X9R4HXF34", "--apple-private-key", key,
+                        "--apple-bundle-id", "com.example.app", "--apple-api-base-url", closed],
+                       capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0 and "reconciliation" in r.stdout, f"reconcile apple: {r.stdout[-300:]} {r.stderr[-500:]}")
+    r = subprocess.run([args.bin, "reconcile", "stripe", "--database-url", args.url, "--stripe-api-key", "sk_test_browser",
+                        "--stripe-api-base-url", closed], capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, f"reconcile stripe: {r.stdout[-300:]} {r.stderr[-500:]}")
+
+
+def check_reconciliations(b):
+    """The reconciliations page: each run's numbers are the API's; a run's differences are the API's, in order."""
+    run_reconciliations()
+    check(go(b, "reconciliations") == "ready", f"reconciliations: {status_text(b, 'reconciliations')}")
+    listed = api("/v1/reconciliations?limit=50")["runs"]
+    rows = b.eval("[...document.querySelectorAll('#reconciliations-runs tr[data-run]')].map(r => ({id: r.dataset.run, status: r.dataset.status, "
+                  "n: Object.fromEntries([...r.querySelectorAll('[data-field]')].map(c => [c.dataset.field, c.innerText]))}))")
+    check([x["id"] for x in rows] == [x["id"] for x in listed], f"runs: page {[x['id'] for x in rows]}, API {[x['id'] for x in listed]}")
+    fields = ["purchases_compared", "differences_found", "repaired", "unrepaired", "events_appended"]
+    for shown, run in zip(rows, listed):
+        check(shown["status"] == run["status"], f"run {run['id']}: page says {shown['status']}, API {run['status']}")
+        for f in fields:
+            check(shown["n"].get(f) == f"{run[f]:,}", f"run {run['id']} {f}: page {shown['n'].get(f)!r}, API {run[f]}")
+    apple = next(x for x in listed if x["store"] == "apple")
+    check(apple["differences_found"] > 0 and apple["unrepaired"] == apple["differences_found"], f"the App Store run found nothing: {apple}")
+    check(go(b, f"reconciliations/{apple['id']}") == "ready", f"a run: {status_text(b, 'reconciliations')}")
+    b.wait(f"!!document.querySelector('#reconciliations-differences [data-run=\"{apple['id']}\"]')", what="the run's differences")
+    detail = api(f"/v1/reconciliations/{apple['id']}?limit=1000")
+    shown = b.eval("[...document.querySelectorAll('#reconciliations-differences tr[data-ordinal]')].map(r => [+r.dataset.ordinal, r.dataset.outcome, "
+                   "r.querySelector('td.reason').innerText])")
+    expected = [[d["ordinal"], d["outcome"], d["reason"] or "—"] for d in detail["differences"]]
+    check(shown == expected, f"differences: page {shown[:3]}…, API {expected[:3]}…")
+    check(len(shown) == min(apple["differences_found"], 1000), f"{len(shown)} differences shown, the run found {apple['differences_found']}")
+    shot(b, "12-reconciliations")
+    return f"{len(listed)} runs, {len(shown)} differences"
+
+
 def check_try_it():
     """docs/stripe.md's and docs/google.md's "Try it in five minutes" with their tools against this server (no
     browser needed): a catalog entry, a signed Stripe event and a signed Google push, each subscriber entitled."""
@@ -607,6 +653,7 @@ def main():
         hooks = check_webhooks(b)
         tried = check_try_it()
         inbox = check_inbox(b)
+        recon = check_reconciliations(b)
         console.assert_clean("admin pages")
         api_calls = [r for r in requests_made(b) if "/v1/" in r["url"]]
         check(api_calls, "chromedriver's performance log shows no API request: the URL and header checks would see nothing")
@@ -618,7 +665,7 @@ def main():
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
             f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
             f"as of {asof}), demo banner's subscriber {demo}, stores ({'; '.join(stores)}), timeline zoomed to {old_sid}'s history, "
-            f"definitions, audit, webhooks ({hooks} endpoint, failures, replay), try it ({', '.join(tried)}), inboxes ({inbox}), 401/403 messages; "
+            f"definitions, audit, webhooks ({hooks} endpoint, failures, replay), try it ({', '.join(tried)}), inboxes ({inbox}), reconciliations ({recon}), 401/403 messages; "
             f"screenshots in {args.out}")
         for n in NOTES: say("note (not a failure):", n)
     except (Failed, TimeoutError, RuntimeError, ConnectionError, WebDriverException, DriverUnreachable) as e:

@@ -137,8 +137,19 @@ func buildRouterAndServices(
     WebhookRoutes(store: WebhookStore(database: database), policy: configuration.webhooks.policy, maxBodyBytes: configuration.maxBodyBytes)
         .register(on: v1)
     StoreInboxRoutes(inbox: intake.inbox).register(on: v1)
+    ReconciliationRoutes(records: ReconciliationStore(database: database)).register(on: v1)
     for module in stores { module.register(v1: v1, root: router) }
-    return (router, stores.flatMap(\.services))
+    var services = stores.flatMap(\.services)
+    if let interval = configuration.reconcileInterval {
+        let reconciled = stores.compactMap(\.reconciliation)
+        if reconciled.isEmpty {
+            logger.warning("--reconcile-interval is set, but no store has API credentials: nothing is reconciled")
+        } else {
+            let reconciler = Reconciler(intake: intake, records: ReconciliationStore(database: database), logger: logger)
+            services.append(ReconcileService(reconciler: reconciler, stores: reconciled, interval: interval, logger: logger))
+        }
+    }
+    return (router, services)
 }
 
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake

@@ -31,6 +31,8 @@ public struct ServerConfiguration: Sendable {
     public var webhooks: WebhookConfiguration
     /// What happens when a store or an app names another subscriber for a purchase (docs/identity.md).
     public var transferPolicy: TransferPolicy = .transfer
+    /// How often `serve` reconciles each configured store (nil: never; docs/switching.md "Reconcile").
+    public var reconcileInterval: Duration?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,
@@ -68,6 +70,8 @@ public struct AppleConfiguration: Sendable {
     /// The App Store Server API client and the developer's policy for answering refund consumption
     /// requests; nil: they are recorded, not answered.
     public var consumption: (client: AppStoreServerAPIClient, policy: AppleConsumptionPolicy)?
+    /// The App Store Server API client scheduled reconciliations ask (nil: the App Store is not reconciled).
+    public var reconcileClient: AppStoreServerAPIClient?
     /// Apple's sandbox host, for consumption requests about sandbox transactions (nil: `consumption`'s client
     /// answers them, e.g. when a base URL is configured).
     public var sandboxClient: AppStoreServerAPIClient?

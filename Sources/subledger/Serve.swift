@@ -87,11 +87,13 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "Google Play") var google: GoogleOptions
     @OptionGroup(title: "Stripe") var stripe: StripeOptions
     @OptionGroup(title: "Outbound webhooks") var webhooks: WebhookOptions
+    @OptionGroup(title: "Reconciliation") var reconcile: ReconcileServeOptions
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
         _ = try timeout()
         try replicaWait.check(.zero...(.days(1)), option: "replica-wait", expected: "a duration such as 250ms or 2s")
+        _ = try reconcile.interval(googleConfigured: try google.configuration().serviceAccount != nil)
         for text in readDatabaseURLs {
             do { _ = try DatabaseURL(text) } catch { throw ValidationError("--read-database-url: \(error)") }
         }
@@ -103,13 +105,15 @@ struct Serve: AsyncParsableCommand {
         let schema = try Schema.bundled()
         let databases = try await connect(schema: schema, logger: logger)
         let (google, stripe, webhooks) = (try google.configuration(), try stripe.configuration(), try webhooks.configuration())
-        let (apple, appleHTTP) = try apple.configuration(logger: logger)
+        let reconcileInterval = try reconcile.interval(googleConfigured: google.serviceAccount != nil)
+        let (apple, appleHTTP) = try apple.configuration(logger: logger, reconcile: reconcileInterval != nil)
         var configuration = ServerConfiguration(
             host: host, port: port, maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: databases.leaseTimeout,
             keyCacheTTL: .milliseconds(Int64(max(0, keyCacheSeconds) * 1000)), entitlementCacheBytes: max(0, entitlementCacheMiB) << 20,
             replicaWait: replicaWait.duration, apple: apple, google: google, stripe: stripe, webhooks: webhooks)
         configuration.transferPolicy =
             try EnvironmentFallback().value(transferPolicy, "SUBLEDGER_TRANSFER_POLICY", option: "transfer-policy") ?? .transfer
+        configuration.reconcileInterval = reconcileInterval
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         do {

@@ -2,6 +2,7 @@ import AppleStore
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import GoogleStore
 import LedgerCore
 import LedgerServer
 import LedgerWebhooks
@@ -53,7 +54,7 @@ struct AppleServeOptions: ParsableArguments {
 
     /// The App Store's configuration, and the Server API's HTTP client when the backfill or the consumption
     /// answers need one (the caller shuts it down when the server stops).
-    func configuration(logger: Logger) throws -> (AppleConfiguration, HTTPClient?) {
+    func configuration(logger: Logger, reconcile: Bool = false) throws -> (AppleConfiguration, HTTPClient?) {
         let env = EnvironmentFallback()
         let bundleID = env.string(bundleID, "SUBLEDGER_APPLE_BUNDLE_ID")
         let days = try env.value(maxAgeDays, "SUBLEDGER_APPLE_MAX_AGE_DAYS", option: "apple-max-age-days") ?? 180
@@ -70,13 +71,16 @@ struct AppleServeOptions: ParsableArguments {
                 throw ValidationError("--apple-consumption-policy \(path): \(error)")
             }
         }
-        guard interval != nil || policy != nil else { return (apple, nil) }
+        // Reconciled when the key is given; `serve` without it reconciles the other stores.
+        let reconciled = reconcile && api.isConfigured
+        guard interval != nil || policy != nil || reconciled else { return (apple, nil) }
         // The App Store Server API's HTTP client lives as long as the server.
         let credentials = try api.credentials(bundleID: bundleID)
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         let client = AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: api.url(sandbox: false), logger: logger)
         if let interval { apple.backfill = (client, interval.duration) }
         if let policy { apple.consumption = (client, policy) }
+        if reconciled { apple.reconcileClient = client }
         // Apple's two hosts, unless a base URL says where to go for both.
         if !api.hasBaseURL {
             apple.sandboxClient = AppStoreServerAPIClient(http: http, credentials: credentials, baseURL: api.url(sandbox: true), logger: logger)
@@ -207,5 +211,29 @@ struct WebhookOptions: ParsableArguments {
             policy: policy, concurrency: concurrency, connectTimeout: min(.seconds(5), timeout.duration), responseTimeout: timeout.duration,
             retrySchedule: WebhookRetrySchedule(delays: delays, giveUpAfter: giveUpAfter.duration), leaseDuration: lease,
             leaseInterval: min(.seconds(2), lease / 5))
+    }
+}
+
+/// `serve --reconcile-interval` (docs/switching.md "Reconcile").
+struct ReconcileServeOptions: ParsableArguments {
+    @Option(
+        name: .customLong("reconcile-interval"),
+        help:
+            "Reconcile every store with API credentials this often, e.g. 6h (default: $SUBLEDGER_RECONCILE_INTERVAL, else off); at most 29d while Google Play is configured (Google lists voided purchases for 30 days)."
+    )
+    var interval: DurationArgument?
+
+    /// The interval, checked against the stores configured: Google's voided purchases are listed for 30 days only.
+    func interval(googleConfigured: Bool) throws -> Duration? {
+        guard let given = try EnvironmentFallback().value(interval, "SUBLEDGER_RECONCILE_INTERVAL", option: "reconcile-interval") else {
+            return nil
+        }
+        try given.check(.seconds(60)...(.days(10_000)), option: "reconcile-interval", expected: "a duration of at least 60s, such as 6h or 1d")
+        if googleConfigured && given.duration > GoogleReconciliation.maxInterval {
+            throw ValidationError(
+                "--reconcile-interval \(given) is too long for Google Play: voided purchases are listed for 30 days only, so refunds between two runs would be lost; use 29d or less (6h to 1d is usual)"
+            )
+        }
+        return given.duration
     }
 }

@@ -8,7 +8,7 @@ struct Subledger: AsyncParsableCommand {
         abstract: "An event-sourced subscription ledger on PostgreSQL.",
         subcommands: [
             Serve.self, Migrate.self, Keys.self, Rebuild.self, Verify.self, SealCheckpoint.self, ImportCommands.self, Apple.self,
-            DeprecatedAppleTestNotification.self, Google.self, Stripe.self, FX.self,
+            DeprecatedAppleTestNotification.self, Google.self, Stripe.self, FX.self, Reconcile.self,
         ]
     )
 }

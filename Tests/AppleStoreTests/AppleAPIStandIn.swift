@@ -11,7 +11,7 @@ import Synchronization
 /// The remote side of the App Store Server API on loopback: it checks each request's token as Apple does
 /// (ES256 signature with the key's public half, `kid`, `iss`, `aud`, `bid`, `iat`/`exp` at most an hour
 /// apart and not expired) and answers the documented shapes (Get Notification History, Get Transaction
-/// History v2) from pages of payloads signed by the test CA.
+/// History v2, Get All Subscription Statuses) from pages of payloads signed by the test CA.
 final class AppleAPIStandIn: Sendable {
     struct State {
         var notificationPages: [[String]] = []
@@ -25,6 +25,9 @@ final class AppleAPIStandIn: Sendable {
         var consumption: [(String, JSONValue)] = []
         /// The next this many history requests answer `hasMore` with the same token (a broken or hostile API).
         var stuckAnswers = 0
+        /// Get All Subscription Statuses: each original transaction's `lastTransactions` item (`status`,
+        /// `signedTransactionInfo`, `signedRenewalInfo`); an id not here is 404, as Apple answers.
+        var statuses: [String: [String: JSONValue]] = [:]
     }
 
     let publicKey: P256.Signing.PublicKey
@@ -143,6 +146,19 @@ final class AppleAPIStandIn: Sendable {
                 return self.json([
                     "revision": .string("\(index + 1)"), "hasMore": .bool(more), "bundleId": .string(self.bundleID), "appAppleId": 1234,
                     "environment": "Production", "signedTransactions": .array((index < pages.count ? pages[index] : []).map(JSONValue.string)),
+                ])
+            }
+        }
+        router.get("inApps/v1/subscriptions/:id") { request, context -> Response in
+            self.gate(request) {
+                let id = context.parameters.get("id") ?? ""
+                guard var last = self.state.withLock({ $0.statuses[id] }) else {
+                    return self.json(["errorCode": 4_040_010, "errorMessage": "Transaction id not found."], status: .notFound)
+                }
+                last["originalTransactionId"] = .string(id)
+                return self.json([
+                    "environment": "Production", "bundleId": .string(self.bundleID), "appAppleId": 1234,
+                    "data": [["subscriptionGroupIdentifier": "20000001", "lastTransactions": [.object(last)]]],
                 ])
             }
         }

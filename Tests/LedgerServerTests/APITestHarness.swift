@@ -20,7 +20,7 @@ struct APIHarness {
     static func run(
         maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
         stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", stripe: StripeSettings = StripeSettings(),
-        live: Bool = false,
+        live: Bool = false, reconcileInterval: Duration? = nil,
         metrics: PrometheusCollectorRegistry? = nil,
         prepare: (@Sendable (DatabaseURL) async throws -> Void)? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
@@ -36,16 +36,18 @@ struct APIHarness {
             let client = PostgresClient(
                 configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 20),
                 backgroundLogger: TestDatabase.logger)
+            // The App Store scenarios are dated 2026: accept signatures of any age (the limit has its own tests).
+            // A connection may take a while on a loaded machine (tests run in parallel): a lease timeout
+            // above the production default, so a slow lease is not mistaken for an outage.
+            var configuration = ServerConfiguration(
+                maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15),
+                apple: AppleConfiguration(rootsDER: appleRootsDER, maxAge: .seconds(100 * 365 * 86_400)),
+                stripe: StripeConfiguration(
+                    webhookSecrets: stripeSecrets, apiKey: stripeAPIKey, apiBaseURL: stripeAPIBaseURL,
+                    lookupInterval: .milliseconds(100), settings: stripe))
+            configuration.reconcileInterval = reconcileInterval
             let app = try buildApplication(
-                // The App Store scenarios are dated 2026: accept signatures of any age (the limit has its own tests).
-                // A connection may take a while on a loaded machine (tests run in parallel): a lease timeout
-                // above the production default, so a slow lease is not mistaken for an outage.
-                configuration: ServerConfiguration(
-                    maxBodyBytes: maxBodyBytes, databaseLeaseTimeout: .seconds(15),
-                    apple: AppleConfiguration(rootsDER: appleRootsDER, maxAge: .seconds(100 * 365 * 86_400)),
-                    stripe: StripeConfiguration(
-                        webhookSecrets: stripeSecrets, apiKey: stripeAPIKey, apiBaseURL: stripeAPIBaseURL,
-                        lookupInterval: .milliseconds(100), settings: stripe)),
+                configuration: configuration,
                 client: client,
                 schema: try TestDatabase.schema(), metrics: metrics, logger: TestDatabase.logger)
             // Background services (the Stripe customer look-up) run only in a live application.

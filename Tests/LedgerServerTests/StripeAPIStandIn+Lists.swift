@@ -6,7 +6,7 @@ import StripeStore
 
 /// Stripe's list APIs on the stand-in, as Stripe documents them: `GET /v1/<collection>` with `limit` (1–100,
 /// else 400), `starting_after` (an object id of the list, else 404 `resource_missing`), `created[gte]`, and
-/// for subscriptions `status` (without `all`, canceled subscriptions are left out); newest first; the bearer
+/// for subscriptions `status` (without `all`, canceled subscriptions are left out), `payment_intent` and `charge` filters; newest first; the bearer
 /// key checked (401). A list object answers `{object: "list", data, has_more, url}`.
 extension StripeAPIStandIn {
     struct Lists {
@@ -53,6 +53,10 @@ extension StripeAPIStandIn {
                 var list = all.sorted { (created($0), $0["id"]?.stringValue ?? "") > (created($1), $1["id"]?.stringValue ?? "") }
                 if collection == "subscriptions", query["status"] != "all" { list.removeAll { $0["status"] == "canceled" } }
                 if let gte = query["created[gte]"].flatMap({ Int64($0) }) { list.removeAll { created($0) < gte } }
+                // A payment's charges, a charge's refunds.
+                for filter in ["payment_intent", "charge"] {
+                    if let id = query[filter] { list.removeAll { $0[filter]?.stringValue != id } }
+                }
                 if let after = query["starting_after"] {
                     guard let i = list.firstIndex(where: { $0["id"]?.stringValue == after }) else {
                         return Self.error(

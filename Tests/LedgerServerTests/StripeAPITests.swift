@@ -567,36 +567,36 @@ struct StripeAPITests {
     }
 }
 
-/// A local stand-in for Stripe's API: `GET /v1/customers/{id}` with the documented customer object, and the
-/// list APIs (`GET /v1/subscriptions`, …: `StripeAPIStandIn+Lists.swift`), checking the bearer key as Stripe
+/// A local stand-in for Stripe's API: `GET /v1/customers/{id}` (and prices, subscriptions) with the documented
+/// objects, and the list APIs (`GET /v1/subscriptions`, …: `StripeAPIStandIn+Lists.swift`), checking the bearer key as Stripe
 /// does (401 otherwise).
 final class StripeAPIStandIn: Sendable {
     let key: String
     let customers: [String: [String: JSONValue]]
     let prices: [String: [String: JSONValue]]
+    let subscriptions: [String: [String: JSONValue]]
     let seen = Mutex<[String]>([])
     /// The list APIs' objects and behaviour (`StripeAPIStandIn+Lists.swift`).
     let lists = Mutex(Lists())
 
-    init(key: String, customers: [String: [String: JSONValue]] = [:], prices: [String: [String: JSONValue]] = [:]) {
+    init(
+        key: String, customers: [String: [String: JSONValue]] = [:], prices: [String: [String: JSONValue]] = [:],
+        subscriptions: [String: [String: JSONValue]] = [:]
+    ) {
         self.key = key
         self.customers = customers
         self.prices = prices
+        self.subscriptions = subscriptions
     }
 
     func serve<T: Sendable>(_ body: @escaping @Sendable (String) async throws -> T) async throws -> T {
         let router = Router()
         // Stripe's answers: 401 for a wrong key, 404 `resource_missing`, else the object.
-        for (collection, objects) in [("customers", customers), ("prices", prices)] {
+        for (collection, objects) in [("customers", customers), ("prices", prices), ("subscriptions", subscriptions)] {
             router.get("v1/\(collection)/:id") { request, context -> Response in
                 let id = context.parameters.get("id") ?? ""
                 self.seen.withLock { $0.append(id) }
-                guard request.headers[.authorization] == "Bearer \(self.key)" else {
-                    return Response(
-                        status: .unauthorized, headers: [.contentType: "application/json"],
-                        body: .init(
-                            byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}"#)))
-                }
+                guard request.headers[.authorization] == "Bearer \(self.key)" else { return Self.unauthorized }
                 guard let object = objects[id] else {
                     return Response(
                         status: .notFound, headers: [.contentType: "application/json"],
@@ -609,6 +609,12 @@ final class StripeAPIStandIn: Sendable {
         }
         registerLists(on: router)
         return try await LocalHTTPServer.serve(router, label: "stripe-stand-in") { port in try await body("http://127.0.0.1:\(port)") }
+    }
+
+    static var unauthorized: Response {
+        Response(
+            status: .unauthorized, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}"#)))
     }
 }
 

@@ -32,6 +32,22 @@ struct ServeOptionsTests {
         #expect(throws: ValidationError.self) { try env.value(nil as DurationArgument?, "BAD", option: "d") }
     }
 
+    @Test("--reconcile-interval: off by default, at least 60s, and at most 29 days while Google Play is configured")
+    func reconcileInterval() throws {
+        let base = ["--database-url", "postgres://u@h/d"]
+        let six = try Serve.parse(base + ["--reconcile-interval", "6h"])
+        #expect(try six.reconcile.interval(googleConfigured: true) == .seconds(6 * 3600))
+        let long = try Serve.parse(base + ["--reconcile-interval", "40d"])
+        #expect(try long.reconcile.interval(googleConfigured: false) == .seconds(40 * 86_400))
+        #expect(throws: ValidationError.self) { try long.reconcile.interval(googleConfigured: true) }
+        do {
+            _ = try long.reconcile.interval(googleConfigured: true)
+        } catch {
+            #expect("\(error)".contains("30 days"), "the refusal says why: \(error)")
+        }
+        #expect(throws: (any Error).self) { try Serve.parse(base + ["--reconcile-interval", "30s"]) }
+    }
+
     @Test("every documented flag parses into its group, and ranges are checked in validate()")
     func flags() throws {
         let serve = try Serve.parse([

@@ -176,6 +176,16 @@ class Subledger:
         headers = None
         return self._call('GET', f"/v1/stores/{urllib.parse.quote(str(store), safe='')}/inbox", query={'status': status, 'limit': limit, 'after': after}, headers=headers)
 
+    def list_reconciliations(self, *, store=None, limit=None, before=None):
+        """GET /v1/reconciliations: Reconciliation runs against the stores, newest first"""
+        headers = None
+        return self._call('GET', f'/v1/reconciliations', query={'store': store, 'limit': limit, 'before': before}, headers=headers)
+
+    def get_reconciliation(self, id, *, limit=None, after=None):
+        """GET /v1/reconciliations/{id}: One reconciliation run and its differences"""
+        headers = None
+        return self._call('GET', f"/v1/reconciliations/{urllib.parse.quote(str(id), safe='')}", query={'limit': limit, 'after': after}, headers=headers)
+
     def seal_checkpoint(self):
         """POST /v1/audit/checkpoints: Seal a checkpoint"""
         headers = None

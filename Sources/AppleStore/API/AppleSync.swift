@@ -90,10 +90,7 @@ public struct AppleSync: Sendable {
             drafts.append(try AppleNotificationMapper.transactionDraft(t, environment: environment, meta: meta))
             if t["revocationDate"] != nil {
                 // Refunded, or revoked from Family Sharing (no money moves, access ends): never dropped.
-                drafts.append(
-                    t["revocationType"]?.stringValue == "FAMILY_REVOKE"
-                        ? try AppleNotificationMapper.revocationDraft(t, environment: environment, meta: meta)
-                        : try AppleNotificationMapper.refundDraft(t, environment: environment, meta: meta))
+                drafts.append(try AppleNotificationMapper.revokedDraft(t, environment: environment, meta: meta))
             }
         }
         var summary = Summary(subscriber: subscriber, transactions: transactions.count)

@@ -198,6 +198,15 @@ public enum AppleNotificationMapper {
             productID: nil, originalTransactionID: n.originalTransactionID, data: data, metadata: meta)
     }
 
+    /// What a revoked transaction (`revocationDate` set) read from the App Store Server API means: its Family
+    /// Sharing revocation, or its refund.
+    public static func revokedDraft(
+        _ t: [String: JSONValue], environment: LedgerEnvironment, meta: [String: JSONValue]
+    ) throws(StoreMappingError) -> EventDraft {
+        t["revocationType"]?.stringValue == "FAMILY_REVOKE"
+            ? try revocationDraft(t, environment: environment, meta: meta) : try refundDraft(t, environment: environment, meta: meta)
+    }
+
     /// The end of a family-shared transaction's access (`revocationType` `FAMILY_REVOKE`): a `cancellation`
     /// (`family_revoked`) at `revocationDate`, keyed by the transaction, so a `REVOKE` notification and a
     /// transaction read from the App Store Server API store it once.

@@ -8,10 +8,12 @@ import ServiceLifecycle
 struct AppleStoreModule: StoreModule {
     let routes: AppleStoreRoutes
     let services: [any Service]
+    let reconciliation: (any StoreReconciliation)?
 
     init(_ context: StoreContext) throws {
         let apple = context.configuration.apple
-        let reader = try appleReader(apple)
+        let verifier = try appleVerifier(apple)
+        let reader = AppleNotificationReader(verifier: verifier, bundleID: apple.bundleID, maxAge: apple.maxAge)
         routes = AppleStoreRoutes(
             reader: reader, intake: context.intake, router: context.readRouter, maxBodyBytes: context.configuration.maxBodyBytes,
             clock: context.configuration.clock)
@@ -29,6 +31,9 @@ struct AppleStoreModule: StoreModule {
                     database: context.database, logger: context.logger))
         }
         self.services = services
+        reconciliation = apple.reconcileClient.map {
+            AppleReconciliation(client: $0, verifier: verifier, bundleID: apple.bundleID)
+        }
     }
 
     func register(v1: RouterGroup<LedgerRequestContext>, root: Router<LedgerRequestContext>) {
@@ -38,6 +43,10 @@ struct AppleStoreModule: StoreModule {
 
 /// The App Store payload reader: Apple's root (or the configured test roots), the bundle, the age limit.
 func appleReader(_ apple: AppleConfiguration) throws -> AppleNotificationReader {
-    let roots = apple.rootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : apple.rootsDER
-    return AppleNotificationReader(verifier: try AppleJWSVerifier(rootsDER: roots), bundleID: apple.bundleID, maxAge: apple.maxAge)
+    AppleNotificationReader(verifier: try appleVerifier(apple), bundleID: apple.bundleID, maxAge: apple.maxAge)
+}
+
+/// The verifier of App Store JWS: Apple's root, or the configured test roots.
+func appleVerifier(_ apple: AppleConfiguration) throws -> AppleJWSVerifier {
+    try AppleJWSVerifier(rootsDER: apple.rootsDER.isEmpty ? [try AppleJWSVerifier.appleRootG3DER()] : apple.rootsDER)
 }

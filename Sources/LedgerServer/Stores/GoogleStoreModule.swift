@@ -8,6 +8,7 @@ import ServiceLifecycle
 struct GoogleStoreModule: StoreModule {
     let routes: GoogleStoreRoutes
     let services: [any Service]
+    let reconciliation: (any StoreReconciliation)?
 
     init(_ context: StoreContext) {
         let google = context.configuration.google
@@ -23,6 +24,9 @@ struct GoogleStoreModule: StoreModule {
             if let interval = google.reconcileInterval { services.append(GoogleReconcileService(play: play, interval: interval)) }
         }
         self.services = services
+        reconciliation =
+            context.configuration.reconcileInterval != nil && google.serviceAccount != nil && !google.packageNames.isEmpty
+            ? play.map { GoogleReconciliation(play: $0, marks: StoreSyncMarks(database: context.database), logger: context.logger) } : nil
     }
 
     func register(v1: RouterGroup<LedgerRequestContext>, root: Router<LedgerRequestContext>) {

@@ -24,11 +24,14 @@ protocol StoreModule: Sendable {
     var services: [any Service] { get }
     /// What `/ready` says about the store while still ready (a member of its JSON), if anything.
     func readiness() -> (name: String, value: JSONValue)?
+    /// The store's side of `serve --reconcile-interval`, when it is set and the store's API credentials are given.
+    var reconciliation: (any StoreReconciliation)? { get }
 }
 
 extension StoreModule {
     var services: [any Service] { [] }
     func readiness() -> (name: String, value: JSONValue)? { nil }
+    var reconciliation: (any StoreReconciliation)? { nil }
 }
 
 /// Every store the server speaks: the one place that names them.

@@ -9,6 +9,7 @@ import StripeStore
 struct StripeStoreModule: StoreModule {
     let routes: StripeStoreRoutes
     let services: [any Service]
+    let reconciliation: (any StoreReconciliation)?
 
     init(_ context: StoreContext) {
         let stripe = context.configuration.stripe
@@ -27,6 +28,12 @@ struct StripeStoreModule: StoreModule {
                         interval: stripe.lookupInterval, options: stripe.settings.mapping, logger: context.logger)
                 ]
             } ?? []
+        reconciliation =
+            context.configuration.reconcileInterval == nil
+            ? nil
+            : stripe.apiKey.map {
+                StripeReconciliation(client: StripeAPIClient(apiKey: $0, baseURL: stripe.apiBaseURL), options: stripe.settings.mapping)
+            }
     }
 
     func register(v1: RouterGroup<LedgerRequestContext>, root: Router<LedgerRequestContext>) {

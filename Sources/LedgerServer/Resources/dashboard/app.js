@@ -10,8 +10,9 @@ import subscriber from "./subscriber.js";
 import audit from "./audit.js";
 import webhooks from "./webhooks.js";
 import stores from "./stores.js";
+import reconciliations from "./reconciliations.js";
 
-const pages = { overview, churn, retention, revenue, subscriber, audit, webhooks, stores };
+const pages = { overview, churn, retention, revenue, subscriber, audit, webhooks, stores, reconciliations };
 const $ = (sel) => document.querySelector(sel);
 
 function showLogin(message) {
