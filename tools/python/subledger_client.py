@@ -211,30 +211,30 @@ class Subledger:
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
         return self._call('GET', f'/v1/exports/windows.csv', query={'min_position': min_position}, headers=headers)
 
-    def churn_report(self, *, from_=None, to=None, interval=None, entitlement=None, format=None, min_position=None, ledger_min_position=None):
+    def churn_report(self, *, from_=None, to=None, interval=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/churn: Churn per period (active, new, reactivated, churned by reason)"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/churn', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'format': format, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/churn', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'min_position': min_position}, headers=headers)
 
-    def revenue_report(self, *, from_=None, to=None, interval=None, entitlement=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
+    def revenue_report(self, *, from_=None, to=None, interval=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/revenue: Billings, recognition, refunds and deferred revenue per period and currency"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/revenue', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/revenue', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
 
-    def trials_report(self, *, from_=None, to=None, interval=None, entitlement=None, format=None, min_position=None, ledger_min_position=None):
+    def trials_report(self, *, from_=None, to=None, interval=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/trials: Trials started per period and how many converted"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/trials', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'format': format, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/trials', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'min_position': min_position}, headers=headers)
 
-    def retention_report(self, *, from_=None, to=None, entitlement=None, format=None, min_position=None, ledger_min_position=None):
+    def retention_report(self, *, from_=None, to=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/retention: Monthly cohort retention"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/retention', query={'from': from_, 'to': to, 'entitlement': entitlement, 'format': format, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/retention', query={'from': from_, 'to': to, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'min_position': min_position}, headers=headers)
 
-    def mrr_report(self, *, at=None, entitlement=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
+    def mrr_report(self, *, at=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/mrr: Monthly recurring revenue per currency at an instant"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/mrr', query={'at': at, 'entitlement': entitlement, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/mrr', query={'at': at, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
 
     def put_fx_rates(self, *, body, raw=None):
         """PUT /v1/fx/rates: Store exchange rates (units of each currency per 1 EUR by date) as a new version"""
