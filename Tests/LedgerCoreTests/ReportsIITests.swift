@@ -3,61 +3,6 @@ import LedgerCore
 import LedgerTestSupport
 import Testing
 
-/// Feeding the Reports II accumulators from a subscriber's facts, as `ReportStore` does from the tables.
-enum ReportsIIFeed {
-    static func services(_ facts: SubscriberFacts, key: String) -> [MRRMovementService] {
-        facts.transactions.compactMap { t in
-            guard let m = t.monthly, key.isEmpty || t.entitlements.contains(key) else { return nil }
-            return MRRMovementService(currency: t.currency, occurredAt: t.occurredAt, start: t.serviceStart, end: t.serviceEnd, monthly: m)
-        }
-    }
-
-    static func movement(_ population: [SubscriberFacts], _ boundaries: [Timestamp], key: String, reporting: ReportingCurrency? = nil) throws
-        -> [MRRMovementPeriod]
-    {
-        var acc = MRRMovementAccumulator(boundaries: boundaries, reporting: reporting)
-        for facts in population {
-            let runs = facts.runs.filter { $0.entitlement == key }
-            try acc.add(services: services(facts, key: key), runs: runs, firstStart: runs.first?.start)
-        }
-        return try acc.periods()
-    }
-
-    /// MRR just before `t` per currency, as the MRR report computes it at `t − 1 µs` (rounded once per
-    /// currency), and the subscribers it counts.
-    static func mrr(_ population: [SubscriberFacts], justBefore t: Timestamp, key: String) throws -> [String: (Int128, Int)] {
-        let at = Timestamp(microseconds: t.microseconds - 1)
-        var amounts: [String: [MonthlyAmount]] = [:]
-        var subscribers: [String: Set<Int>] = [:]
-        for (i, facts) in population.enumerated() {
-            for s in services(facts, key: key) where s.start <= at && (s.end.map { at < $0 } ?? true) {
-                amounts[s.currency, default: []].append(s.monthly)
-                subscribers[s.currency, default: []].insert(i)
-            }
-        }
-        return try amounts.mapValues { try MonthlyAmount.roundedSum($0) }.reduce(into: [:]) { r, kv in
-            r[kv.key] = (kv.value, subscribers[kv.key]!.count)
-        }
-    }
-
-    /// Converted MRR just before `t`, as the converted MRR report computes it (rounded once per rate).
-    static func convertedMRR(_ population: [SubscriberFacts], justBefore t: Timestamp, into target: String, _ rates: FXTable) throws -> Int128 {
-        let at = Timestamp(microseconds: t.microseconds - 1)
-        var groups: [ConvertedMRR.Group] = []
-        for facts in population {
-            for s in services(facts, key: "") where s.start <= at && (s.end.map { at < $0 } ?? true) {
-                groups.append(.init(currency: s.currency, day: FXDay(s.occurredAt), amount: s.monthly))
-            }
-        }
-        return try ConvertedMRR.total(groups, into: target, rates: rates)
-    }
-
-    static func identityHolds(_ f: MRRMovementFigures) -> Bool {
-        f.mrrEnd == f[.start] + f[.new] + f[.reactivation] + f[.expansion] + f[.transferredIn] - f[.contraction] - f[.churned]
-            - f[.transferredOut]
-    }
-}
-
 @Suite("Reports II: MRR movement, LTV, refunds and conversion on random ledgers")
 struct ReportsIIPropertyTests {
     /// The population of ReportIdentityTests with its transactions spread over five currencies (by event id).

@@ -106,8 +106,8 @@ public struct MRRMovementAccumulator: Sendable {
                 reporting = r
             }
             let amount = try s.monthly.converted(key.factor)
-            let lo = index(after: s.start)
-            let hi = s.end.map { index(after: $0) } ?? n
+            let lo = boundaries.firstIndex(after: s.start)
+            let hi = s.end.map { boundaries.firstIndex(after: $0) } ?? n
             for i in lo..<max(lo, hi) {
                 if let sum = at[i]?[key] {
                     at[i]![key] = try sum.adding(amount)
@@ -175,16 +175,6 @@ public struct MRRMovementAccumulator: Sendable {
         var parts = sums.removeValue(forKey: bucket) ?? Array(repeating: FractionSum(), count: MRRMovementFigures.Part.allCases.count)
         defer { sums[bucket] = parts }
         try parts[part.rawValue].add(amount)
-    }
-
-    /// The first boundary index whose boundary is after `t` (`boundaries.count` if none).
-    func index(after t: Timestamp) -> Int {
-        var (lo, hi) = (0, boundaries.count)
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if boundaries[mid] > t { hi = mid } else { lo = mid + 1 }
-        }
-        return lo
     }
 
     /// Rows ordered by period, then currency; every currency seen gets a row in every period.

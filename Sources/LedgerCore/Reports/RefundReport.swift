@@ -47,12 +47,12 @@ public struct RefundAccumulator: Sendable {
             (currency, factor) = (r.currency, try r.factor(from: t.currency, occurred: t.occurredAt))
             reporting = r
         }
-        currencies.insert(currency)
-        if t.heldFrom == nil, let i = period(of: t.occurredAt) {
+        if t.heldFrom == nil, let i = boundaries.period(containing: t.occurredAt) {
             let row = Row(period: i, currency: currency)
             var cell = cells[row] ?? empty(i, currency)
             cell.paidTransactions += 1
             cells[row] = cell
+            currencies.insert(currency)
         }
         guard !t.refunds.isEmpty else { return }
         let refunds = t.refunds.sorted { $0.at < $1.at }
@@ -60,7 +60,7 @@ public struct RefundAccumulator: Sendable {
         var converted: Int128 = 0
         var j = 0
         while j < refunds.count {
-            guard let i = period(of: refunds[j].at) else {
+            guard let i = boundaries.period(containing: refunds[j].at) else {
                 cumulative += Int128(refunds[j].amount)
                 converted = try factor.apply(cumulative)
                 j += 1
@@ -77,6 +77,7 @@ public struct RefundAccumulator: Sendable {
             cell.amount += now - converted
             converted = now
             cells[Row(period: i, currency: currency)] = cell
+            currencies.insert(currency)
         }
     }
 
@@ -84,18 +85,7 @@ public struct RefundAccumulator: Sendable {
         RefundPeriod(start: boundaries[i], end: boundaries[i + 1], currency: currency)
     }
 
-    /// The period containing `t`, nil outside the report.
-    func period(of t: Timestamp) -> Int? {
-        guard let first = boundaries.first, let last = boundaries.last, t >= first, t < last else { return nil }
-        var (lo, hi) = (0, boundaries.count)
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if boundaries[mid] > t { hi = mid } else { lo = mid + 1 }
-        }
-        return lo - 1
-    }
-
-    /// Rows by period, then currency; every currency seen has a row in every period.
+    /// Rows by period, then currency; every currency with anything in the report has a row in every period.
     public var periods: [RefundPeriod] {
         var rows: [RefundPeriod] = []
         for i in 0..<max(0, boundaries.count - 1) {
@@ -134,13 +124,7 @@ public struct ConversionAccumulator: Sendable {
 
     /// Converted within `d` days: the first paid transaction occurred at most `d × 24 h` after first seen.
     public mutating func add(firstSeen: Timestamp, firstPaid: Timestamp?) {
-        guard let first = boundaries.first, let last = boundaries.last, firstSeen >= first, firstSeen < last else { return }
-        var (lo, hi) = (0, boundaries.count)
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if boundaries[mid] > firstSeen { hi = mid } else { lo = mid + 1 }
-        }
-        let i = lo - 1
+        guard let i = boundaries.period(containing: firstSeen) else { return }
         periods[i].subscribers += 1
         guard let firstPaid else { return }
         let elapsed = Int128(firstPaid.microseconds) - Int128(firstSeen.microseconds)
