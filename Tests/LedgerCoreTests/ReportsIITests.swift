@@ -78,6 +78,26 @@ struct ReportsIIPropertyTests {
         #expect(last.figures.mrrEnd == (try ReportsIIFeed.convertedMRR(Self.population, justBefore: last.end, into: target, rates)))
     }
 
+    /// With transfers (IdentityPropertyTests' histories): the identity and the ends hold for every period, the
+    /// ledger's MRR is the same as without the transfers, and transfers are counted as such.
+    @Test func transfersMoveMRRAndKeepTheIdentity() throws {
+        var transferred = 0
+        for seed in 0..<60 {
+            let (moved, still, _, _) = IdentityPropertyTests.history(seed: seed)
+            let boundaries = (0..<12).map { IdentityPropertyTests.at(Int64($0) * 15) }
+            let rows = try ReportsIIFeed.movement(moved.facts, boundaries, key: "")
+            let without = try ReportsIIFeed.movement(still.facts, boundaries, key: "")
+            for (row, other) in zip(rows, without) {
+                #expect(ReportsIIFeed.identityHolds(row.figures), "seed \(seed) \(row.start)")
+                #expect(row.figures[.start] == other.figures[.start] && row.figures.mrrEnd == other.figures.mrrEnd, "seed \(seed) \(row.start)")
+                let mrr = try ReportsIIFeed.mrr(moved.facts, justBefore: row.start, key: "")["USD"]
+                #expect(row.figures[.start] == mrr?.0 ?? 0 && row.figures.count(.start) == mrr?.1 ?? 0, "seed \(seed) \(row.start)")
+                transferred += row.figures.count(.transferredIn) + row.figures.count(.transferredOut)
+            }
+        }
+        #expect(transferred > 0)
+    }
+
     /// Without refunds, realized gross never goes down from one month to the next, and the last month of every
     /// cohort is all its members' billings before then.
     @Test(arguments: ["", "pro"])
