@@ -126,7 +126,9 @@ extension ReportStore {
         }
     }
 
-    /// Refunds per period by their `occurred_at`, and the paid transactions that occurred in each period.
+    /// Refunds per period by their `occurred_at`, and the paid transactions that occurred in each period. A
+    /// transaction that occurred or was refunded in the span has settled after its start and moved before its
+    /// end: the settled index narrows the read as it does for revenue.
     public func refunds(boundaries: [Timestamp], entitlement: String?, converting fx: FXUse? = nil) async throws -> [RefundPeriod] {
         let initial = RefundAccumulator(boundaries: boundaries, reporting: try await reporting(fx))
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
@@ -136,7 +138,8 @@ extension ReportStore {
         let logger = database.logger
         let query: PostgresQuery = """
             SELECT \(unescaped: Self.transactionColumns) FROM report_transactions
-            WHERE (\(key) = '' OR \(key) = ANY(entitlements))
+            WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+              AND (\(key) = '' OR \(key) = ANY(entitlements))
               AND ((occurred_us >= \(from) AND occurred_us < \(to))
                    OR EXISTS (SELECT 1 FROM unnest(refund_at_us) r WHERE r >= \(from) AND r < \(to)))
             """
