@@ -11,13 +11,7 @@ struct ReportsIIStoreTests {
     func reportsMatchTheFold() async throws {
         try await TestDatabase.with { client, _ in
             let store = EventStore(client: client, logger: TestDatabase.logger)
-            let events = GeneratedLedger.events(seed: 23, subscribers: 80, eventsPerSubscriber: 1...20)
-            var i = 0
-            while i < events.count {
-                let batch = Array(events[i..<min(events.count, i + 9)])
-                _ = try await store.append(batch)
-                i += batch.count
-            }
+            let events = try await ReportStoreTests.appendGenerated(store, seed: 23, subscribers: 80)
             let facts = try await ReportStoreTests.referenceFacts(store, Set(events.map(\.subscriberID)).sorted())
             let reports = ReportStore(client: client, logger: TestDatabase.logger)
             let t = ReportStoreTests.t
