@@ -151,6 +151,11 @@ struct ReportsIIAPITests {
                 ("/v1/reports/conversion?days=1,2,3,4,5,6,7,8,9,10,11", "days"),
                 ("/v1/reports/refunds?from=2025-05-01&to=2025-03-01", "from"),
                 ("/v1/reports/refunds?format=xml", "format"),
+                ("/v1/reports/mrr-movement?store=apple", "store"),
+                ("/v1/reports/ltv?group_by=store", "group_by"),
+                ("/v1/reports/refunds?country=DE", "country"),
+                ("/v1/reports/conversion?product_id=pro.monthly", "product_id"),
+                ("/v1/reports/conversion?entitlement=pro&entitlement=basic", "entitlement"),
             ] {
                 let r = try await get(uri)
                 #expect(r.status == .badRequest, "\(uri)")

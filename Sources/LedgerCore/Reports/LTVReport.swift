@@ -8,7 +8,7 @@ public struct LTVCohort: Sendable, Hashable {
     /// Per month k: `gross − refunds` of the members' transactions that occurred before `start + (k + 1)`
     /// months, refunds that occurred before then; minor units.
     public var gross: [Int128]
-    /// The same with `proceeds` (gross less commission) instead of gross.
+    /// The same with `proceeds` (gross less tax and commission) instead of gross.
     public var proceeds: [Int128]
 
     /// `total / size` rounded half up to minor units; nil for an empty cohort.
@@ -63,13 +63,14 @@ public struct LTVAccumulator: Sendable {
             let billed = t.heldFrom == nil
             let gross = billed ? try factor.apply(Int128(t.gross)) : 0
             let commission = billed ? try factor.apply(Int128(t.commission)) : 0
+            let tax = billed ? try factor.apply(Int128(t.tax)) : 0
             for (k, cut) in cutoffs.enumerated() {
                 var refunded: Int128 = 0
                 for r in t.refunds where r.at < cut { refunded += Int128(r.amount) }
                 let refunds = try factor.apply(refunded)
                 let sale = t.occurredAt < cut
                 cohort.gross[k] += (sale ? gross : 0) - refunds
-                cohort.proceeds[k] += (sale ? gross - commission : 0) - refunds
+                cohort.proceeds[k] += (sale ? gross - tax - commission : 0) - refunds
             }
             cohorts[c, default: [:]][currency] = cohort
         }
