@@ -71,9 +71,9 @@ struct IdentityPropertyTests {
         return acc.periods
     }
 
-    @Test(
-        "revenue per period equals the history without transfers; each purchase is held by at most one subscriber at any instant", arguments: 0..<60)
-    func moneyFollowsTheTransaction(seed: Int) {
+    /// A random history of purchases, renewals, refunds and transfers over three subscribers (`moved`), the
+    /// same history without its transfers (`still`), the transactions of each purchase, and the last day used.
+    static func history(seed: Int) -> (moved: Ledger, still: Ledger, transactions: [String: [String]], clock: Int64) {
         var random = SplitMix64(seed: UInt64(seed) &* 7919 &+ 17)
         var moved = Ledger()
         var still = Ledger()
@@ -116,6 +116,13 @@ struct IdentityPropertyTests {
                 moved.transfer(purchase, to: subscribers[random.int(0...subscribers.count - 1)], at: Self.at(clock))
             }
         }
+        return (moved, still, transactions, clock)
+    }
+
+    @Test(
+        "revenue per period equals the history without transfers; each purchase is held by at most one subscriber at any instant", arguments: 0..<60)
+    func moneyFollowsTheTransaction(seed: Int) {
+        let (moved, still, transactions, clock) = Self.history(seed: seed)
         let boundaries = (0..<12).map { Self.at(Int64($0) * 15) }
         let withTransfers = Self.revenue(moved.facts, boundaries: boundaries)
         let without = Self.revenue(still.facts, boundaries: boundaries)

@@ -23,13 +23,7 @@ struct ConvertedReportStoreTests {
     func convertedReportsMatchTheFold() async throws {
         try await TestDatabase.with { client, _ in
             let store = EventStore(client: client, logger: TestDatabase.logger)
-            let events = GeneratedLedger.events(seed: 11, subscribers: 60, eventsPerSubscriber: 1...20)
-            var i = 0
-            while i < events.count {
-                let batch = Array(events[i..<min(events.count, i + 9)])
-                _ = try await store.append(batch)
-                i += batch.count
-            }
+            let events = try await ReportStoreTests.appendGenerated(store, seed: 11, subscribers: 60)
             let facts = try await ReportStoreTests.referenceFacts(store, Set(events.map(\.subscriberID)).sorted())
             let transactions = facts.flatMap(\.transactions)
             #expect(Set(transactions.map(\.currency)) == ["USD", "EUR"])

@@ -10,6 +10,18 @@ struct ReportStoreTests {
     static func t(_ s: String) -> Timestamp { try! Timestamp(rfc3339: s + "T00:00:00Z") }
 
     /// The facts of every subscriber, folded in memory from the stored log (the reference the SQL path must match).
+    /// A generated ledger appended in batches of nine (several subscribers per append), returned as generated.
+    static func appendGenerated(_ store: EventStore, seed: UInt64, subscribers: Int) async throws -> [NewEvent] {
+        let events = GeneratedLedger.events(seed: seed, subscribers: subscribers, eventsPerSubscriber: 1...20)
+        var i = 0
+        while i < events.count {
+            let batch = Array(events[i..<min(events.count, i + 9)])
+            _ = try await store.append(batch)
+            i += batch.count
+        }
+        return events
+    }
+
     static func referenceFacts(_ store: EventStore, _ subscribers: [String]) async throws -> [SubscriberFacts] {
         var all: [SubscriberFacts] = []
         for s in subscribers {
@@ -23,13 +35,7 @@ struct ReportStoreTests {
     func reportsMatchTheFold() async throws {
         try await TestDatabase.with { client, _ in
             let store = EventStore(client: client, logger: TestDatabase.logger)
-            let events = GeneratedLedger.events(seed: 7, subscribers: 80, eventsPerSubscriber: 1...20)
-            var i = 0
-            while i < events.count {
-                let batch = Array(events[i..<min(events.count, i + 9)])
-                _ = try await store.append(batch)
-                i += batch.count
-            }
+            let events = try await ReportStoreTests.appendGenerated(store, seed: 7, subscribers: 80)
             let subscribers = Set(events.map(\.subscriberID)).sorted()
             let facts = try await Self.referenceFacts(store, subscribers)
             let reports = ReportStore(client: client, logger: TestDatabase.logger)

@@ -9,7 +9,8 @@ BEGIN
     END IF;
     INSERT INTO subscriber_state SELECT * FROM jsonb_populate_recordset(NULL::subscriber_state, state_rows)
         ON CONFLICT (subscriber_id) DO UPDATE SET version = excluded.version, will_renew = excluded.will_renew,
-            unmatched_refunds = excluded.unmatched_refunds, merged_into = excluded.merged_into;
+            unmatched_refunds = excluded.unmatched_refunds, merged_into = excluded.merged_into,
+            first_seen_us = excluded.first_seen_us;
     IF jsonb_array_length(run_rows) > 0 THEN
         INSERT INTO report_runs SELECT * FROM jsonb_populate_recordset(NULL::report_runs, run_rows);
     END IF;

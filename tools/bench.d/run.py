@@ -765,7 +765,8 @@ def report_seconds(name, size, run):
     return med(name if size == run["events"] else f"{name} @{size}", "seconds")
 
 
-# Every report route of Sources/LedgerServer/Routes/ReportRoutes.swift, over the simulation's two years.
+# Every report route of Sources/LedgerServer/Routes/ReportRoutes.swift and ReportsIIRoutes.swift, over the simulation's
+# two years.
 REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-01&interval=month"),
                 ("report revenue", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month"),
                 ("report retention", "/v1/reports/retention?from=2025-01-01&to=2027-01-01"),
@@ -774,7 +775,12 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
                 # Day and week grids (revenue's day cells, schema 0017) and MRR at an instant within a day.
                 ("report revenue by week", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=week"),
                 ("report revenue by day", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=day"),
-                ("report mrr at 13:45", "/v1/reports/mrr?at=2026-06-01T13:45:00Z")]
+                ("report mrr at 13:45", "/v1/reports/mrr?at=2026-06-01T13:45:00Z"),
+                # Reports II (docs/reports.md): read from the facts, not rollups yet.
+                ("report mrr movement", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month"),
+                ("report ltv", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12"),
+                ("report refunds", "/v1/reports/refunds?from=2025-01-01&to=2027-01-01&interval=month"),
+                ("report conversion", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month")]
 REPORTS = [name for name, _ in REPORT_PATHS]
 EXPORTS = ["export events.csv"] + REPORTS
 # Issue 21's targets.

@@ -67,3 +67,21 @@ public enum ReportCalendar {
     /// The month containing `t`, as its first instant.
     public static func monthStart(_ t: Timestamp) -> Timestamp { ReportInterval.month.periodStart(containing: t) }
 }
+
+extension Array where Element == Timestamp {
+    /// For ascending boundaries: the index of the first one after `t` (`count` if none), by binary search.
+    public func firstIndex(after t: Timestamp) -> Int {
+        var (lo, hi) = (0, count)
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if self[mid] > t { hi = mid } else { lo = mid + 1 }
+        }
+        return lo
+    }
+
+    /// For ascending boundaries: the period `[self[i], self[i + 1])` containing `t`, nil outside them all.
+    public func period(containing t: Timestamp) -> Int? {
+        guard let first, let last, t >= first, t < last else { return nil }
+        return firstIndex(after: t) - 1
+    }
+}

@@ -250,14 +250,7 @@ public struct RevenueAccumulator: Sendable {
     }
 
     /// The first boundary index whose boundary is after `t` (`boundaries.count` if none).
-    func index(after t: Timestamp) -> Int {
-        var (lo, hi) = (0, boundaries.count)
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if boundaries[mid] > t { hi = mid } else { lo = mid + 1 }
-        }
-        return lo
-    }
+    func index(after t: Timestamp) -> Int { boundaries.firstIndex(after: t) }
 
     /// Rows ordered by period, then currency. The deferred balances are taken at each boundary directly,
     /// so `deferred_end = deferred_start + billings − recognized − refunded_unrecognized` is a check, not a definition.

@@ -164,6 +164,9 @@ public struct SubscriberFacts: Sendable, Hashable {
     public var runs: [PaidRun]
     public var transactions: [RevenueTransaction]
     public var trials: [TrialFact]
+    /// When the subscriber was first seen: the earliest `occurred_at` of their production events (conversion
+    /// to paying); nil when they have none.
+    public var firstSeen: Timestamp? = nil
 
     /// For each run, in `runs` order: the start of the subscriber's first run of the same entitlement key
     /// (what tells a new subscriber from a reactivation in churn).
@@ -194,7 +197,8 @@ public struct SubscriberFacts: Sendable, Hashable {
         return SubscriberFacts(
             runs: paidRuns(windows: windows, events: ordered),
             transactions: transactions(events: ordered, windows: ledger.windows),
-            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }, events: ordered))
+            trials: trials(windows: arrived.isEmpty ? windows : windows.filter { !arrived.contains($0.sourceEventID) }, events: ordered),
+            firstSeen: production.lazy.map(\.occurredAt).min())
     }
 
     static func paidRuns(windows: [Window], events: [FoldEvent]) -> [PaidRun] {

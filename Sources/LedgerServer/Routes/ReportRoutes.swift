@@ -19,6 +19,7 @@ struct ReportRoutes {
         group.get("reports/retention", use: cancelledOnDisconnect(retention))
         group.get("reports/trials", use: cancelledOnDisconnect(trials))
         group.get("reports/revenue", use: cancelledOnDisconnect(revenue))
+        registerReportsII(on: group)
     }
 
     @Sendable func churn(_ request: Request, context: LedgerRequestContext) async throws -> Response {

@@ -67,6 +67,7 @@ enum ProjectionRows {
         e.json("will_renew", state.willRenew)
         e.json("unmatched_refunds", state.unmatchedRefunds)
         e.text("merged_into", f.ledger.mergedInto)
+        e.integer("first_seen_us", f.facts.firstSeen?.microseconds)
         e.endRow()
         for (i, (run, firstStart)) in zip(f.facts.runs, f.facts.runFirstStarts).enumerated()
         where patch?.keptRuns.contains(i) != true {
