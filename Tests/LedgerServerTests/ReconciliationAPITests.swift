@@ -157,6 +157,60 @@ struct ReconciliationAPITests {
         }
     }
 
+    /// R4 renewed on 1 March; the ledger missed that invoice.paid and still ends its access on 1 March.
+    static let renewalStandIn: StripeAPIStandIn = {
+        let standIn = StripeAPIStandIn(
+            key: key,
+            subscriptions: [
+                "sub_R4": S.subscription(
+                    "sub_R4", customer: "cus_R4", subscriber: "web-r4", status: "active",
+                    ["current_period_end": t("2026-04-01T10:00:00Z"), "latest_invoice": "in_R4b"])
+            ])
+        var renewal = S.invoice(
+            "in_R4b", "subscription_cycle", customer: "cus_R4", sub: "sub_R4", pi: "pi_R4b", paidAt: "2026-03-01T10:00:00Z",
+            lines: [S.line("il_R4b", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-r4")
+        renewal["status"] = "paid"
+        renewal["created"] = t("2026-03-01T09:00:00Z")
+        standIn.setList("invoices", [renewal])
+        return standIn
+    }()
+
+    @Test("a missed renewal is appended from Stripe's latest paid invoice, as its invoice.paid maps it; a second run finds nothing")
+    func stripeMissedRenewal() async throws {
+        try await Self.renewalStandIn.serve { base in
+            try await APIHarness.run { http, api in
+                try await S.catalog(http, api)
+                let first = S.event(
+                    "evt_R4", "invoice.paid", at: "2026-02-01T10:00:05Z",
+                    S.invoice(
+                        "in_R4", "subscription_create", customer: "cus_R4", sub: "sub_R4", pi: "pi_R4", paidAt: "2026-02-01T10:00:00Z",
+                        lines: [S.line("il_R4", 1000, "2026-02-01T10:00:00Z", "2026-03-01T10:00:00Z", "pro.monthly")], subscriber: "web-r4"))
+                #expect(S.status(try await S.post(http, first)) == "applied")
+                #expect(!(try await S.active(http, api, "web-r4", at: "2026-03-10T00:00:00Z")))
+
+                let run = try await Self.reconcile(api, base: base)
+                #expect(run.status == .succeeded && run.unrepaired == 0, "\(run.error ?? "") \(run.unrepaired)")
+                #expect(run.repaired >= 1 && run.eventsAppended >= 1)
+                #expect(try await S.active(http, api, "web-r4", at: "2026-03-10T00:00:00Z"))
+                let renewals = try await Self.get(http, api, "/v1/subscribers/web-r4/events").events.filter {
+                    $0["type"] == "renewal" || $0["type"] == "purchase"
+                }
+                #expect(renewals.count == 2, "\(renewals)")
+
+                // The webhook that arrives late adds nothing; a second run finds nothing to repair.
+                let before = try await Self.get(http, api, "/v1/subscribers/web-r4/events").events.count
+                var late = S.invoice(
+                    "in_R4b", "subscription_cycle", customer: "cus_R4", sub: "sub_R4", pi: "pi_R4b", paidAt: "2026-03-01T10:00:00Z",
+                    lines: [S.line("il_R4b", 1000, "2026-03-01T10:00:00Z", "2026-04-01T10:00:00Z", "pro.monthly")], subscriber: "web-r4")
+                late["status"] = "paid"
+                #expect(try await S.post(http, S.event("evt_R4b", "invoice.paid", at: "2026-03-01T10:00:05Z", late)).status.code < 300)
+                #expect(try await Self.get(http, api, "/v1/subscribers/web-r4/events").events.count == before)
+                let second = try await Self.reconcile(api, base: base)
+                #expect(second.status == .succeeded && second.eventsAppended == 0 && second.repaired == 0, "\(second)")
+            }
+        }
+    }
+
     @Test("serve --reconcile-interval: the live application reconciles Stripe on its own, recorded as the schedule's run")
     func schedule() async throws {
         try await Self.standIn.serve { base in

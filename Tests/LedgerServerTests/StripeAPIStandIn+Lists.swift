@@ -53,8 +53,8 @@ extension StripeAPIStandIn {
                 var list = all.sorted { (created($0), $0["id"]?.stringValue ?? "") > (created($1), $1["id"]?.stringValue ?? "") }
                 if collection == "subscriptions", query["status"] != "all" { list.removeAll { $0["status"] == "canceled" } }
                 if let gte = query["created[gte]"].flatMap({ Int64($0) }) { list.removeAll { created($0) < gte } }
-                // A payment's charges, a charge's refunds.
-                for filter in ["payment_intent", "charge"] {
+                // A payment's charges, a charge's refunds, a subscription's invoices.
+                for filter in ["payment_intent", "charge", "subscription"] {
                     if let id = query[filter] { list.removeAll { $0[filter]?.stringValue != id } }
                 }
                 if let after = query["starting_after"] {

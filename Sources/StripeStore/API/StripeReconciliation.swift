@@ -75,9 +75,11 @@ public struct StripeReconciliation: StoreReconciliation {
 
         if let l = ledger.state.expiresAt, let e = s.expiresAt, l > e {
             verdict.reasons[.expiresAt] = "the ledger's period ends at \(l.rfc3339), after Stripe's \(e.rfc3339): events are never edited"
+        } else if let drafts = try await latestPaidInvoice(sub, subscription: p.purchaseID, now: now), !drafts.isEmpty {
+            verdict.repairs[.expiresAt] = drafts
         } else {
             verdict.reasons[.expiresAt] =
-                "the ledger lacks Stripe's latest paid period (invoice \(Self.id(sub["latest_invoice"]) ?? "unknown")): its invoice.paid, or subledger stripe backfill, brings it"
+                "the ledger lacks Stripe's latest paid period (invoice \(Self.id(sub["latest_invoice"]) ?? "unknown")), and Stripe lists no paid invoice for it: its invoice.paid, or subledger stripe backfill, brings it"
         }
         // The latest payment's charge: fully refunded is a cutting refund, as `charge.refunded` maps it.
         if let pi = ledger.latestTransactionID, pi.hasPrefix("pi_") {
@@ -115,6 +117,27 @@ public struct StripeReconciliation: StoreReconciliation {
             }
         }
         return verdict
+    }
+
+    /// The subscription's latest invoice when it is paid, as its `invoice.paid` webhook maps it: listed in the
+    /// backfill's API version (`GET /v1/invoices?subscription=`, prices with their lookup keys) and turned into
+    /// the event Stripe sends (`StripeBackfill.events`), so a webhook that arrives later adds nothing. Nil when
+    /// Stripe lists no such paid invoice.
+    func latestPaidInvoice(_ sub: [String: JSONValue], subscription: String, now: Timestamp) async throws -> [EventDraft]? {
+        guard let id = Self.id(sub["latest_invoice"]) else { return nil }
+        let page = try await client.page("invoices", query: [("subscription", subscription)], startingAfter: nil)
+        guard let invoice = page.objects.first(where: { $0["id"]?.stringValue == id }), invoice["status"]?.stringValue == "paid" else {
+            return nil
+        }
+        var drafts: [EventDraft] = []
+        for payload in StripeBackfill.events(for: invoice, collection: "invoices", now: now) {
+            drafts += try StripeEventMapper.interpret(try StripeEvent(payload: payload), options: options).drafts
+        }
+        return drafts.map { d in
+            var d = d
+            d.metadata["origin"] = "reconciliation"
+            return d
+        }
     }
 
     static func id(_ v: JSONValue?) -> String? { v?.stringValue ?? v?.objectValue?["id"]?.stringValue }
