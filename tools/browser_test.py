@@ -50,6 +50,15 @@ def api(path, key=args.admin):
     return json.loads(body)
 
 
+def minor_digits(currency):
+    """Digits of a currency's minor unit (ISO 4217), as the dashboard's format.js shows amounts."""
+    return 0 if currency in ZERO_DECIMAL else 3 if currency in THREE_DECIMAL else 2
+
+
+ZERO_DECIMAL = {"BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF"}
+THREE_DECIMAL = {"BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"}
+
+
 def same(a, b):
     """Numbers as the page carries them (strings of JS numbers) against the API's JSON values."""
     if a in ("null", None) or b is None: return a in ("null", None) and b is None
@@ -140,7 +149,8 @@ def check_overview(b):
             if t["id"] == "active_paid":
                 check(t["shown"] == f"{now:,}", f"active_paid shows {t['shown']!r}, API {now}")
             else:
-                check(f"{now / 100:,.2f}" in t["shown"], f"{t['id']} shows {t['shown']!r}, API {now} minor units")
+                digits = minor_digits(cur)
+                check(f"{now / 10 ** digits:,.{digits}f}" in t["shown"], f"{t['id']} shows {t['shown']!r}, API {now} minor units")
         else:
             rows = api(t["source"])["periods"]
             field = t["id"]
