@@ -66,11 +66,7 @@ public struct StripeReconciliation: StoreReconciliation {
                 "id": .string(id), "type": .string(type), "created": .number(JSONNumber(created.microseconds / 1_000_000)),
                 "livemode": .bool(environment == .production), "data": ["object": .object(object)],
             ])
-            return try StripeEventMapper.interpret(e, options: options).drafts.map { d in
-                var d = d
-                d.metadata["origin"] = "reconciliation"
-                return d
-            }
+            return try mapped(e)
         }
 
         if let l = ledger.state.expiresAt, let e = s.expiresAt, l > e {
@@ -129,11 +125,12 @@ public struct StripeReconciliation: StoreReconciliation {
         guard let invoice = page.objects.first(where: { $0["id"]?.stringValue == id }), invoice["status"]?.stringValue == "paid" else {
             return nil
         }
-        var drafts: [EventDraft] = []
-        for payload in StripeBackfill.events(for: invoice, collection: "invoices", now: now) {
-            drafts += try StripeEventMapper.interpret(try StripeEvent(payload: payload), options: options).drafts
-        }
-        return drafts.map { d in
+        return try StripeBackfill.events(for: invoice, collection: "invoices", now: now).flatMap { try mapped(StripeEvent(payload: $0)) }
+    }
+
+    /// An event as its webhook maps it, its drafts marked as the reconciliation's.
+    func mapped(_ event: StripeEvent) throws -> [EventDraft] {
+        try StripeEventMapper.interpret(event, options: options).drafts.map { d in
             var d = d
             d.metadata["origin"] = "reconciliation"
             return d
