@@ -229,6 +229,30 @@ struct ReportsIIExampleTests {
         #expect(rows[1].proceeds.map { rows[1].perCustomer($0) } == [4549, 4899, -401])
     }
 
+    @Test("converted LTV needs rates only for the transactions of the months it shows")
+    func ltvConvertsOnlyWhatItShows() throws {
+        // Rates from 1 January to 20 March 2025 only: the March cohort's first month converts, though its member
+        // bills again in April (which adds nothing to March); two months need April's rate and are refused.
+        var table = FXTable()
+        for day in stride(from: FXDay(iso: "2025-01-01")!.days, through: FXDay(iso: "2025-03-20")!.days, by: 1) {
+            table.add(currency: "USD", day: FXDay(days: day), rate: FXRate("1.0465")!)
+        }
+        table.sort()
+        func cohorts(months: Int) throws -> [LTVCohort] {
+            var acc = LTVAccumulator(
+                from: Self.t("2025-03-01"), to: Self.t("2025-04-01"), months: months, until: Self.t("2026-01-01"),
+                reporting: ReportingCurrency(currency: "EUR", rates: table))
+            for f in Self.facts {
+                guard let run = f.runs.first(where: { $0.entitlement == "" }) else { continue }
+                try acc.add(firstStart: run.start, transactions: f.transactions)
+            }
+            return acc.rows
+        }
+        let march = try cohorts(months: 1)
+        #expect(march.map(\.size) == [1] && march[0].gross.count == 1)
+        #expect(throws: MissingFXRate.self) { try cohorts(months: 2) }
+    }
+
     @Test func refunds() throws {
         var acc = RefundAccumulator(boundaries: ReportCalendar.boundaries(from: Self.t("2025-03-01"), to: Self.t("2025-06-01"), interval: .month))
         for f in Self.facts { for t in f.transactions { try acc.add(t) } }

@@ -47,12 +47,19 @@ public struct LTVAccumulator: Sendable {
         guard let c = starts.firstIndex(of: month), shown[c] > 0, !transactions.isEmpty else { return }
         let cutoffs = (0..<shown[c]).map { ReportCalendar.addingMonths($0 + 1, to: month) }
         var member = Set<String>()
+        let last = cutoffs[cutoffs.count - 1]
         for t in transactions {
             var currency = t.currency
             var factor = FXFactor.one
+            // A transaction that occurred (and was refunded) only after the last month shown adds nothing: it
+            // needs no rate, so a cohort converts with the rates of the months it shows.
+            let counts = t.occurredAt < last || t.refunds.contains { $0.at < last }
             if var r = reporting {
-                (currency, factor) = (r.currency, try r.factor(from: t.currency, occurred: t.occurredAt))
-                reporting = r
+                currency = r.currency
+                if counts {
+                    factor = try r.factor(from: t.currency, occurred: t.occurredAt)
+                    reporting = r
+                }
             }
             var cohort =
                 cohorts[c]?[currency]
