@@ -27,6 +27,10 @@ export const palette = {
   churned_voluntary: "#e69138", churned_involuntary: "#cc4125", churned_refund: "#8e2a6e", churned_other: "#9a9a9a",
   churn_rate: "#1f3b73",
   billings: "#3a6ea5", recognized: "#2e9d5b", refunds: "#cc4125", deferred_end: "#7b4fa0",
+  reactivation: "#7cc7a0", expansion: "#3a6ea5", transferred_in: "#9cc3e6",
+  contraction: "#e69138", churned: "#cc4125", transferred_out: "#b9b9b9", mrr_start: "#9a9a9a", mrr_end: "#1f3b73",
+  amount: "#cc4125", refund_rate: "#1f3b73", subscribers: "#9cc3e6",
+  windows: ["#1f3b73", "#2e9d5b", "#e69138", "#7b4fa0", "#cc4125", "#3a6ea5", "#8e2a6e", "#9a9a9a", "#e0a500", "#7cc7a0"],
 };
 
 /** Round tick values covering [min, max]. */
