@@ -9,6 +9,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case idempotencyConflict(source: String, key: String, index: Int?)
     /// The database cannot be reached or refused work; nothing was stored (503 `unavailable`).
     case unavailable(String)
+    /// The subscriber was merged into `into` and the append refuses merged subscribers (`EventIntake` turns it
+    /// into `IdentityError.subscriberMerged`, 409 `subscriber_merged`).
+    case subscriberMerged(subscriber: String, into: String)
 
     public var description: String {
         switch self {
@@ -17,6 +20,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .idempotencyConflict(let source, let key, let index):
             "\(index.map { "events[\($0)]: " } ?? "")idempotency_key \"\(key)\" of source \"\(source)\" was already used for a different event"
         case .unavailable(let why): "the database is unavailable: \(why)"
+        case .subscriberMerged(let s, let into): "subscriber \(s) was merged into \(into)"
         }
     }
 }

@@ -151,16 +151,40 @@ struct ReportsIIAPITests {
                 ("/v1/reports/conversion?days=1,2,3,4,5,6,7,8,9,10,11", "days"),
                 ("/v1/reports/refunds?from=2025-05-01&to=2025-03-01", "from"),
                 ("/v1/reports/refunds?format=xml", "format"),
-                ("/v1/reports/mrr-movement?store=apple", "store"),
-                ("/v1/reports/ltv?group_by=store", "group_by"),
-                ("/v1/reports/refunds?country=DE", "country"),
-                ("/v1/reports/conversion?product_id=pro.monthly", "product_id"),
-                ("/v1/reports/conversion?entitlement=pro&entitlement=basic", "entitlement"),
+                ("/v1/reports/mrr-movement?group_by=planet", "group_by"),
+                ("/v1/reports/ltv?country=de", "country"),
+                ("/v1/reports/refunds?group_by=currency", "group_by"),
+                ("/v1/reports/conversion?country=DEU", "country"),
             ] {
                 let r = try await get(uri)
                 #expect(r.status == .badRequest, "\(uri)")
                 #expect(try r.json.objectValue?["error"]?.objectValue?["message"]?.stringValue?.contains("'\(parameter)'") == true, "\(uri)")
             }
+            // Dimensions: grouped by store every row carries `store` ("web", all of this ledger) and equals the
+            // ungrouped row; filtered to another store nothing is counted; the envelope names them.
+            for uri in [
+                movementURI, "/v1/reports/ltv?from=2025-01-01&to=2025-04-01&months=3",
+                "/v1/reports/refunds?from=2025-03-01&to=2025-06-01&interval=month",
+                "/v1/reports/conversion?from=2025-01-01&to=2025-05-01&interval=month",
+            ] {
+                let whole = try Self.rows(try await get(uri))
+                let grouped = try await get(uri + "&group_by=store")
+                let groupedRows = try Self.rows(grouped)
+                #expect(groupedRows.map { $0["store"] } == whole.map { _ in JSONValue.string("web") }, "\(uri)")
+                #expect(groupedRows.map { $0.filter { $0.key != "store" } } == whole, "\(uri)")
+                #expect(try grouped.json.objectValue?["group_by"] == "store")
+                let other = try await get(uri + "&store=apple&country=DE")
+                #expect(try other.json.objectValue?["filters"]?.objectValue?["store"] == ["apple"])
+                let otherRows = try Self.rows(other)
+                #expect(otherRows.allSatisfy { ($0["subscribers"] ?? 0) == 0 && ($0["cohort_size"] ?? 0) == 0 }, "\(uri)")
+                #expect(otherRows.allSatisfy { ($0["refunds"] ?? 0) == 0 && ($0["mrr_end"] ?? 0) == 0 }, "\(uri)")
+            }
+            let byProduct = String(
+                buffer: try await http.execute(
+                    uri: "/v1/reports/refunds?from=2025-04-01&to=2025-05-01&format=csv&group_by=product_id", method: .get,
+                    headers: api.headers(.analyst)
+                ).body)
+            #expect(byProduct.hasPrefix("product_id,period_start,period_end,currency,refunds,"))
             for uri in [
                 "/v1/reports/mrr-movement?from=1925-01-01&to=2025-01-01&interval=day", "/v1/reports/ltv?from=1925-01-01&to=2025-01-01",
                 "/v1/reports/refunds?from=1925-01-01&to=2025-01-01&interval=week", "/v1/reports/conversion?from=1925-01-01&to=2025-01-01",

@@ -90,6 +90,45 @@ struct GroupCommitTests {
         }
     }
 
+    @Test("a merged subscriber is refused in the append itself: stored or merged earlier in the same group, the job fails alone")
+    func mergedSubscriberFailsAlone() async throws {
+        try await TestDatabase.with { client, _ in
+            let store = EventStore(client: client, logger: TestDatabase.logger)
+            let merge = { (s: String, key: String) in
+                SampleEvents.event(subscriber: s, type: "merged", key: key, occurredAt: "2026-03-02T10:00:00Z", data: ["into": "n-into"])
+            }
+            _ = try await store.append([SampleEvents.purchase(subscriber: "m-old", key: "mo1"), merge("m-old", "mo-merge")])
+            var refusing = Self.job(SampleEvents.purchase(subscriber: "m-old", key: "mo2"))
+            refusing.refusesMerged = true
+            var refusingLater = Self.job(SampleEvents.purchase(subscriber: "m-new", key: "mn2"))
+            refusingLater.refusesMerged = true
+            // On the one-trip rung (this store remembers the streams it wrote) and, after the belief is forgotten,
+            // on the general rung reading the streams under the lock.
+            for forget in [false, true] {
+                if forget { store.memory.forget() }
+                let suffix = forget ? "-g" : ""
+                var first = refusing
+                first.events[0].idempotencyKey += suffix
+                var later = refusingLater
+                later.events[0].idempotencyKey += suffix
+                let outcomes = await EventStore.commit(
+                    [
+                        first, Self.job(SampleEvents.purchase(subscriber: "m-other", key: "mx\(suffix)")),
+                        Self.job(merge("m-new", "mn-merge\(suffix)")), later,
+                        Self.job(SampleEvents.purchase(subscriber: "m-old", key: "mo-unchecked\(suffix)")),
+                    ], database: store.database, memory: store.memory)
+                #expect(throws: StoreError.subscriberMerged(subscriber: "m-old", into: "n-into")) { try outcomes[0].get() }
+                #expect((try? outcomes[1].get())?.createdCount == 1)
+                #expect((try? outcomes[2].get())?.createdCount == 1)
+                #expect(throws: StoreError.subscriberMerged(subscriber: "m-new", into: "n-into")) { try outcomes[3].get() }
+                #expect((try? outcomes[4].get())?.createdCount == 1, "appends that do not ask are not refused (the identity workflow's own)")
+            }
+            let keys = try await store.feed(afterPosition: 0, limit: 100).map(\.idempotencyKey)
+            #expect(!keys.contains("mo2") && !keys.contains("mn2") && !keys.contains("mo2-g") && !keys.contains("mn2-g"))
+            #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)
+        }
+    }
+
     @Test("idempotent replays inside a group: the same key twice is stored once; a different body conflicts")
     func replaysInsideGroup() async throws {
         try await TestDatabase.with { client, _ in

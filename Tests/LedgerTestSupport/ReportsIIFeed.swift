@@ -88,3 +88,54 @@ public enum ReportsIIFeed {
         return acc.periods
     }
 }
+
+/// The same, split by dimensions: the grouped accumulators fed from each subscriber's facts as `ReportStore`
+/// feeds them from the tables.
+extension ReportsIIFeed {
+    static func firstStarts(_ facts: SubscriberFacts) -> [String: Timestamp] {
+        var firsts: [String: Timestamp] = [:]
+        for r in facts.runs where firsts[r.entitlement] == nil { firsts[r.entitlement] = r.start }
+        return firsts
+    }
+
+    public static func movement(
+        _ population: [SubscriberFacts], _ boundaries: [Timestamp], _ dimensions: ReportDimensions, reporting: ReportingCurrency? = nil
+    ) throws -> [(group: String?, period: MRRMovementPeriod)] {
+        var acc = GroupedMRRMovementAccumulator(boundaries: boundaries, dimensions: dimensions, reporting: reporting)
+        for facts in population { try acc.add(transactions: facts.transactions, runs: facts.runs, firstStarts: firstStarts(facts)) }
+        return try acc.periods()
+    }
+
+    public static func ltv(
+        _ population: [SubscriberFacts], from: Timestamp, to: Timestamp, months: Int, until: Timestamp, _ dimensions: ReportDimensions
+    ) throws -> [(group: String?, cohort: LTVCohort)] {
+        var acc = GroupedLTVAccumulator(from: from, to: to, months: months, until: until, dimensions: dimensions)
+        for facts in population { try acc.add(firstStarts: firstStarts(facts), transactions: facts.transactions) }
+        return acc.rows
+    }
+
+    public static func refunds(_ population: [SubscriberFacts], _ boundaries: [Timestamp], _ dimensions: ReportDimensions) throws
+        -> [(group: String?, period: RefundPeriod)]
+    {
+        var acc = GroupedRefundAccumulator(boundaries: boundaries, dimensions: dimensions)
+        for facts in population { for t in facts.transactions { try acc.add(t) } }
+        return acc.periods
+    }
+
+    public static func conversion(_ population: [SubscriberFacts], _ boundaries: [Timestamp], days: [Int], _ dimensions: ReportDimensions)
+        -> [(group: String?, period: ConversionPeriod)]
+    {
+        var acc = GroupedConversionAccumulator(boundaries: boundaries, days: days, dimensions: dimensions)
+        for facts in population {
+            guard let seen = facts.firstSeen else { continue }
+            let trials = Dictionary(grouping: facts.trials, by: \.eventID).values.map { rows in
+                RevenueTransaction(
+                    eventID: rows[0].eventID, entitlements: rows.map(\.entitlement).sorted(), kind: .trial, currency: "", gross: 0, commission: 0,
+                    occurredAt: rows[0].start, start: rows[0].start, end: nil, stop: nil, refunds: [], monthly: nil, country: rows[0].country,
+                    store: rows[0].store, productID: rows[0].productID)
+            }
+            acc.add(firstSeen: seen, transactions: trials + facts.transactions)
+        }
+        return acc.periods
+    }
+}

@@ -14,7 +14,7 @@ BENCH_OUT (where to write instead of BENCHMARKS.md).
 Rendering only, measuring nothing (no build, server or database needed):
   BENCH_RENDER=.bench/results.json BENCH_OUT=/tmp/BENCHMARKS.md python3 tools/bench.d/run.py
 """
-import json, os, platform, re, shutil, socket, statistics, subprocess, sys, threading, time, urllib.request, uuid
+import datetime, json, os, platform, re, shutil, socket, statistics, subprocess, sys, threading, time, urllib.request, uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "tools", "bench.d")
@@ -431,6 +431,7 @@ def bulk():
         record("import", {"events": events, "seconds": seconds, "eps": events / seconds, "pg_eps": events / copy_seconds,
                           "rss_peak_mib": rss})
     os.unlink(copy_file)
+    bench_rates(url)
     for run in range(RUNS):
         log(f"rebuild, run {run + 1}/{RUNS}")
         seconds, rss = timed_process([BIN, "rebuild", "--database-url", url], stdout=subprocess.DEVNULL)
@@ -473,6 +474,7 @@ def reports_at(events):
     seconds, rss = timed_process([BIN, "import", "--database-url", url, source], stdout=subprocess.DEVNULL)
     count = int(psql(url, "-At", "-c", "SELECT count(*) FROM events", capture=True))
     record(f"import @{events}", {"events": count, "seconds": seconds, "eps": count / seconds, "rss_peak_mib": rss})
+    bench_rates(url)
     admin = key(url, "admin")
     server = Server(url)
     try:
@@ -780,7 +782,33 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
                 ("report mrr movement", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month"),
                 ("report ltv", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12"),
                 ("report refunds", "/v1/reports/refunds?from=2025-01-01&to=2027-01-01&interval=month"),
-                ("report conversion", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month")]
+                ("report conversion", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month"),
+                # Issue 37: dimensions and a reporting currency (the bench's rates: bench_rates()).
+                ("report revenue by store", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&group_by=store"),
+                ("report revenue in EUR", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
+                ("report mrr movement by country", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&group_by=country"),
+                ("report mrr movement in EUR", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
+                ("report ltv by store", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12&group_by=store"),
+                ("report refunds by product", "/v1/reports/refunds?from=2025-01-01&to=2027-01-01&interval=month&group_by=product_id"),
+                ("report conversion by store", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month&group_by=store")]
+
+
+def bench_rates(url):
+    """Loads exchange rates for every day the simulation spans (2024-12 to 2027-12), so converted reports answer:
+    ECB's rates of 9 May 2025 (tools/data/fx) repeated for each day. Synthetic as a history, real as rates; only
+    the bench uses them."""
+    sample = os.path.join(ROOT, "tools", "data", "fx", "ecb-eurofxref-hist-2025-01-to-05.csv")
+    with open(sample) as f:
+        header, latest = f.readline().rstrip("\n").split(","), f.readline().rstrip("\n").split(",")
+    keep = [i for i, (name, value) in enumerate(zip(header, latest)) if i > 0 and name in ("USD", "JPY", "GBP", "CHF", "AUD", "CAD", "BRL", "INR", "KRW", "SEK") and value != "N/A"]
+    path = os.path.join(SCRATCH, "bench-rates.csv")
+    with open(path, "w") as out:
+        out.write(",".join(["Date"] + [header[i] for i in keep]) + "\n")
+        day = datetime.date(2024, 12, 1)
+        while day < datetime.date(2028, 1, 1):
+            out.write(",".join([day.isoformat()] + [latest[i] for i in keep]) + "\n")
+            day += datetime.timedelta(days=1)
+    subprocess.run([BIN, "fx", "import", "--database-url", url, path], stdout=subprocess.DEVNULL, check=True)
 REPORTS = [name for name, _ in REPORT_PATHS]
 EXPORTS = ["export events.csv"] + REPORTS
 # Issue 21's targets.

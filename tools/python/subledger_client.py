@@ -236,25 +236,25 @@ class Subledger:
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
         return self._call('GET', f'/v1/reports/mrr', query={'at': at, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
 
-    def mrr_movement_report(self, *, from_=None, to=None, interval=None, entitlement=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
+    def mrr_movement_report(self, *, from_=None, to=None, interval=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/mrr-movement: MRR movement per period and currency (new, reactivation, expansion, contraction, churned, transfers)"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/mrr-movement', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/mrr-movement', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
 
-    def ltv_report(self, *, from_=None, to=None, months=None, entitlement=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
+    def ltv_report(self, *, from_=None, to=None, months=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/ltv: Realized lifetime value per monthly cohort"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/ltv', query={'from': from_, 'to': to, 'months': months, 'entitlement': entitlement, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/ltv', query={'from': from_, 'to': to, 'months': months, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
 
-    def refunds_report(self, *, from_=None, to=None, interval=None, entitlement=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
+    def refunds_report(self, *, from_=None, to=None, interval=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, currency=None, fx_version=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/refunds: Refunds per period and currency, and the refund rate"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/refunds', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/refunds', query={'from': from_, 'to': to, 'interval': interval, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'currency': currency, 'fx_version': fx_version, 'min_position': min_position}, headers=headers)
 
-    def conversion_report(self, *, from_=None, to=None, interval=None, days=None, entitlement=None, format=None, min_position=None, ledger_min_position=None):
+    def conversion_report(self, *, from_=None, to=None, interval=None, days=None, entitlement=None, store=None, country=None, product_id=None, group_by=None, format=None, min_position=None, ledger_min_position=None):
         """GET /v1/reports/conversion: Conversion to paying of the subscribers first seen in each period"""
         headers = {k: v for k, v in {'Ledger-Min-Position': str(ledger_min_position)}.items() if v != 'None'}
-        return self._call('GET', f'/v1/reports/conversion', query={'from': from_, 'to': to, 'interval': interval, 'days': days, 'entitlement': entitlement, 'format': format, 'min_position': min_position}, headers=headers)
+        return self._call('GET', f'/v1/reports/conversion', query={'from': from_, 'to': to, 'interval': interval, 'days': days, 'entitlement': entitlement, 'store': store, 'country': country, 'product_id': product_id, 'group_by': group_by, 'format': format, 'min_position': min_position}, headers=headers)
 
     def put_fx_rates(self, *, body, raw=None):
         """PUT /v1/fx/rates: Store exchange rates (units of each currency per 1 EUR by date) as a new version"""

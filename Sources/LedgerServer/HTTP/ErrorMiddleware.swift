@@ -46,6 +46,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                     message: "the database is unavailable; nothing was stored, retry later")
                 e.headers[.retryAfter] = "1"
                 return e
+            case .subscriberMerged(let subscriber, let into):
+                return APIError(IdentityError.subscriberMerged(subscriber: subscriber, into: into))
             }
         case let error as EventValidationError:
             return .invalidEvent(error)

@@ -23,22 +23,22 @@ extension ReportRoutes {
     @Sendable func mrrMovement(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let entitlement = try q.reportsIIEntitlement()
         let currency = try QueryParameters(request: request).reportingCurrency()
-        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([MRRMovementPeriod], FXUse?) in
+        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([Grouped<MRRMovementPeriod>], FXUse?) in
             let fx = try await currency.asyncMap { try await Self.fxUse($0, request: request, database: database) }
-            return (try await ReportStore(database: database).mrrMovement(boundaries: q.boundaries, entitlement: entitlement, converting: fx), fx)
+            return (try await ReportStore(database: database).mrrMovement(boundaries: q.boundaries, dimensions: q.dimensions, converting: fx), fx)
         }
-        let rows = result.map { p -> [JSONValue] in
-            let f = p.figures
-            var row: [JSONValue] = [.string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency)]
+        let rows = result.map { g -> [JSONValue] in
+            let (p, f) = (g.row, g.row.figures)
+            var row: [JSONValue] = q.dimensions.groupCell(g.group) + [.string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency)]
             row += Self.movementOrder.map { .int(f[$0]) }
             row.append(.int(f.mrrEnd))
             row += Self.movementOrder.map { .int(f.count($0)) }
             row.append(.int(f.subscribersEnd))
             return row
         }
-        return q.respond(ReportTable(name: "mrr-movement", columns: ReportTable.mrrMovementColumns, rows: rows), fx: fx).ledgerPosition(position)
+        let table = ReportTable(name: "mrr-movement", columns: q.dimensions.groupColumn + ReportTable.mrrMovementColumns, rows: rows)
+        return q.respond(table, fx: fx).ledgerPosition(position)
     }
 
     /// The movement columns in the contract's order (`mrr_start` first).
@@ -49,14 +49,13 @@ extension ReportRoutes {
     @Sendable func ltv(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month, now: clock.now())
-        let entitlement = try q.reportsIIEntitlement()
         let query = QueryParameters(request: request)
         let months = Int(try query.int64("months", default: 12, range: 1...Self.maxLTVMonths))
         let currency = try query.reportingCurrency()
-        let ((cohorts, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([LTVCohort], FXUse?) in
+        let ((cohorts, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([Grouped<LTVCohort>], FXUse?) in
             let fx = try await currency.asyncMap { try await Self.fxUse($0, request: request, database: database) }
             let store = ReportStore(database: database)
-            return (try await store.ltv(from: q.from, to: q.to, months: months, until: q.now, entitlement: entitlement, converting: fx), fx)
+            return (try await store.ltv(from: q.from, to: q.to, months: months, until: q.now, dimensions: q.dimensions, converting: fx), fx)
         }
         func month(_ c: LTVCohort, _ k: Int) -> [JSONValue] {
             [
@@ -65,19 +64,25 @@ extension ReportRoutes {
             ]
         }
         if q.wantsCSV {
-            let rows = cohorts.flatMap { c in
-                c.gross.indices.map { k in [.string(c.start.rfc3339), .string(c.currency), .int(c.size)] + month(c, k) }
+            let rows = cohorts.flatMap { g in
+                g.row.gross.indices.map { k in
+                    q.dimensions.groupCell(g.group) + [.string(g.row.start.rfc3339), .string(g.row.currency), .int(g.row.size)] + month(g.row, k)
+                }
             }
-            return ReportTable(name: "ltv", columns: ReportTable.ltvCSVColumns, rows: rows).csv().fxVersion(fx).ledgerPosition(position)
+            let table = ReportTable(name: "ltv", columns: q.dimensions.groupColumn + ReportTable.ltvCSVColumns, rows: rows)
+            return table.csv().fxVersion(fx).ledgerPosition(position)
         }
-        let periods: [JSONValue] = cohorts.map { c in
-            .object([
+        let periods: [JSONValue] = cohorts.map { g in
+            let c = g.row
+            var members: [String: JSONValue] = [
                 "period_start": .string(c.start.rfc3339), "currency": .string(c.currency), "cohort_size": .int(c.size),
                 "months": .array(
                     c.gross.indices.map { k in
                         .object(Dictionary(uniqueKeysWithValues: zip(ReportTable.ltvCSVColumns.dropFirst(3), month(c, k))))
                     }),
-            ])
+            ]
+            if let column = q.dimensions.groupColumn.first { members[column] = q.dimensions.groupCell(g.group)[0] }
+            return .object(members)
         }
         var members: [String: JSONValue] = ["periods": .array(periods), "months": .int(months)]
         if let fx {
@@ -90,33 +95,34 @@ extension ReportRoutes {
     @Sendable func refunds(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let entitlement = try q.reportsIIEntitlement()
         let currency = try QueryParameters(request: request).reportingCurrency()
-        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([RefundPeriod], FXUse?) in
+        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([Grouped<RefundPeriod>], FXUse?) in
             let fx = try await currency.asyncMap { try await Self.fxUse($0, request: request, database: database) }
-            return (try await ReportStore(database: database).refunds(boundaries: q.boundaries, entitlement: entitlement, converting: fx), fx)
+            return (try await ReportStore(database: database).refunds(boundaries: q.boundaries, dimensions: q.dimensions, converting: fx), fx)
         }
-        let rows = result.map { p -> [JSONValue] in
-            [
+        let rows = result.map { g -> [JSONValue] in
+            let p = g.row
+            return q.dimensions.groupCell(g.group) + [
                 .string(p.start.rfc3339), .string(p.end.rfc3339), .string(p.currency), .int(p.refunds), .int(p.amount),
                 .int(p.refundedTransactions), .int(p.paidTransactions), .ratio(p.refundRate),
             ]
         }
-        return q.respond(ReportTable(name: "refunds", columns: ReportTable.refundColumns, rows: rows), fx: fx).ledgerPosition(position)
+        return q.respond(ReportTable(name: "refunds", columns: q.dimensions.groupColumn + ReportTable.refundColumns, rows: rows), fx: fx)
+            .ledgerPosition(position)
     }
 
     @Sendable func conversion(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let entitlement = try q.reportsIIEntitlement()
         let days = try Self.conversionDays(request)
         let (result, position) = try await router.read(atLeast: q.minimum) {
-            try await ReportStore(database: $0).conversion(boundaries: q.boundaries, days: days, entitlement: entitlement)
+            try await ReportStore(database: $0).conversion(boundaries: q.boundaries, days: days, dimensions: q.dimensions)
         }
-        var columns = ["period_start", "period_end", "subscribers"]
+        var columns = q.dimensions.groupColumn + ["period_start", "period_end", "subscribers"]
         for d in days { columns += ["converted_\(d)d", "conversion_rate_\(d)d"] }
-        let rows = result.map { p -> [JSONValue] in
-            var row: [JSONValue] = [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.subscribers)]
+        let rows = result.map { g -> [JSONValue] in
+            let p = g.row
+            var row: [JSONValue] = q.dimensions.groupCell(g.group) + [.string(p.start.rfc3339), .string(p.end.rfc3339), .int(p.subscribers)]
             for k in days.indices { row += [.int(p.converted[k]), .ratio(p.rate(k))] }
             return row
         }
@@ -167,25 +173,6 @@ extension ReportQuery {
         guard let fx else { return respond(table) }
         if wantsCSV { return table.csv().fxVersion(fx) }
         return Response.json(envelope(["periods": .array(table.objects), "currency": .string(fx.currency), "fx_version": fx.json])).fxVersion(fx)
-    }
-}
-
-extension ReportQuery {
-    /// The entitlement key of a Reports II report: `entitlement=` once. The other dimensions (`store=`, `country=`,
-    /// `product_id=`, `group_by=`, several entitlements) are not computed by these reports yet: a 400 names the
-    /// parameter instead of an answer that silently ignores it.
-    func reportsIIEntitlement() throws -> String? {
-        let d = dimensions
-        for (name, given) in [
-            ("group_by", d.groupBy != nil), ("store", !d.stores.isEmpty), ("country", !d.countries.isEmpty),
-            ("product_id", !d.productIDs.isEmpty),
-        ] where given {
-            throw APIError.invalidRequest("query parameter '\(name)' is not supported by this report yet")
-        }
-        guard d.entitlements.count <= 1 else {
-            throw APIError.invalidRequest("query parameter 'entitlement' may be given once on this report")
-        }
-        return d.entitlements.first
     }
 }
 

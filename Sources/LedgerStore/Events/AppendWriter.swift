@@ -8,6 +8,10 @@ import PostgresNIO
 struct AppendJob: Sendable {
     var events: [NewEvent]
     var replays: EventStore.ReplayPolicy
+    /// Refuse the job when one of its subscribers was merged (`StoreError.subscriberMerged`): checked against the
+    /// streams the append holds (under the lock, or believed and verified by the one-trip statement), so the
+    /// check costs no query and no merge can slip in between.
+    var refusesMerged = false
 }
 
 /// The append transaction's body for a group of jobs: under the append lock, each job is checked in arrival
@@ -69,7 +73,7 @@ struct AppendWriter {
             }
         }
 
-        var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored)
+        var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored, merged: Self.merged(streams))
         var outcomes: [Result<AppendResult, StoreError>] = []
         outcomes.reserveCapacity(jobs.count)
         for job in jobs {
@@ -183,7 +187,7 @@ struct AppendWriter {
             heads[subscriber] = events.last.map { StreamHead(version: $0.version, hash: $0.hash) }
         }
         let recordedAt = max(now, end.recordedAt)
-        var group = GroupState(heads: heads, position: end.position, recordedAt: recordedAt, stored: [:])
+        var group = GroupState(heads: heads, position: end.position, recordedAt: recordedAt, stored: [:], merged: Self.merged(streams))
         var outcomes: [Result<AppendResult, StoreError>] = []
         outcomes.reserveCapacity(jobs.count)
         for job in jobs {
@@ -212,6 +216,17 @@ struct AppendWriter {
         return Written(outcomes: outcomes, end: newEnd, streams: touched, folds: newFolds)
     }
 
+    /// The subscribers of `streams` that were merged, and where to.
+    static func merged(_ streams: [String: [StreamEvent]]) -> [String: String] {
+        var merged: [String: String] = [:]
+        for (subscriber, events) in streams {
+            for e in events {
+                if case .merged(let m) = e.fold.payload { merged[subscriber] = m.into }
+            }
+        }
+        return merged
+    }
+
     /// The streams' heads, positions and keys as the jobs taken so far leave them.
     private struct GroupState {
         var heads: [String: StreamHead]
@@ -219,6 +234,8 @@ struct AppendWriter {
         let recordedAt: Timestamp
         /// Keys already stored, then the keys of the jobs taken, with their fingerprints.
         var stored: [IdempotencyKey: (RecordedEvent, [UInt8])]
+        /// Merged subscribers of the streams read or believed, then of the jobs taken.
+        var merged: [String: String]
         var rows: [RecordedEvent] = []
         var fingerprints: [[UInt8]] = []
         /// Each row's data and metadata as canonical JSON: written once, for its hash and its stored text.
@@ -232,6 +249,9 @@ struct AppendWriter {
             var touched: [String: StreamHead] = [:]
             var fresh: [(RecordedEvent, [UInt8], data: [UInt8], metadata: [UInt8])] = []
             var next = position
+            if job.refusesMerged, let e = events.first(where: { merged[$0.subscriberID] != nil }) {
+                throw StoreError.subscriberMerged(subscriber: e.subscriberID, into: merged[e.subscriberID]!)
+            }
             let ids = RandomEventIDs.make(events.count)
             for (i, event) in events.enumerated() {
                 let index = events.count > 1 ? i : nil
@@ -265,6 +285,7 @@ struct AppendWriter {
             heads.merge(touched) { _, new in new }
             position = next
             for (row, fingerprint, data, metadata) in fresh {
+                if row.type == .merged, let into = row.data[EventDataKey.into]?.stringValue { merged[row.subscriberID] = into }
                 stored[IdempotencyKey(source: row.source, key: row.idempotencyKey)] = (row, fingerprint)
                 rows.append(row)
                 fingerprints.append(fingerprint)

@@ -90,9 +90,10 @@ public struct EventStore: Service {
     /// stream heads and the last position, one INSERT, the projection's refold, COMMIT. Only when the
     /// unique index reports a reused key, or a version check fails (which may be the retry of an append
     /// that already succeeded), is the group redone comparing with what is stored.
-    public func append(_ events: [NewEvent], replays: ReplayPolicy = .strict) async throws -> AppendResult {
+    /// `refusingMerged`: fail with `StoreError.subscriberMerged` when a subscriber of the events was merged.
+    public func append(_ events: [NewEvent], replays: ReplayPolicy = .strict, refusingMerged: Bool = false) async throws -> AppendResult {
         precondition(!events.isEmpty, "append needs at least one event")
-        return try await committer.submit(AppendJob(events: events, replays: replays))
+        return try await committer.submit(AppendJob(events: events, replays: replays, refusesMerged: refusingMerged))
     }
 
     /// What an already-used idempotency key with a different fingerprint means.

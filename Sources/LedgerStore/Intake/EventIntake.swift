@@ -49,21 +49,19 @@ public struct EventIntake: Sendable {
         var events = events
         try await prepare(&events, path: path)
         try AppendRequest.checkEntitlements(events)
-        try await refuseMerged(events)
-        return try await store.append(events)
+        return try await Self.refusingMerged { try await store.append(events, refusingMerged: true) }
     }
 
     /// The time a store message without a date of its own is taken to happen (a restore's transfer).
     public static func now() -> Timestamp { Timestamp(microseconds: Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down))) }
 
-    /// A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`, naming where
-    /// it went. Its own `merged` event (the merge itself) passes.
-    func refuseMerged(_ events: [NewEvent]) async throws {
-        var subscribers: [String] = []
-        for e in events where !subscribers.contains(e.subscriberID) { subscribers.append(e.subscriberID) }
-        let merged = try await IdentityChecks.mergedInto(subscribers, database: database)
-        if let e = events.first(where: { merged[$0.subscriberID] != nil }) {
-            throw IdentityError.subscriberMerged(subscriber: e.subscriberID, into: merged[e.subscriberID]!)
+    /// A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`, naming where it
+    /// went. The append checks it against the streams it holds (`AppendJob.refusesMerged`), in the same trip.
+    static func refusingMerged(_ append: () async throws -> AppendResult) async throws -> AppendResult {
+        do {
+            return try await append()
+        } catch StoreError.subscriberMerged(let subscriber, let into) {
+            throw IdentityError.subscriberMerged(subscriber: subscriber, into: into)
         }
     }
 
@@ -75,7 +73,6 @@ public struct EventIntake: Sendable {
         let needed = DraftCompletion.productsNeeded(drafts)
         let products = needed.isEmpty ? [:] : try await catalog.latest(needed)
         let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: source, products: products)
-        try await refuseMerged(events)
-        return try await store.append(events, replays: .keepStored)
+        return try await Self.refusingMerged { try await store.append(events, replays: .keepStored, refusingMerged: true) }
     }
 }
