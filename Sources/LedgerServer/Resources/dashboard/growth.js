@@ -16,7 +16,9 @@ const movements = [
   { key: "contraction", label: "contraction", sign: -1 }, { key: "churned", label: "churned", sign: -1 },
   { key: "transferred_out", label: "transferred out", sign: -1 },
 ];
-const ends = [{ key: "mrr_start", label: "MRR at the start" }, { key: "mrr_end", label: "MRR at the end" }];
+// The start is a dot (it is the previous period's end): a period's dot and the end line's point differ by its net
+// movement.
+const ends = [{ key: "mrr_start", label: "MRR at the start", points: true }, { key: "mrr_end", label: "MRR at the end" }];
 const subscriberColumns = ["subscribers_start", "new_subscribers", "reactivation_subscribers", "expansion_subscribers",
   "transferred_in_subscribers", "contraction_subscribers", "churned_subscribers", "transferred_out_subscribers", "subscribers_end"];
 
@@ -38,7 +40,7 @@ function movementBlock(currency, rows, interval) {
     h("div", { class: "chart" }, chart),
     legend([
       ...movements.map((x) => ({ color: palette[x.key], label: `${x.label} (${x.sign > 0 ? "up" : "down"})` })),
-      ...ends.map((e) => ({ color: palette[e.key], label: `${e.label} (right axis)`, line: true })),
+      ...ends.map((e) => ({ color: palette[e.key], label: `${e.label} (right axis)`, line: !e.points, dot: e.points })),
     ]),
     h("details", { open: "" }, h("summary", {}, `Numbers (${currency})`), h("div", { class: "heat-wrap" }, table(rows, [
       { label: "period", key: "period_start", value: (r) => periodLabel(r.period_start, interval), raw: (r) => r.period_start },
@@ -54,10 +56,11 @@ function conversionBlock(report, interval) {
     periods,
     labels: periods.map((p) => shortPeriodLabel(p, interval)),
     bars: [{ key: "subscribers", label: "first seen", color: palette.subscribers, values: rows.map((r) => r.subscribers) }],
+    // The longest window first, so that a shorter one drawn over it stays visible where they are equal.
     lines: report.days.map((d, i) => ({
       key: `conversion_rate_${d}d`, label: `paid within ${d} days`, color: palette.windows[i % palette.windows.length], axis: "right",
       values: rows.map((r) => r[`conversion_rate_${d}d`]),
-    })),
+    })).reverse(),
     leftFormat: (v) => count(v),
     rightFormat: (v) => percent(v, v < 0.1 ? 1 : 0),
     title: `Conversion to paying per ${interval}`,
