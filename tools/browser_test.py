@@ -2,7 +2,8 @@
 """The dashboard in a real headless Chromium against a served ledger filled by tools/simulate (driven by
 tools/browser-test; Selenium and chromedriver from Debian, tools/browser.py). Enters the key through the page's form, opens every page,
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
-with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
+with the API's own answers to the same requests (per currency, in EUR from ECB's sample rates, and filtered by
+store through the filter bar; a currency without rates said in words), moves the subscriber lookup's as-of slider, lists a failing
 webhook endpoint and replays it, counts the stores' waiting messages, compares the reconciliation runs with the API's, checks the 401/403 messages, and writes a PNG screenshot of each page."""
 import argparse, datetime, http.client, http.server, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.parse
 
