@@ -2,7 +2,8 @@
 """The dashboard in a real headless Chromium against a served ledger filled by tools/simulate (driven by
 tools/browser-test; Selenium and chromedriver from Debian, tools/browser.py). Enters the key through the page's form, opens every page,
 fails on any console error or uncaught exception, compares the numbers the charts carry (data-* attributes)
-with the API's own answers to the same requests, moves the subscriber lookup's as-of slider, lists a failing
+with the API's own answers to the same requests (per currency, in EUR from ECB's sample rates, and filtered by
+store through the filter bar; a currency without rates said in words), moves the subscriber lookup's as-of slider, lists a failing
 webhook endpoint and replays it, counts the stores' waiting messages, compares the reconciliation runs with the API's, checks the 401/403 messages, and writes a PNG screenshot of each page."""
 import argparse, datetime, http.client, http.server, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.parse
 
@@ -163,18 +164,25 @@ def check_overview(b):
     return len(tiles)
 
 
+def compare_periods(b, chart, numbers, rows, series, what):
+    """A chart of one row per period (no currency): every mark in `chart` (a selector) is one of `series` and
+    equals the API row's member of its period, and every cell of the table in `numbers` too. Answers the marks."""
+    marks = b.eval(f"[...document.querySelectorAll('{chart} [data-series]')].map(e => [e.dataset.series, e.dataset.period, e.dataset.value])")
+    by = {(r["period_start"], k): r[k] for r in rows for k in r}
+    check(len(marks) == len(rows) * len(series), f"{what} chart: {len(marks)} marks for {len(rows)} periods and {sorted(series)}")
+    for s, period, value in marks:
+        check(s in series and same(value, by[(period, s)]), f"{what} chart {s} {period}: page {value}, API {by.get((period, s))}")
+    cells = b.eval(f"[...document.querySelectorAll('{numbers} td[data-key]')].map(e => [e.dataset.key, e.dataset.value, e.closest('tr').firstChild.dataset.value])")
+    for k, value, period in cells:
+        if k != "period_start": check(same(value, by[(period, k)]), f"{what} table {k} {period}: page {value}, API {by[(period, k)]}")
+    return len(marks)
+
+
 def check_churn(b):
     source = b.eval("document.getElementById('churn-chart').dataset.source")
     rows = api(source)["periods"]
-    marks = b.eval("[...document.querySelectorAll('#churn-chart [data-series]')].map(e => [e.dataset.series, e.dataset.period, e.dataset.value])")
-    by = {(r["period_start"], k): r[k] for r in rows for k in r}
     series = {"new", "reactivated", "churned_voluntary", "churned_involuntary", "churned_refund", "churned_other", "churn_rate"}
-    check(len(marks) == len(rows) * len(series), f"churn chart: {len(marks)} marks for {len(rows)} periods")
-    for s, period, value in marks:
-        check(s in series and same(value, by[(period, s)]), f"churn chart {s} {period}: page {value}, API {by.get((period, s))}")
-    cells = b.eval("[...document.querySelectorAll('#churn-table td[data-key]')].map(e => [e.dataset.key, e.dataset.value, e.parentElement.firstChild.dataset.value])")
-    for k, value, period in cells:
-        if k != "period_start": check(same(value, by[(period, k)]), f"churn table {k} {period}: page {value}, API {by[(period, k)]}")
+    compare_periods(b, "#churn-chart", "#churn-table", rows, series, "churn")
     check(sum(r["churned"] + r["new"] for r in rows) > 0, "the churn chart is empty on a simulated ledger")
     return source, len(rows)
 
@@ -193,24 +201,158 @@ def check_retention(b):
     return len(rows)
 
 
-def check_revenue(b):
-    source = b.eval("document.getElementById('revenue-body').dataset.source")
+def compare_blocks(b, box, series, what):
+    """The per-currency blocks of a box (revenue, refunds, MRR movement): each plotted mark and table cell equals
+    the API's member of its currency, period and name, in the answer to the path the box names (data-source).
+    `series` are the marks a period must have. Answers the API's rows and the number of marks compared."""
+    source = b.eval(f"document.getElementById('{box}').dataset.source")
     rows = api(source)["periods"]
     by = {(r["currency"], r["period_start"], k): r[k] for r in rows for k in r}
-    blocks = b.eval("[...document.querySelectorAll('#revenue-body .currency-block')].map(c => ({currency: c.dataset.currency, "
+    blocks = b.eval(f"[...document.querySelectorAll('#{box} .currency-block')].map(c => ({{currency: c.dataset.currency, "
                     "marks: [...c.querySelectorAll('svg [data-series]')].map(e => [e.dataset.series, e.dataset.period, e.dataset.value]), "
-                    "cells: [...c.querySelectorAll('td[data-key]')].map(e => [e.dataset.key, e.dataset.value, e.parentElement.firstChild.dataset.value])}))")
+                    "cells: [...c.querySelectorAll('td[data-key]')].map(e => [e.dataset.key, e.dataset.value, e.closest('tr').firstChild.dataset.value])}))")
     currencies = sorted({r["currency"] for r in rows})
-    check([x["currency"] for x in blocks] == currencies, f"revenue currencies: page {[x['currency'] for x in blocks]}, API {currencies}")
+    check([x["currency"] for x in blocks] == currencies, f"{what} currencies: page {[x['currency'] for x in blocks]}, API {currencies}")
     n = 0
     for block in blocks:
+        cur = block["currency"]
+        check(len(block["marks"]) == len(series) * sum(1 for r in rows if r["currency"] == cur), f"{what} {cur}: {len(block['marks'])} marks")
         for s, period, value in block["marks"]:
-            check(same(value, by[(block["currency"], period, s)]), f"revenue {block['currency']} {s} {period}: page {value}")
+            check(s in series and same(value, by[(cur, period, s)]), f"{what} {cur} {s} {period}: page {value}, API {by.get((cur, period, s))}")
             n += 1
         for k, value, period in block["cells"]:
-            if k != "period_start": check(same(value, by[(block["currency"], period, k)]), f"revenue table {block['currency']} {k} {period}")
+            if k != "period_start": check(same(value, by[(cur, period, k)]), f"{what} table {cur} {k} {period}: page {value}")
+    return source, rows, n
+
+
+def check_revenue(b):
+    _, rows, n = compare_blocks(b, "revenue-body", {"billings", "recognized", "refunds", "deferred_end"}, "revenue")
     check(n > 0 and sum(r["billings"] for r in rows) > 0, "the revenue page shows no billings on a simulated ledger")
-    return currencies
+    _, refunds, n = compare_blocks(b, "refunds-body", {"amount", "refund_rate"}, "refunds")
+    check(n > 0 and sum(r["refunds"] for r in refunds) > 0, "the refunds chart shows no refund on a simulated ledger")
+    return sorted({r["currency"] for r in rows})
+
+
+MOVEMENT = {"new", "reactivation", "expansion", "transferred_in", "contraction", "churned", "transferred_out", "mrr_start", "mrr_end"}
+
+
+def check_growth(b):
+    """MRR movement (per currency or converted) and conversion to paying, as the API answers the same paths."""
+    state = b.eval("document.getElementById('movement-body').dataset.state")
+    movement = 0
+    if state == "ready":
+        _, rows, movement = compare_blocks(b, "movement-body", MOVEMENT, "MRR movement")
+        check(not rows or sum(r["new"] for r in rows) > 0 or "store=" in b.eval("location.hash"), "MRR movement: nothing new on a simulated ledger")
+    source = b.eval("document.getElementById('conversion-body').dataset.source")
+    report = api(source)
+    rows = report["periods"]
+    series = {"subscribers"} | {f"conversion_rate_{d}d" for d in report["days"]}
+    marks = compare_periods(b, "#conversion-body svg", "#conversion-body", rows, series, "conversion")
+    check(sum(r["subscribers"] for r in rows) > 0, "the conversion chart is empty on a simulated ledger")
+    return movement, marks
+
+
+def check_ltv(b):
+    """The LTV heat map: every cell's four figures and every cohort's size equal the API's, one table per currency."""
+    source = b.eval("document.getElementById('ltv-table').dataset.source")
+    answer = api(source)
+    expected = {(r["period_start"], r["currency"], m["month"]): m for r in answer["periods"] for m in r["months"]}
+    cells = b.eval("[...document.querySelectorAll('#ltv-table td[data-month]')].map(e => [e.dataset.cohort, e.dataset.currency, +e.dataset.month, "
+                   "e.dataset.ltvGross, e.dataset.ltvProceeds, e.dataset.realizedGross, e.dataset.realizedProceeds, e.style.backgroundColor])")
+    check(len(cells) == len(expected) and cells, f"LTV: {len(cells)} cells on the page, {len(expected)} in the API ({source})")
+    for cohort, cur, month, *figures, colour in cells:
+        m = expected[(cohort, cur, month)]
+        check(all(same(f, m[k]) for f, k in zip(figures, ("ltv_gross", "ltv_proceeds", "realized_gross", "realized_proceeds"))),
+              f"LTV {cohort} {cur} M{month}: page {figures}, API {m}")
+        check(colour, f"LTV {cohort} {cur} M{month} has no heat colour")
+    sizes = b.eval("[...document.querySelectorAll('#ltv-table tr[data-cohort]')].map(r => [r.dataset.cohort, r.dataset.currency, "
+                   "+r.querySelector('td[data-key=cohort_size]').dataset.value])")
+    expected_sizes = sorted([[r["period_start"], r["currency"], r["cohort_size"]] for r in answer["periods"]])
+    check(sorted(sizes) == expected_sizes, f"LTV cohort sizes: page {sizes}, API {expected_sizes}")
+    return source, len(cells)
+
+
+def reload_page(b, hash_, setup=""):
+    """Sets the fragment (and runs `setup`, e.g. filling the page's form and submitting it) and waits for the
+    page's new load, not the state an earlier one left."""
+    page = hash_.split("?")[0].split("/")[0]
+    b.eval(f"document.getElementById('page-{page}').dataset.state = 'stale'")
+    b.eval(f"location.hash = {json.dumps('#' + hash_)}; {setup}")
+    return b.wait(f"(() => {{ const s = document.getElementById('page-{page}').dataset.state; "
+                  "return s && s !== 'loading' && s !== 'stale' ? s : null; })()", timeout=120, what=f"page {hash_} to load")
+
+
+def check_filters(b, console):
+    """The filter bar: the currencies of the rate table, the stores, countries and products of the MRR report
+    grouped by each; a currency without rates for the range said in words (422, no console error); one
+    converted request (refunds of months the sample rates cover, in EUR) and the store filter on every
+    report page, each compared with the API's answer to the same path."""
+    check(go(b, "retention") == "ready", f"retention: {status_text(b, 'retention')}")
+    b.wait("document.getElementById('filters').dataset.ready === 'true' && !document.getElementById('filters').hidden", what="the filter bar")
+    offered = b.eval("Object.fromEntries([...document.querySelectorAll('#filters select')].map(s => [s.name, [...s.options].map(o => o.value).filter(Boolean)]))")
+    rates = api("/v1/fx/rates")
+    currencies = sorted({r["currency"] for r in rates["rates"]} | {"EUR"})
+    check(offered["currency"] == currencies, f"currencies offered {offered['currency']}, rate table {currencies}")
+    for dim in ("store", "country", "product_id"):
+        values = sorted({c[dim] for c in api(f"/v1/reports/mrr?group_by={dim}")["currencies"] if c[dim] is not None})
+        check(offered[dim] == values and values, f"{dim} values offered {offered[dim]}, MRR grouped {values}")
+
+    # In EUR: the overview asks MRR now, which no sample rate covers: a readable message, not a console error.
+    check(reload_page(b, "overview?currency=EUR") == "error", "the overview in EUR loaded without rates for now")
+    text = status_text(b, "overview")
+    check("cannot be shown in EUR" in text and "no exchange rate for" in text, f"the overview in EUR says {text!r}")
+    # The Growth page draws its conversion chart and says why MRR movement cannot be shown in EUR.
+    check(reload_page(b, "growth?currency=EUR") == "ready", f"growth in EUR: {status_text(b, 'growth')}")
+    check(b.eval("document.getElementById('movement-body').dataset.state") == "error"
+          and "cannot be shown in EUR" in b.eval("document.getElementById('movement-body').innerText"),
+          "MRR movement in EUR without rates: no message")
+    check_growth(b)
+    console.assert_clean("a currency without rates", allow_statuses=(422,))
+    shot(b, "14-growth-eur-missing-rate")
+
+    # One converted request the sample rates answer: the refunds of February to April 2025, in EUR. Revenue over
+    # the same months needs the rates of December 2024 (yearly plans bought then still recognise): said in words.
+    setup = ("const f = document.querySelector('#page-revenue form[data-controls]'); f.elements.count.value = '3'; "
+             "f.elements.ending.value = '2025-04-15'; f.requestSubmit();")
+    reload_page(b, "revenue?currency=EUR", setup)
+    b.wait("document.getElementById('page-revenue').dataset.state === 'ready' && "
+           "document.getElementById('refunds-body').dataset.source.includes('from=2025-02-01')", what="the refunds in EUR")
+    source, rows, n = compare_blocks(b, "refunds-body", {"amount", "refund_rate"}, "refunds in EUR")
+    check("currency=EUR" in source and rows and {r["currency"] for r in rows} == {"EUR"} and n > 0, f"refunds in EUR: {source} answered {rows[:1]}")
+    revenue = b.eval("document.getElementById('revenue-body').dataset.state")
+    if revenue == "ready":
+        compare_blocks(b, "revenue-body", {"billings", "recognized", "refunds", "deferred_end"}, "revenue in EUR")
+    else:
+        check("cannot be shown in EUR" in b.eval("document.getElementById('revenue-body').innerText"), "revenue in EUR: no message")
+    console.assert_clean("revenue and refunds in EUR", allow_statuses=(422,))
+    shot(b, "15-revenue-eur")
+    b.eval("(() => { const f = document.querySelector('#page-revenue form[data-controls]'); f.elements.count.value = '12'; f.elements.ending.value = ''; })()")
+
+    # The store filter, chosen in the bar, kept in the fragment and carried by the nav links to every report page.
+    check(reload_page(b, "churn") == "ready", f"churn: {status_text(b, 'churn')}")
+    b.wait("document.getElementById('filters').dataset.ready === 'true'", what="the filter bar")
+    b.eval("document.getElementById('page-churn').dataset.state = 'stale'")
+    b.eval("(() => { const s = document.querySelector('#filters select[name=store]'); s.value = 'google'; s.dispatchEvent(new Event('change')); })()")
+    b.wait("location.hash === '#churn?store=google' && document.getElementById('page-churn').dataset.state === 'ready'", what="churn filtered by store")
+    check("store=google" in b.eval("document.getElementById('churn-chart').dataset.source"), "churn: the store filter was not sent")
+    check_churn(b)
+    pages = []
+    for page, compare in (("overview", check_overview), ("retention", lambda b: (check_retention(b), check_ltv(b))),
+                          ("revenue", check_revenue), ("growth", check_growth)):
+        href = b.eval(f"document.querySelector('#nav a[data-page={page}]').getAttribute('href')")
+        check(href == f"#{page}?store=google", f"the nav link to {page} is {href!r}")
+        b.eval(f"document.getElementById('page-{page}').dataset.state = 'stale'")
+        b.click(f"#nav a[data-page={page}]")
+        state = b.wait(f"(() => {{ const s = document.getElementById('page-{page}').dataset.state; return s && s !== 'loading' && s !== 'stale' ? s : null; }})()",
+                       timeout=120, what=f"{page} filtered by store")
+        check(state == "ready", f"{page} filtered by store: {status_text(b, page)}")
+        sources = b.eval(f"[...document.querySelectorAll('#page-{page} [data-source]')].map(e => e.dataset.source)")
+        check(sources and all("store=google" in s for s in sources), f"{page}: not every report was asked with store=google: {sources}")
+        compare(b)
+        pages.append(page)
+    shot(b, "16-growth-store-google")
+    b.eval("location.hash = '#overview'")
+    return {"currencies": len(currencies), "refund_marks_in_eur": n, "filtered": pages}
 
 
 def interesting_subscriber():
@@ -648,10 +790,15 @@ def main():
         check_churn(b)
         check(go(b, "retention") == "ready", f"retention: {status_text(b, 'retention')}")
         cohorts = check_retention(b)
+        _, ltv_cells = check_ltv(b)
         shot(b, "03-retention")
         check(go(b, "revenue") == "ready", f"revenue: {status_text(b, 'revenue')}")
         currencies = check_revenue(b)
         shot(b, "04-revenue")
+        check(go(b, "growth") == "ready", f"growth: {status_text(b, 'growth')}")
+        movement, conversion = check_growth(b)
+        shot(b, "13-growth")
+        filters = check_filters(b, console)
         check_definitions(b)
         sid, events, streams = interesting_subscriber()
         demo = check_demo_subscriber(b, streams)
@@ -673,7 +820,8 @@ def main():
         check(not unauth, f"API calls without the key: {unauth[:3]}")
         check_roles(b, console)
         say(f"ok in {time.time() - started:.0f}s: overview ({tiles} tiles), churn ({periods} months, {weeks} weeks, entitlement pro), "
-            f"retention ({cohorts} cohorts), revenue ({', '.join(currencies)}), subscriber {sid} ({n_events} events, "
+            f"retention ({cohorts} cohorts, LTV {ltv_cells} cells), revenue and refunds ({', '.join(currencies)}), "
+            f"growth ({movement} MRR movement marks, {conversion} conversion marks), filters ({filters}), subscriber {sid} ({n_events} events, "
             f"as of {asof}), demo banner's subscriber {demo}, stores ({'; '.join(stores)}), timeline zoomed to {old_sid}'s history, "
             f"definitions, audit, webhooks ({hooks} endpoint, failures, replay), try it ({', '.join(tried)}), inboxes ({inbox}), reconciliations ({recon}), 401/403 messages; "
             f"screenshots in {args.out}")

@@ -80,6 +80,16 @@ async function call(method, path, need, body) {
         ? "This server has no reports API yet (404): it is older than the dashboard."
         : `Not found: ${serverMessage}`;
       break;
+    case 422:
+      if (code === "missing_fx_rate") {
+        const target = new URLSearchParams(path.split("?")[1] ?? "").get("currency");
+        message = `These figures cannot be shown in ${target}: the ledger has no exchange rate for `
+          + `${answer.error.currency ?? "a currency"} on ${answer.error.date ?? "a transaction's date"} (nor in the 7 days before). `
+          + "Load the rates (subledger fx import, PUT /v1/fx/rates), choose another range, or show them per currency.";
+      } else {
+        message = `${code}: ${serverMessage}`;
+      }
+      break;
     case 503:
       message = "The ledger's database is unavailable right now; try again in a moment.";
       break;

@@ -11,8 +11,10 @@ import audit from "./audit.js";
 import webhooks from "./webhooks.js";
 import stores from "./stores.js";
 import reconciliations from "./reconciliations.js";
+import growth from "./growth.js";
+import { fragment, linkTo, show as showFilters } from "./filters.js";
 
-const pages = { overview, churn, retention, revenue, subscriber, audit, webhooks, stores, reconciliations };
+const pages = { overview, churn, retention, revenue, growth, subscriber, audit, webhooks, stores, reconciliations };
 const $ = (sel) => document.querySelector(sel);
 
 function showLogin(message) {
@@ -32,14 +34,19 @@ function showLogin(message) {
 }
 
 function route() {
-  const [name, arg] = decodeURIComponent(location.hash.slice(1)).split("/");
+  const [name, arg] = decodeURIComponent(fragment().head).split("/");
   const page = pages[name] ? name : "overview";
   if (!key.get()) { showLogin(); return; }
   $("#login").hidden = true;
   $("#keybox").hidden = false;
   $("#key-label").textContent = `key …${key.get().slice(-4)}`;
   document.querySelectorAll(".page").forEach((p) => { p.hidden = p.dataset.page !== page; });
-  document.querySelectorAll("#nav a").forEach((a) => a.classList.toggle("current", a.dataset.page === page));
+  document.querySelectorAll("#nav a").forEach((a) => {
+    a.classList.toggle("current", a.dataset.page === page);
+    // Report pages pass the filters on to each other; the other pages' links stay plain.
+    if (document.getElementById(`page-${a.dataset.page}`)?.dataset.filters) a.href = linkTo(a.dataset.page);
+  });
+  showFilters($("#filters"), document.getElementById(`page-${page}`));
   document.body.dataset.page = page;
   pages[page].show(document.getElementById(`page-${page}`), arg);
 }

@@ -27,6 +27,10 @@ export const palette = {
   churned_voluntary: "#e69138", churned_involuntary: "#cc4125", churned_refund: "#8e2a6e", churned_other: "#9a9a9a",
   churn_rate: "#1f3b73",
   billings: "#3a6ea5", recognized: "#2e9d5b", refunds: "#cc4125", deferred_end: "#7b4fa0",
+  reactivation: "#7cc7a0", expansion: "#3a6ea5", transferred_in: "#9cc3e6",
+  contraction: "#e69138", churned: "#cc4125", transferred_out: "#b9b9b9", mrr_start: "#9a9a9a", mrr_end: "#1f3b73",
+  amount: "#cc4125", refund_rate: "#1f3b73", subscribers: "#9cc3e6",
+  windows: ["#1f3b73", "#2e9d5b", "#e69138", "#7b4fa0", "#cc4125", "#3a6ea5", "#8e2a6e", "#9a9a9a", "#e0a500", "#7cc7a0"],
 };
 
 /** Round tick values covering [min, max]. */
@@ -76,7 +80,7 @@ export function sparkline(values, { labels = [], format = String, series = "" } 
 /**
  * A bar chart over periods, with optional lines.
  *   bars: [{key, label, color, values, sign: 1|-1}]  stacked (positive up, negative down) or side by side
- *   lines: [{key, label, color, values, axis: "left"|"right"}]
+ *   lines: [{key, label, color, values, axis: "left"|"right", points}]  (points: dots only, no connecting line)
  *   periods: the API's period_start of each column; labels: what to print under them
  */
 export function barChart({ periods, labels, bars, lines = [], stacked = true, leftFormat = String, rightFormat = String, title = "" }) {
@@ -150,7 +154,7 @@ export function barChart({ periods, labels, bars, lines = [], stacked = true, le
       d += `${d && l.values[i - 1] !== null && l.values[i - 1] !== undefined ? "L" : "M"}${cx(i).toFixed(1)},${yy(v).toFixed(1)}`;
     });
     const g = s("g", { class: "line" });
-    g.append(s("path", { d, fill: "none", stroke: l.color, "stroke-width": 2.5 }));
+    if (!l.points) g.append(s("path", { d, fill: "none", stroke: l.color, "stroke-width": 2.5 }));
     l.values.forEach((v, i) => {
       g.append(s("circle", {
         cx: cx(i), cy: v === null || v === undefined ? -100 : yy(v), r: v === null || v === undefined ? 0 : 3.5, fill: l.color,
@@ -162,11 +166,12 @@ export function barChart({ periods, labels, bars, lines = [], stacked = true, le
   return svg;
 }
 
-/** A legend: a coloured swatch and a label per series; lines get a line swatch. */
+/** A legend: a coloured swatch and a label per series; lines get a line swatch, dots (`dot`) a dot. */
 export function legend(items) {
   return h("div", { class: "legend-items" }, items.map((it) => h("span", { class: "legend-item", title: it.title ?? null },
     s("svg", { viewBox: "0 0 14 14", width: 14, height: 14, "aria-hidden": "true" },
       it.line ? s("line", { x1: 0, x2: 14, y1: 7, y2: 7, stroke: it.color, "stroke-width": 3 })
+        : it.dot ? s("circle", { cx: 7, cy: 7, r: 4, fill: it.color })
         : s("rect", { x: 1, y: 1, width: 12, height: 12, fill: it.color, stroke: it.stroke ?? "none", "stroke-dasharray": it.dash ?? null })),
     ` ${it.label}`)));
 }

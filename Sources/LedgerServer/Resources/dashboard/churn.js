@@ -5,6 +5,7 @@ import { get, needs, path } from "./api.js";
 import { barChart, legend, palette, table } from "./charts.js";
 import { count, dateInput, lastPeriods, percent, periodLabel, shortPeriodLabel, ymd } from "./format.js";
 import { definitionList, definitions } from "./definitions.js";
+import { params } from "./filters.js";
 import { controls, countField, fill, run } from "./page.js";
 
 let read = () => ({});
@@ -23,7 +24,7 @@ async function load(section) {
     const form = read();
     const interval = form.interval || "month";
     const { from, to } = lastPeriods(interval, countField(form.count, 12, 120), dateInput(form.ending));
-    const source = path("/v1/reports/churn", { from: ymd(from), to: ymd(to), interval, entitlement: form.entitlement?.trim() });
+    const source = path("/v1/reports/churn", { from: ymd(from), to: ymd(to), interval, entitlement: form.entitlement?.trim(), ...params() });
     const report = await get(source, needs.reports);
     if (!isCurrent()) return;
     const rows = report.periods;

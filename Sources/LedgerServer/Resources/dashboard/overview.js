@@ -1,10 +1,12 @@
 // Overview: active paid subscribers and MRR per currency now (/v1/reports/mrr), churn rate and trial
 // conversion of the current period (/v1/reports/churn, /v1/reports/trials), each with a sparkline over
-// the last 12 periods (MRR: asked at each period's start).
+// the last 12 periods (MRR: asked at each period's start). The filters apply to all of them; the reporting
+// currency to MRR, whose tiles are then one, in that currency.
 
 import { get, needs, path } from "./api.js";
 import { h, sparkline } from "./charts.js";
 import { count, lastPeriods, money, percent, periodLabel, rfc3339, ymd } from "./format.js";
+import { params } from "./filters.js";
 import { controls, fill, run } from "./page.js";
 
 const PERIODS = 12;
@@ -29,11 +31,11 @@ async function load(section) {
     const interval = read().interval || "month";
     const now = new Date();
     const { from, to, starts } = lastPeriods(interval, PERIODS, now);
-    const range = { from: ymd(from), to: ymd(to), interval };
+    const range = { from: ymd(from), to: ymd(to), interval, ...params() };
     const churnPath = path("/v1/reports/churn", range);
     const trialsPath = path("/v1/reports/trials", range);
-    const nowPath = path("/v1/reports/mrr", { at: rfc3339(now) });
-    const mrrPaths = starts.map((d) => path("/v1/reports/mrr", { at: rfc3339(d) }));
+    const nowPath = path("/v1/reports/mrr", { at: rfc3339(now), ...params(true) });
+    const mrrPaths = starts.map((d) => path("/v1/reports/mrr", { at: rfc3339(d), ...params(true) }));
     const [churn, trials, mrrNow, ...mrrs] = await Promise.all(
       [churnPath, trialsPath, nowPath, ...mrrPaths].map((p) => get(p, needs.reports)));
     if (!isCurrent()) return;

@@ -65,3 +65,47 @@ export function countField(value, fallback, max) {
 export function fill(el, ...children) {
   el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
 }
+
+/**
+ * Draws one part of a page (one report of several). A 422 — a choice the data cannot answer, such as a
+ * reporting currency without the rates it needs — is said in words in that part, and the rest of the page
+ * still draws; any other failure is the page's (its status line). `load(source)` asks the API for `source` and
+ * answers a function that fills `el`, called only if this load is still the page's latest. `el` names the path it
+ * drew (or was refused) in data-source.
+ */
+export async function part(el, isCurrent, source, load) {
+  let draw;
+  try {
+    draw = await load(source);
+  } catch (error) {
+    if (error?.status !== 422) throw error;
+    if (!isCurrent()) return;
+    el.dataset.source = source;
+    el.dataset.state = "error";
+    el.dataset.errorCode = error.code;
+    fill(el, h("p", { class: "status-line error", role: "alert" }, error.message));
+    return;
+  }
+  if (!isCurrent()) return;
+  el.dataset.source = source;
+  el.dataset.state = "ready";
+  delete el.dataset.errorCode;
+  draw();
+}
+
+/** A report's rows by their `currency`, currencies in alphabetical order: `[[currency, rows], …]`. */
+export function byCurrency(rows) {
+  const groups = new Map();
+  for (const r of rows) {
+    if (!groups.has(r.currency)) groups.set(r.currency, []);
+    groups.get(r.currency).push(r);
+  }
+  return [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** A report's rows drawn into `box` as one block per currency by `block(currency, rows, interval)`, or the note
+ * `empty` when there are none. */
+export function perCurrency(box, report, block, interval, empty) {
+  const groups = byCurrency(report.periods);
+  fill(box, groups.length ? groups.map(([c, rows]) => block(c, rows, interval)) : h("p", { class: "note" }, empty));
+}

@@ -1,11 +1,14 @@
 // Revenue: billings, recognized revenue and refunds per period, with the deferred balance at each period's
-// end — one chart and one table per currency, all from one call to /v1/reports/revenue (minor units).
+// end — one chart and one table per currency, all from one call to /v1/reports/revenue (minor units); then the
+// refunds of each period and the refund rate (/v1/reports/refunds). Both per currency or in the reporting
+// currency, with the store, country and product filters.
 
 import { get, needs, path } from "./api.js";
 import { barChart, h, legend, palette, table } from "./charts.js";
-import { dateInput, lastPeriods, money, periodLabel, shortPeriodLabel, ymd } from "./format.js";
+import { count, dateInput, lastPeriods, money, percent, periodLabel, shortPeriodLabel, ymd } from "./format.js";
 import { definitionList, definitions } from "./definitions.js";
-import { controls, countField, fill, run } from "./page.js";
+import { params } from "./filters.js";
+import { controls, countField, part, perCurrency, run } from "./page.js";
 
 let read = () => ({});
 
@@ -45,24 +48,49 @@ function currencyBlock(currency, rows, interval) {
     ]), definitionList(["refunded_unrecognized", "refunds_recognized"])));
 }
 
+function refundsBlock(currency, rows, interval) {
+  const periods = rows.map((r) => r.period_start);
+  const chart = barChart({
+    periods,
+    labels: periods.map((p) => shortPeriodLabel(p, interval)),
+    bars: [{ key: "amount", label: "refunded", color: palette.amount, values: rows.map((r) => r.amount) }],
+    lines: [{ key: "refund_rate", label: "refund rate", color: palette.refund_rate, axis: "right", values: rows.map((r) => r.refund_rate) }],
+    leftFormat: (v, exact) => money(v, currency, !exact),
+    rightFormat: (v) => percent(v, v < 0.1 ? 1 : 0),
+    title: `Refunds in ${currency} per ${interval}`,
+  });
+  const n = (k, label) => ({ label, key: k, num: true, value: (r) => count(r[k]), raw: (r) => r[k] });
+  return h("div", { class: "currency-block", "data-currency": currency },
+    h("h3", {}, `Refunds ${currency}`),
+    h("div", { class: "chart" }, chart),
+    legend([{ color: palette.amount, label: "refunded money" }, { color: palette.refund_rate, label: "refund rate (right axis)", line: true }]),
+    h("details", { open: "" }, h("summary", {}, `Numbers (${currency})`), table(rows, [
+      { label: "period", key: "period_start", value: (r) => periodLabel(r.period_start, interval), raw: (r) => r.period_start },
+      n("refunds", "refunds"),
+      { label: "amount", key: "amount", num: true, value: (r) => money(r.amount, currency), raw: (r) => r.amount },
+      n("refunded_transactions", "refunded transactions"), n("paid_transactions", "paid transactions"),
+      { label: "refund rate", key: "refund_rate", num: true, value: (r) => percent(r.refund_rate), raw: (r) => r.refund_rate },
+    ])));
+}
+
 async function load(section) {
   await run(section, async (isCurrent) => {
     const form = read();
     const interval = form.interval || "month";
     const { from, to } = lastPeriods(interval, countField(form.count, 12, 120), dateInput(form.ending));
-    const source = path("/v1/reports/revenue", { from: ymd(from), to: ymd(to), interval });
-    const report = await get(source, needs.reports);
-    if (!isCurrent()) return;
-    const byCurrency = new Map();
-    for (const r of report.periods) {
-      if (!byCurrency.has(r.currency)) byCurrency.set(r.currency, []);
-      byCurrency.get(r.currency).push(r);
-    }
-    const box = section.querySelector("#revenue-body");
-    box.dataset.source = source;
-    fill(box, byCurrency.size
-      ? [...byCurrency.keys()].sort().map((c) => currencyBlock(c, byCurrency.get(c), interval))
-      : h("p", { class: "note" }, "No production revenue in this range."));
+    const query = { from: ymd(from), to: ymd(to), interval, ...params(true) };
+    const revenueBox = section.querySelector("#revenue-body");
+    const refundsBox = section.querySelector("#refunds-body");
+    await Promise.all([
+      part(revenueBox, isCurrent, path("/v1/reports/revenue", query), async (source) => {
+        const report = await get(source, needs.reports);
+        return () => perCurrency(revenueBox, report, currencyBlock, interval, "No production revenue in this range.");
+      }),
+      part(refundsBox, isCurrent, path("/v1/reports/refunds", query), async (source) => {
+        const report = await get(source, needs.reports);
+        return () => perCurrency(refundsBox, report, refundsBlock, interval, "No paid transaction or refund in this range.");
+      }),
+    ]);
   });
 }
 
