@@ -268,7 +268,7 @@ struct GoogleStoreAPITests {
     /// The application with Google Play configured against the stand-in, on a fresh database.
     static func run(
         packages: Set<String> = [GooglePlayStandIn.package], configured: Bool = true, reconcile: Duration? = nil,
-        _ body: @escaping @Sendable (Context) async throws -> Void
+        clock: WallClock = .system, _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
         let google = try GooglePlayStandIn()
         _ = try await google.serve { port in
@@ -283,7 +283,7 @@ struct GoogleStoreAPITests {
                     configuration: url.clientConfiguration(role: "subledger_app", maximumConnections: 8), backgroundLogger: TestDatabase.logger)
                 let app = try buildApplication(
                     configuration: ServerConfiguration(
-                        maxBodyBytes: 1024 * 1024,
+                        maxBodyBytes: 1024 * 1024, clock: clock,
                         google: configured
                             ? try google.configuration(port: port, packages: packages, reconcile: reconcile)
                             : GooglePlayConfiguration(reconcileInterval: nil)),
@@ -563,6 +563,21 @@ struct GoogleStoreAPITests {
             let currencies = try #require(try mrr.json.objectValue?["currencies"]?.arrayValue)
             // Only user-v's purchase was production (and refunded): the test purchase never counts.
             #expect(currencies.allSatisfy { ($0.objectValue?["active_paid"]?.numberValue?.int64Value ?? 0) <= 1 })
+        }
+    }
+
+    @Test("a push token is checked against the server's configured clock, not the machine's")
+    func tokenAgainstConfiguredClock() async throws {
+        // Two hours ahead of the machine: a token Google issued now for an hour has expired by the server's clock.
+        let now = Int64(Date().timeIntervalSince1970)
+        try await Self.run(clock: .fixed(Timestamp(microseconds: (now + 7200) * 1_000_000))) { c in
+            let push = Self.push(id: "c1", at: "2026-03-01T10:00:01Z", type: 4, token: "tok-c")
+            let r = try await Self.send(c, push, token: try c.google.oidcToken(expiresIn: 3600))
+            #expect(r.status == .unauthorized)
+            #expect(try await Self.inbox(c).isEmpty)
+            // Issued for three hours, it holds.
+            c.google.set("tok-c", Self.purchase(order: "GPA.9000-0000-0000-00002", expiry: "2026-04-01T10:00:00Z", account: "user-c"))
+            #expect(try await Self.send(c, push, token: try c.google.oidcToken(expiresIn: 3 * 3600)).status == .accepted)
         }
     }
 

@@ -147,7 +147,7 @@ struct GoogleAdapterTests {
         var draft = EventDraft(
             type: .purchase, occurredAt: .minimum, environment: .production, idempotencyKey: "k", productID: "p", originalTransactionID: nil,
             data: [:], metadata: [:])
-        GoogleOrderPricing.apply(order: ["total": ["currencyCode": "USD", "units": "abc"]], to: &draft)
+        GoogleOrderPricing.recordedApply(order: ["total": ["currencyCode": "USD", "units": "abc"]], to: &draft)
         #expect(draft.data["price_minor"] == nil, "the catalog's price stands")
     }
 
@@ -172,15 +172,15 @@ struct GoogleAdapterTests {
 
     @Test("the state mapping: keys from Google's order ids, the same state twice gives the same drafts")
     func mapping() throws {
-        let renewed = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 2), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE"))
+        let renewed = try GoogleSubscriptionMapper.recordedResolve(try Self.notification(type: 2), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE"))
         #expect(renewed.drafts.map(\.type) == [.renewal])
         #expect(renewed.drafts.map(\.idempotencyKey) == ["google:order:GPA.1..0"])
         #expect(renewed.drafts.first?.originalTransactionID == "GPA.1")
         #expect(renewed.environment == .production && renewed.acknowledgeProductID == nil)
-        let again = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 2), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE"))
+        let again = try GoogleSubscriptionMapper.recordedResolve(try Self.notification(type: 2), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE"))
         #expect(again.drafts == renewed.drafts)
 
-        let first = try GoogleSubscriptionMapper.resolve(
+        let first = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 4, at: "2026-03-01T10:00:01Z"),
             purchase: Self.state(
                 "SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1",
@@ -193,32 +193,33 @@ struct GoogleAdapterTests {
         #expect(first.environment == .sandbox && first.drafts.allSatisfy { $0.environment == .sandbox })
         #expect(first.acknowledgeProductID == "pro.monthly" && first.subscriberHint == "user-9")
 
-        let hold = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 5), purchase: Self.state("SUBSCRIPTION_STATE_ON_HOLD"))
+        let hold = try GoogleSubscriptionMapper.recordedResolve(try Self.notification(type: 5), purchase: Self.state("SUBSCRIPTION_STATE_ON_HOLD"))
         #expect(hold.drafts.map(\.type) == [.expiration] && hold.drafts.first?.data["reason"] == "billing")
-        let grace = try GoogleSubscriptionMapper.resolve(
+        let grace = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 6), purchase: Self.state("SUBSCRIPTION_STATE_IN_GRACE_PERIOD", expiry: "2026-04-08T10:00:00Z"))
         #expect(grace.drafts.first?.type == .billingIssue && grace.drafts.first?.data["grace_until"] == "2026-04-08T10:00:00Z")
-        let pending = try GoogleSubscriptionMapper.resolve(
+        let pending = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 4), purchase: Self.state("SUBSCRIPTION_STATE_PENDING", order: nil))
         #expect(pending.drafts.isEmpty, "no access until paid")
-        let deferred = try GoogleSubscriptionMapper.resolve(
+        let deferred = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 9), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-06-01T10:00:00Z"),
             orders: ["GPA.1..0": Self.order("GPA.1..0", "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z")])
         #expect(deferred.drafts.map(\.type) == [.renewal, .credit])
         #expect(deferred.drafts.first?.data["period_end"] == "2026-05-01T10:00:00Z", "the paid period, not the deferred expiry")
         #expect(deferred.drafts.last?.data["window_start"] == "2026-05-01T10:00:00Z", "from the old expiry, not the notification")
         #expect(deferred.drafts.last?.data["window_end"] == "2026-06-01T10:00:00Z")
-        let unknown = try GoogleSubscriptionMapper.resolve(
+        let unknown = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 9), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-06-01T10:00:00Z"))
         #expect(unknown.drafts.map(\.type).contains(.storeNotice) && !unknown.drafts.map(\.type).contains(.credit))
-        let revoked = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 12), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"))
+        let revoked = try GoogleSubscriptionMapper.recordedResolve(
+            try Self.notification(type: 12), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"))
         #expect(revoked.drafts.map(\.idempotencyKey).contains("google:refund:GPA.1..0"))
 
         #expect(throws: StoreMappingError.self) {
-            try GoogleSubscriptionMapper.resolve(try Self.notification(type: 2), purchase: ["subscriptionState": "SUBSCRIPTION_STATE_ACTIVE"])
+            try GoogleSubscriptionMapper.recordedResolve(try Self.notification(type: 2), purchase: ["subscriptionState": "SUBSCRIPTION_STATE_ACTIVE"])
         }
         #expect(throws: StoreMappingError.self) {
-            try GoogleSubscriptionMapper.resolve(
+            try GoogleSubscriptionMapper.recordedResolve(
                 try Self.notification(type: 2), purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: String(repeating: "9", count: 300)))
         }
         #expect(GoogleSubscriptionMapper.baseOrder("GPA.1234-5678-9012-34567..12") == "GPA.1234-5678-9012-34567")
@@ -245,7 +246,7 @@ struct GoogleAdapterTests {
     @Test("a late renewal is recorded over its order's period; month ends come from the order or the previous expiry")
     func lateAndMonthEnd() throws {
         // Learned weeks after its period ended, and the subscription has expired since.
-        let late = try GoogleSubscriptionMapper.resolve(
+        let late = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 2, at: "2026-05-20T00:00:00Z"), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"),
             orders: ["GPA.1..0": Self.order("GPA.1..0", "2026-04-01T10:00:00Z", "2026-05-01T10:00:00Z")])
         #expect(late.drafts.map(\.type) == [.renewal])
@@ -253,12 +254,12 @@ struct GoogleAdapterTests {
         #expect(late.drafts.first?.occurredAt == (try Timestamp(rfc3339: "2026-04-01T10:00:00Z")))
         #expect(late.drafts.first?.data["price_minor"] == 999)
         // Without any order, the catalog period still records it.
-        let bare = try GoogleSubscriptionMapper.resolve(
+        let bare = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 2, at: "2026-05-20T00:00:00Z"), purchase: Self.state("SUBSCRIPTION_STATE_EXPIRED"),
             periods: ["pro.monthly": ISODuration("P1M")!])
         #expect(bare.drafts.first?.data["period_start"] == "2026-04-01T10:00:00Z")
         // Jan 30 → Feb 28: the previous order's end, not Feb 28 less a month.
-        let clamped = try GoogleSubscriptionMapper.resolve(
+        let clamped = try GoogleSubscriptionMapper.recordedResolve(
             try Self.notification(type: 2, at: "2026-01-30T10:00:05Z"),
             purchase: Self.state("SUBSCRIPTION_STATE_ACTIVE", order: "GPA.1..0", expiry: "2026-02-28T10:00:00Z"),
             orders: ["GPA.1": Self.order("GPA.1", "2025-12-30T10:00:00Z", "2026-01-30T10:00:00Z")], periods: ["pro.monthly": ISODuration("P1M")!])
@@ -306,7 +307,7 @@ struct GoogleAdapterTests {
         second["total"] = ["currencyCode": "USD", "units": "2", "nanos": 990_000_000]
         order["lineItems"] = .array((order["lineItems"]?.arrayValue ?? []) + [.object(second)])
         order["total"] = ["currencyCode": "USD", "units": "12", "nanos": 980_000_000]
-        let r = try GoogleSubscriptionMapper.resolve(try Self.notification(type: 4), purchase: p, orders: ["GPA.2": order])
+        let r = try GoogleSubscriptionMapper.recordedResolve(try Self.notification(type: 4), purchase: p, orders: ["GPA.2": order])
         #expect(r.drafts.map(\.idempotencyKey) == ["google:order:GPA.2:pro.monthly", "google:order:GPA.2:addon.monthly"])
         #expect(r.drafts.map { $0.data["price_minor"] } == [999, 299])
     }

@@ -41,7 +41,7 @@ struct SignedNotifications {
         let body = signer.notificationBody(
             type: type, subtype: subtype, signedDate: Self.t(at), transaction: transaction, renewal: renewal)
         let n = try await reader.read(signedPayload: body.objectValue!["signedPayload"]!.stringValue!, now: Self.t(at))
-        let drafts = try AppleNotificationMapper.drafts(for: n, paidUntil: paidUntil.map(Self.t))
+        let drafts = try AppleNotificationMapper.recordedDrafts(for: n, paidUntil: paidUntil.map(Self.t))
         return try DraftCompletion.complete(drafts, subscriberID: n.appAccountToken ?? "nobody", products: Self.products)
     }
 }

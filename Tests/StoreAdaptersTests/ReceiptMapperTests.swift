@@ -131,7 +131,7 @@ private enum Receipt {
 }
 
 private func map(_ json: String) throws -> AppleReceiptMapping {
-    try AppleReceiptMapper.map(try JSONParser.parse(json))
+    try AppleReceiptMapper.recordedMap(try JSONParser.parse(json))
 }
 
 private func mappingError(_ json: String) throws -> AppleReceiptError? {

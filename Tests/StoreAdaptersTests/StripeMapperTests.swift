@@ -72,7 +72,8 @@ struct StripeMapperTests {
     @Test("invoice.paid subscription_create: a purchase at paid_at of the line's period, price and lookup key")
     func purchase() throws {
         let line = StripeFixtures.line(id: "il_1", amount: 1000, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly"))
-        let m = try StripeEventMapper.interpret(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
+        let m = try StripeEventMapper.recordedInterpret(
+            try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
         #expect(m.accountID == "cus_1" && m.subscriberHint == "web-1" && m.linkedIDs == ["in_1", "pi_1"])
         let d = try #require(m.drafts.first)
         #expect(m.drafts.count == 1 && d.type == .purchase && d.productID == "pro.monthly")
@@ -81,11 +82,11 @@ struct StripeMapperTests {
         #expect(d.data["period"] == "P1M" && d.data["period_start"] == "2026-03-01T10:00:00Z" && d.data["period_end"] == "2026-04-01T10:00:00Z")
         #expect(d.environment == .production)
         // invoice.payment_succeeded says the same fact: the same key.
-        let again = try StripeEventMapper.map(
+        let again = try StripeEventMapper.recordedMap(
             try StripeFixtures.event("invoice.payment_succeeded", id: "evt_2", object: invoice("subscription_create", lines: [line])))
         #expect(again.map(\.idempotencyKey) == [d.idempotencyKey])
         // Without a lookup key the price id is the product id; a cycle is a renewal; livemode false is sandbox.
-        let cycle = try StripeEventMapper.map(
+        let cycle = try StripeEventMapper.recordedMap(
             try StripeFixtures.event(
                 "invoice.paid", livemode: false,
                 object: invoice(
@@ -109,11 +110,11 @@ struct StripeMapperTests {
                     "id": "ch_1",
                     "balance_transaction": .object(StripeFixtures.object("balance_transaction", ["amount": 1200, "fee": 71, "currency": "jpy"])),
                 ]))
-        let d = try #require(try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: inv)).first)
+        let d = try #require(try StripeEventMapper.recordedMap(try StripeFixtures.event("invoice.paid", object: inv)).first)
         #expect(d.data["price_minor"] == 1200 && d.data["currency"] == "JPY")
         #expect(d.data["commission_rate"] == "0.059167")
         inv["charge"] = "ch_1"
-        let catalogRate = try #require(try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: inv)).first)
+        let catalogRate = try #require(try StripeEventMapper.recordedMap(try StripeFixtures.event("invoice.paid", object: inv)).first)
         #expect(catalogRate.data["commission_rate"] == nil)
     }
 
@@ -126,23 +127,25 @@ struct StripeMapperTests {
         var failed = invoice("subscription_cycle", lines: [line])
         failed["attempt_count"] = 2
         failed["next_payment_attempt"] = .number(JSONNumber(Self.apr1 + 3 * 86_400))
-        let renewal = try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", created: Self.apr1, object: failed))
+        let renewal = try StripeEventMapper.recordedMap(try StripeFixtures.event("invoice.payment_failed", created: Self.apr1, object: failed))
         #expect(renewal.map(\.type) == [.billingIssue] && renewal[0].idempotencyKey == "stripe:billing_issue:sub_1:\(Self.apr1):2")
         #expect(renewal[0].data["grace_until"] == "2026-04-05T10:00:00Z")
         failed["next_payment_attempt"] = .number(JSONNumber(Self.apr1 + 60 * 86_400))
-        let capped = try StripeEventMapper.interpret(
+        let capped = try StripeEventMapper.recordedInterpret(
             try StripeFixtures.event("invoice.payment_failed", created: Self.apr1, object: failed),
             options: StripeMappingOptions(graceMaxSeconds: 10 * 86_400))
         #expect(capped.drafts.first?.data["grace_until"] == "2026-04-11T10:00:00Z")
         #expect(
-            try StripeEventMapper.map(try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_create", lines: [line])))
-                .isEmpty)
+            try StripeEventMapper.recordedMap(
+                try StripeFixtures.event("invoice.payment_failed", object: invoice("subscription_create", lines: [line]))
+            )
+            .isEmpty)
     }
 
     @Test("an upgrade's proration credit refunds and cuts the credited invoice; the new item is a purchase")
     func upgrade() throws {
         let mid: Int64 = 1_773_568_800
-        let m = try StripeEventMapper.interpret(
+        let m = try StripeEventMapper.recordedInterpret(
             try StripeFixtures.event(
                 "invoice.paid",
                 object: invoice(
@@ -164,7 +167,7 @@ struct StripeMapperTests {
     func refunds() throws {
         let refund = StripeFixtures.object(
             "refund", ["id": "re_1", "amount": 300, "payment_intent": "pi_1", "created": .number(JSONNumber(Self.mar1 + 100))])
-        let r = try StripeEventMapper.interpret(try StripeFixtures.event("refund.created", object: refund))
+        let r = try StripeEventMapper.recordedInterpret(try StripeFixtures.event("refund.created", object: refund))
         #expect(r.drafts.count == 1 && r.drafts[0].idempotencyKey == "stripe:refund:re_1" && r.drafts[0].data["cut"] == false)
         #expect(r.drafts[0].data["transaction_id"] == "pi_1" && r.accountID == "pi_1")
         let charge = StripeFixtures.object(
@@ -179,18 +182,18 @@ struct StripeMapperTests {
                     ],
                 ],
             ])
-        let c = try StripeEventMapper.interpret(try StripeFixtures.event("charge.refunded", object: charge))
+        let c = try StripeEventMapper.recordedInterpret(try StripeFixtures.event("charge.refunded", object: charge))
         #expect(c.drafts.map(\.idempotencyKey) == ["stripe:refund:re_1", "stripe:refund:re_2", "stripe:charge_refunded:ch_1"])
         #expect(c.drafts[2].data["cut"] == true && c.drafts[2].data["amount_minor"] == 0)
         #expect(c.drafts[2].occurredAt == Timestamp(microseconds: (Self.mar1 + 200) * 1_000_000))
         let dispute = StripeFixtures.object("dispute", ["id": "dp_1", "payment_intent": "pi_1", "amount": 1000])
-        let d = try StripeEventMapper.map(try StripeFixtures.event("charge.dispute.created", object: dispute))
+        let d = try StripeEventMapper.recordedMap(try StripeFixtures.event("charge.dispute.created", object: dispute))
         #expect(d.first?.type == .refund && d.first?.data["reason"] == "chargeback" && d.first?.data["cut"] == true)
         var won = dispute
         won["status"] = "won"
-        #expect(try StripeEventMapper.map(try StripeFixtures.event("charge.dispute.closed", object: won)).first?.type == .refundReversal)
+        #expect(try StripeEventMapper.recordedMap(try StripeFixtures.event("charge.dispute.closed", object: won)).first?.type == .refundReversal)
         won["status"] = "lost"
-        #expect(try StripeEventMapper.map(try StripeFixtures.event("charge.dispute.closed", object: won)).isEmpty)
+        #expect(try StripeEventMapper.recordedMap(try StripeFixtures.event("charge.dispute.closed", object: won)).isEmpty)
     }
 
     @Test("subscriptions: trial window, auto-renew off, past_due grace, deletion reasons; unknown types are ignored")
@@ -207,37 +210,38 @@ struct StripeMapperTests {
         item["price"] = StripeFixtures.price("pro.monthly")
         items["data"] = [.object(item)]
         sub["items"] = .object(items)
-        let trial = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.created", object: sub))
+        let trial = try StripeEventMapper.recordedMap(try StripeFixtures.event("customer.subscription.created", object: sub))
         #expect(
             trial.count == 1 && trial[0].data["offer"] == "trial" && trial[0].data["price_minor"] == 0
                 && trial[0].idempotencyKey == "stripe:trial:sub_1")
         sub["status"] = "active"
         sub["cancel_at_period_end"] = true
-        let off = try StripeEventMapper.map(
+        let off = try StripeEventMapper.recordedMap(
             try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["cancel_at_period_end": false]))
         #expect(off.map(\.type) == [.autoRenewChanged] && off[0].data["enabled"] == false)
         // The newer way: a `cancel_at` set, then removed.
         var at = sub
         at["cancel_at_period_end"] = false
         at["cancel_at"] = .number(JSONNumber(Self.apr1))
-        let setAt = try StripeEventMapper.map(
+        let setAt = try StripeEventMapper.recordedMap(
             try StripeFixtures.event("customer.subscription.updated", id: "evt_3", object: at, previous: ["cancel_at": .null]))
         #expect(setAt.map(\.type) == [.autoRenewChanged] && setAt[0].data["enabled"] == false)
         at["cancel_at"] = .null
-        let cleared = try StripeEventMapper.map(
+        let cleared = try StripeEventMapper.recordedMap(
             try StripeFixtures.event(
                 "customer.subscription.updated", id: "evt_4", object: at, previous: ["cancel_at": .number(JSONNumber(Self.apr1))]))
         #expect(cleared.map(\.type) == [.autoRenewChanged] && cleared[0].data["enabled"] == true)
         sub["status"] = "past_due"
         sub["current_period_start"] = .number(JSONNumber(Self.apr1))
-        let due = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["status": "active"]))
+        let due = try StripeEventMapper.recordedMap(
+            try StripeFixtures.event("customer.subscription.updated", object: sub, previous: ["status": "active"]))
         #expect(due.map(\.type) == [.billingIssue] && due[0].data["grace_until"] == "2026-04-08T10:00:00Z")
         sub["status"] = "canceled"
         sub["ended_at"] = .number(JSONNumber(Self.apr1 + 86_400))
         sub["cancellation_details"] = ["reason": "payment_failed", "comment": .null, "feedback": .null]
-        let deleted = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.deleted", object: sub))
+        let deleted = try StripeEventMapper.recordedMap(try StripeFixtures.event("customer.subscription.deleted", object: sub))
         #expect(deleted.map(\.type) == [.expiration] && deleted[0].data["reason"] == "billing")
-        let unknown = try StripeEventMapper.interpret(
+        let unknown = try StripeEventMapper.recordedInterpret(
             try StripeFixtures.event("plan.created", object: StripeFixtures.all["event"]!.objectValue!["data"]!.objectValue!["object"]!.objectValue!))
         #expect(unknown.ignored && unknown.drafts.isEmpty)
     }
@@ -248,14 +252,14 @@ struct StripeMapperTests {
         let line = StripeFixtures.line(
             id: "il_1", amount: 1_000_000_000_000_001, start: Self.mar1, end: Self.apr1, price: StripeFixtures.price("pro.monthly"))
         do {
-            _ = try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
+            _ = try StripeEventMapper.recordedMap(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [line])))
             Issue.record("accepted an amount above the limit")
         } catch {
             #expect((error as? StoreMappingError)?.field == "data.object.lines.data[0].amount")
         }
         let backwards = StripeFixtures.line(id: "il_1", amount: 10, start: Self.apr1, end: Self.mar1, price: StripeFixtures.price("pro.monthly"))
         #expect(throws: StoreMappingError.self) {
-            try StripeEventMapper.map(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [backwards])))
+            try StripeEventMapper.recordedMap(try StripeFixtures.event("invoice.paid", object: invoice("subscription_create", lines: [backwards])))
         }
     }
 }
@@ -287,14 +291,14 @@ struct StripeBasilMapperTests {
         payload["api_version"] = "2025-03-31.basil"
         let e = try StripeEvent(payload: payload)
         #expect(StripeAPIVersion.isKnown(e.apiVersion) && !StripeAPIVersion.isKnown("2031-01-01.zebra") && !StripeAPIVersion.isKnown(nil))
-        let m = try StripeEventMapper.interpret(e)
+        let m = try StripeEventMapper.recordedInterpret(e)
         #expect(m.subscriberHint == "web-1" && m.linkedIDs == ["in_1"])
         #expect(
             m.drafts.first?.productID == "price_1" && m.drafts.first?.data["transaction_id"] == "in_1"
                 && m.drafts.first?.data["original_transaction_id"] == "sub_1")
         let pay = StripeFixtures.object(
             "invoice_payment", ["invoice": "in_1", "status": "paid", "payment": ["type": "payment_intent", "payment_intent": "pi_1"]])
-        let p = try StripeEventMapper.interpret(try StripeFixtures.event("invoice_payment.paid", object: pay))
+        let p = try StripeEventMapper.recordedInterpret(try StripeFixtures.event("invoice_payment.paid", object: pay))
         #expect(!p.ignored && p.drafts.isEmpty && p.accountID == "in_1" && p.invoicePayment?.payments == ["pi_1"])
     }
 
@@ -312,12 +316,12 @@ struct StripeBasilMapperTests {
         item["price"] = StripeFixtures.price("pro.monthly")
         items["data"] = [.object(item)]
         sub["items"] = .object(items)
-        let deleted = try StripeEventMapper.map(try StripeFixtures.event("customer.subscription.deleted", object: sub))
+        let deleted = try StripeEventMapper.recordedMap(try StripeFixtures.event("customer.subscription.deleted", object: sub))
         #expect(deleted.map(\.type) == [.expiration, .cancellation] && deleted[1].data["reason"] == "other")
         sub["status"] = "trialing"
         sub["trial_start"] = .number(JSONNumber(Self.mar1))
         sub["trial_end"] = .number(JSONNumber(Self.mar1 + 14 * 86_400))
-        let extended = try StripeEventMapper.map(
+        let extended = try StripeEventMapper.recordedMap(
             try StripeFixtures.event(
                 "customer.subscription.updated", object: sub, previous: ["trial_end": .number(JSONNumber(Self.mar1 + 7 * 86_400))]))
         #expect(extended.map(\.type) == [.credit, .purchase])

@@ -101,9 +101,8 @@ public struct AppleReconciliation: StoreReconciliation {
                         type: .autoRenewChanged, occurredAt: at, environment: env,
                         idempotencyKey: "apple:reconcile:auto_renew:\(p.purchaseID):\(at.microseconds / 1000)", productID: product,
                         originalTransactionID: p.purchaseID,
-                        data: [EventDataKey.enabled: .bool(enabled), EventDataKey.productID: product.map(JSONValue.string) ?? .null].filter {
-                            $0.value != .null
-                        }, metadata: ["store": "apple", "origin": "reconciliation", "raw_renewal": .object(renewal)])
+                        data: EventData.AutoRenewChanged(enabled: enabled, productID: product).object,
+                        metadata: ["store": "apple", "origin": "reconciliation", "raw_renewal": .object(renewal)])
                 ]
         }
         if status.status == 2, let expired = state.expiresAt {
@@ -122,9 +121,7 @@ public struct AppleReconciliation: StoreReconciliation {
                         type: .expiration, occurredAt: expired, environment: env, idempotencyKey: "apple:reconcile:expired:\(txn)",
                         productID: product,
                         originalTransactionID: p.purchaseID,
-                        data: [EventDataKey.productID: product.map(JSONValue.string) ?? .null, EventDataKey.reason: .string(reason)].filter {
-                            $0.value != .null
-                        }, metadata: meta)
+                        data: EventData.Expiration(productID: product, reason: reason).object, metadata: meta)
                 ]
         }
         return verdict

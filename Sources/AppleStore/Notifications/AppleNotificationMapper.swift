@@ -74,7 +74,8 @@ public enum AppleNotificationMapper {
             if let at { when = at } else { when = try time(t, "signedDate") }
             return [
                 draft(
-                    .refundReversal, when, key: "apple:refund_reversal:\(txn):\(n.notificationUUID)", product: nil, ["transaction_id": .string(txn)])
+                    .refundReversal, when, key: "apple:refund_reversal:\(txn):\(n.notificationUUID)", product: nil,
+                    EventData.RefundReversal(transactionID: txn).object)
             ]
         case "REVOKE":
             let t = try requireTransaction(n)
@@ -82,7 +83,7 @@ public enum AppleNotificationMapper {
             return [
                 draft(
                     .cancellation, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
-                    ["reason": "family_revoked"])
+                    EventData.Cancellation(reason: "family_revoked").object)
             ]
         case "DID_CHANGE_RENEWAL_STATUS":
             let product =
@@ -96,18 +97,16 @@ public enum AppleNotificationMapper {
             return [
                 draft(
                     .autoRenewChanged, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product,
-                    [
-                        "enabled": .bool(enabled), "product_id": product.map(JSONValue.string) ?? .null,
-                    ].filter { $0.value != .null })
+                    EventData.AutoRenewChanged(enabled: enabled, productID: product).object)
             ]
         case "DID_FAIL_TO_RENEW":
             let product = n.transaction?["productId"]?.stringValue ?? n.renewal?["productId"]?.stringValue
             let when = try signed(n)
-            var data: [String: JSONValue] = ["product_id": product.map(JSONValue.string) ?? .null]
+            var data = EventData.BillingIssue(productID: product)
             if n.subtype == "GRACE_PERIOD", let until = appleTime(n.renewal?["gracePeriodExpiresDate"]) {
-                if until > when { data["grace_until"] = .string(until.rfc3339) }
+                if until > when { data.graceUntil = until }
             }
-            return [draft(.billingIssue, when, key: "apple:notification:\(n.notificationUUID)", product: product, data.filter { $0.value != .null })]
+            return [draft(.billingIssue, when, key: "apple:notification:\(n.notificationUUID)", product: product, data.object)]
         case "EXPIRED", "GRACE_PERIOD_EXPIRED":
             let product = n.transaction?["productId"]?.stringValue ?? n.renewal?["productId"]?.stringValue
             let reason: String =
@@ -121,9 +120,7 @@ public enum AppleNotificationMapper {
             return [
                 draft(
                     .expiration, try signed(n), key: "apple:notification:\(n.notificationUUID)", product: product,
-                    [
-                        "product_id": product.map(JSONValue.string) ?? .null, "reason": .string(reason),
-                    ].filter { $0.value != .null })
+                    EventData.Expiration(productID: product, reason: reason).object)
             ]
         case "ONE_TIME_CHARGE":
             return [try transactionDraft(try requireTransaction(n), n: n, meta: meta)]
@@ -152,9 +149,10 @@ public enum AppleNotificationMapper {
                     "notification_type": .string(n.type), "expires_date": .string(until.rfc3339),
                     "why": "the transaction's paid period is not in the ledger, so the extended time cannot be told from the paid time",
                 ]
-                if let product = t["productId"] { detail["product_id"] = product }
-                var data: [String: JSONValue] = ["store": "apple", "kind": "renewal_extended", "detail": .object(detail)]
-                if let txn = t["transactionId"]?.stringValue { data["transaction_id"] = .string(txn) }
+                if let product = t["productId"] { detail[EventDataKey.productID] = product }
+                let data = EventData.StoreNotice(
+                    store: "apple", kind: "renewal_extended", transactionID: t["transactionId"]?.stringValue, detail: detail
+                ).object
                 return [
                     EventDraft(
                         type: .storeNotice, occurredAt: when, environment: n.environment, idempotencyKey: "apple:notice:\(n.notificationUUID)",
@@ -165,10 +163,7 @@ public enum AppleNotificationMapper {
             return [
                 draft(
                     .credit, when, key: "apple:notification:\(n.notificationUUID)", product: t["productId"]?.stringValue,
-                    [
-                        "window_start": .string(paidUntil.rfc3339), "window_end": .string(until.rfc3339),
-                        "reason": "apple_renewal_extended", "granted_by": "apple",
-                    ])
+                    EventData.Credit(windowStart: paidUntil, windowEnd: until, reason: "apple_renewal_extended", grantedBy: "apple").object)
             ]
         default:
             return []
@@ -183,14 +178,13 @@ public enum AppleNotificationMapper {
         let r = n.renewal
         var detail: [String: JSONValue] = ["notification_type": .string(n.type)]
         let facts: [(String, JSONValue?)] = [
-            ("subtype", n.subtype.map(JSONValue.string)), ("product_id", t?["productId"] ?? r?["productId"]),
+            ("subtype", n.subtype.map(JSONValue.string)), (EventDataKey.productID, t?["productId"] ?? r?["productId"]),
             ("auto_renew_product_id", r?["autoRenewProductId"]), ("price_increase_status", r?["priceIncreaseStatus"]),
             ("offer_identifier", t?["offerIdentifier"] ?? r?["offerIdentifier"]), ("offer_type", t?["offerType"] ?? r?["offerType"]),
             ("consumption_request_reason", n.payload["data"]?.objectValue?["consumptionRequestReason"]),
         ]
         for case (let name, let value?) in facts where value != .null { detail[name] = value }
-        var data: [String: JSONValue] = ["store": "apple", "kind": .string(kind), "detail": .object(detail)]
-        if let txn = t?["transactionId"]?.stringValue { data["transaction_id"] = .string(txn) }
+        let data = EventData.StoreNotice(store: "apple", kind: kind, transactionID: t?["transactionId"]?.stringValue, detail: detail).object
         let when: Timestamp
         if let at = n.signedDate { when = at } else { throw StoreMappingError(field: "signedDate", reason: "is required for \(n.type)") }
         return EventDraft(
@@ -218,7 +212,7 @@ public enum AppleNotificationMapper {
             type: .cancellation, occurredAt: try time(t, "revocationDate"),
             environment: t["environment"].map { appleEnvironment($0.stringValue) } ?? environment, idempotencyKey: "apple:revoke:\(txn)",
             productID: t["productId"]?.stringValue, originalTransactionID: t["originalTransactionId"]?.stringValue ?? txn,
-            data: ["reason": "family_revoked"], metadata: meta)
+            data: EventData.Cancellation(reason: "family_revoked").object, metadata: meta)
     }
 
     /// The refund of a revoked transaction (`revocationDate` set): keyed by the transaction, so a `REFUND`
@@ -228,11 +222,9 @@ public enum AppleNotificationMapper {
     ) throws(StoreMappingError) -> EventDraft {
         let txn = try string(t, "transactionId")
         let revoked = try time(t, "revocationDate")
-        var data: [String: JSONValue] = [
-            "transaction_id": .string(txn),
-            "reason": .string(
-                t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund"),
-        ]
+        var data = EventData.Refund(
+            transactionID: txn,
+            reason: t["revocationReason"].map { "apple_revocation_reason_\($0.numberValue?.canonical ?? $0.stringValue ?? "")" } ?? "apple_refund")
         if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
             var amount = try minorUnits(milli: price, currency: currency)
             if t["revocationType"]?.stringValue == "REFUND_PRORATED", let pct = t["revocationPercentage"]?.numberValue?.int64Value,
@@ -242,13 +234,13 @@ public enum AppleNotificationMapper {
                 // 128-bit, so a hostile price cannot trap (the validator refuses amounts above the ceiling).
                 amount = Int64((Int128(amount) * Int128(pct) + 50_000) / 100_000)
             }
-            data["amount_minor"] = .number(JSONNumber(amount))
-            data["currency"] = .string(currency)
+            data.amountMinor = amount
+            data.currency = currency
         }
         return EventDraft(
             type: .refund, occurredAt: revoked, environment: t["environment"].map { appleEnvironment($0.stringValue) } ?? environment,
             idempotencyKey: "apple:refund:\(txn)", productID: t["productId"]?.stringValue,
-            originalTransactionID: t["originalTransactionId"]?.stringValue ?? txn, data: data, metadata: meta)
+            originalTransactionID: t["originalTransactionId"]?.stringValue ?? txn, data: data.object, metadata: meta)
     }
 
     /// A purchase or renewal from a decoded `signedTransactionInfo`.
@@ -265,44 +257,41 @@ public enum AppleNotificationMapper {
         let original = t["originalTransactionId"]?.stringValue ?? txn
         let product = try string(t, "productId")
         let purchased = try time(t, "purchaseDate")
-        var data: [String: JSONValue] = [
-            "product_id": .string(product), "transaction_id": .string(txn), "original_transaction_id": .string(original),
-            "offer": .string(offer(t)),
-        ]
+        var data = EventData.Transaction(productID: product, transactionID: txn, originalTransactionID: original, offer: offer(t))
         // A transaction without a `type` is a subscription when it has an expiry date.
         let type = t["type"]?.stringValue ?? (t["expiresDate"] == nil ? nil : "Auto-Renewable Subscription")
         switch type {
         case "Auto-Renewable Subscription"?:
-            data["kind"] = "auto_renewable"
-            data["period_start"] = .string(purchased.rfc3339)
-            data["period_end"] = .string(try time(t, "expiresDate").rfc3339)
-        case "Non-Renewing Subscription"?: data["kind"] = "non_renewing"
-        case "Non-Consumable"?: data["kind"] = "lifetime"
+            data.kind = .autoRenewable
+            data.periodStart = purchased
+            data.periodEnd = try time(t, "expiresDate")
+        case "Non-Renewing Subscription"?: data.kind = .nonRenewing
+        case "Non-Consumable"?: data.kind = .lifetime
         default: break
         }
         if let price = t["price"]?.numberValue?.int64Value, let currency = t["currency"]?.stringValue {
-            data["price_minor"] = .number(JSONNumber(try minorUnits(milli: price, currency: currency)))
-            data["currency"] = .string(currency)
+            data.priceMinor = try minorUnits(milli: price, currency: currency)
+            data.currency = currency
         }
         // The storefront is the buyer's App Store country, ISO 3166-1 alpha-3 ("USA"); events carry alpha-2.
         if let storefront = t["storefront"]?.stringValue, let country = Countries.alpha2(fromAlpha3: storefront) {
-            data[EventDataKey.country] = .string(country)
+            data.country = country
         }
-        let renewal = txn != original && data["kind"] == "auto_renewable"
+        let renewal = txn != original && data.kind == .autoRenewable
         return EventDraft(
             type: renewal ? .renewal : .purchase, occurredAt: purchased,
             environment: t["environment"].map { appleEnvironment($0.stringValue) } ?? fallback,
-            idempotencyKey: "apple:txn:\(txn)", productID: product, originalTransactionID: original, data: data, metadata: meta)
+            idempotencyKey: "apple:txn:\(txn)", productID: product, originalTransactionID: original, data: data.object, metadata: meta)
     }
 
     /// `offerDiscountType` FREE_TRIAL → trial; `offerType` 1 (introductory) → intro; 2, 3, 4 (promotional,
     /// offer code, win-back) → promo.
-    static func offer(_ t: [String: JSONValue]) -> String {
-        if t["offerDiscountType"]?.stringValue == "FREE_TRIAL" { return "trial" }
+    static func offer(_ t: [String: JSONValue]) -> EventDataValidator.Offer {
+        if t["offerDiscountType"]?.stringValue == "FREE_TRIAL" { return .trial }
         switch t["offerType"]?.numberValue?.int64Value {
-        case 1?: return "intro"
-        case 2?, 3?, 4?: return "promo"
-        default: return "none"
+        case 1?: return .intro
+        case 2?, 3?, 4?: return .promo
+        default: return .none
         }
     }
 

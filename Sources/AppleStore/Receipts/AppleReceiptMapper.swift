@@ -144,22 +144,22 @@ public enum AppleReceiptMapper {
                         type: .autoRenewChanged, occurredAt: latest.purchasedAt, environment: environment,
                         idempotencyKey: "apple:auto_renew:\(original):\(enabled ? 1 : 0):\(latest.transactionID)",
                         productID: productID, originalTransactionID: original,
-                        data: ["enabled": .bool(enabled), "product_id": .string(productID)], metadata: metadata))
+                        data: EventData.AutoRenewChanged(enabled: enabled, productID: productID).object, metadata: metadata))
             }
 
             let graceUntil = try info.date("grace_period_expires_date", modern: modern)
             let inRetry = try info.flag("is_in_billing_retry_period") ?? false
             guard let expiredAt = latest.expiresAt, graceUntil != nil || inRetry else { continue }
-            var data: [String: JSONValue] = ["product_id": .string(productID)]
+            var data = EventData.BillingIssue(productID: productID)
             if let graceUntil {
                 guard graceUntil > expiredAt else { continue }
-                data["grace_until"] = .string(graceUntil.rfc3339)
+                data.graceUntil = graceUntil
             }
             drafts.append(
                 EventDraft(
                     type: .billingIssue, occurredAt: expiredAt, environment: environment,
                     idempotencyKey: "apple:billing:\(original):\(latest.transactionID)",
-                    productID: productID, originalTransactionID: original, data: data, metadata: metadata))
+                    productID: productID, originalTransactionID: original, data: data.object, metadata: metadata))
         }
         return drafts
     }

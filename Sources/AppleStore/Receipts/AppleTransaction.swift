@@ -46,21 +46,17 @@ struct AppleTransaction {
     /// What the receipt says; the catalog adds entitlements, price, currency, commission, `period`, and
     /// `kind` for products without an expiry (consumable, non-consumable, non-renewing).
     func transactionDraft(_ environment: LedgerEnvironment) -> EventDraft {
-        var data: [String: JSONValue] = [
-            "product_id": .string(productID),
-            "transaction_id": .string(transactionID),
-            "original_transaction_id": .string(originalTransactionID),
-        ]
+        var data = EventData.Transaction(productID: productID, transactionID: transactionID, originalTransactionID: originalTransactionID)
         if let expiresAt {
-            data["kind"] = .string(EventDataValidator.Kind.autoRenewable.rawValue)
-            data["period_start"] = .string(purchasedAt.rfc3339)
-            data["period_end"] = .string(expiresAt.rfc3339)
-            data["offer"] = .string(offer.rawValue)
+            data.kind = .autoRenewable
+            data.periodStart = purchasedAt
+            data.periodEnd = expiresAt
+            data.offer = offer
         }
         return EventDraft(
             type: isRenewal ? .renewal : .purchase, occurredAt: purchasedAt, environment: environment,
             idempotencyKey: "apple:txn:\(transactionID)", productID: productID,
-            originalTransactionID: originalTransactionID, data: data, metadata: Self.metadata(raw: raw))
+            originalTransactionID: originalTransactionID, data: data.object, metadata: Self.metadata(raw: raw))
     }
 
     /// A cancellation date is Apple's record of a refund (or of an upgrade's replaced transaction); the
@@ -71,10 +67,9 @@ struct AppleTransaction {
             type: .refund, occurredAt: cancelledAt, environment: environment,
             idempotencyKey: "apple:refund:\(transactionID)", productID: productID,
             originalTransactionID: originalTransactionID,
-            data: [
-                "transaction_id": .string(transactionID),
-                "reason": .string(cancellationReason.map { "cancellation_reason_\($0)" } ?? "apple_cancellation"),
-            ],
+            data: EventData.Refund(
+                transactionID: transactionID, reason: cancellationReason.map { "cancellation_reason_\($0)" } ?? "apple_cancellation"
+            ).object,
             metadata: Self.metadata(raw: raw))
     }
 

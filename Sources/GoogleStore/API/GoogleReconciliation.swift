@@ -156,7 +156,7 @@ public final class GoogleReconciliation: StoreReconciliation {
                 verdict.repairs[.autoRenew] = [
                     draft(
                         .autoRenewChanged, at, key: "google:reconcile:auto_renew:\(p.purchaseID):\(at.microseconds / 1000)", product: product,
-                        p: p, env: env, [EventDataKey.enabled: .bool(false), EventDataKey.productID: .string(product)])
+                        p: p, env: env, EventData.AutoRenewChanged(enabled: false, productID: product).object)
                 ]
             } else {
                 verdict.reasons[.autoRenew] = "Google's state does not say when auto-renew was turned \(enabled ? "back on" : "off")"
@@ -170,7 +170,7 @@ public final class GoogleReconciliation: StoreReconciliation {
                 missing + [
                     draft(
                         .expiration, at, key: "google:expired:\(order)", product: product, p: p, env: env,
-                        [EventDataKey.productID: .string(product), EventDataKey.reason: .string(reason)])
+                        EventData.Expiration(productID: product, reason: reason).object)
                 ]
         }
         return verdict

@@ -60,10 +60,15 @@ public final class GooglePlay: Sendable {
     let keys: GoogleKeySource
     let api: GooglePlayAPI?
     let logger: Logger
+    /// The configured clock (`serve`'s, a test's): a push token's validity, the time of a submitted purchase
+    /// or a voided purchase Google gave no time for, and how far back Google keeps voided purchases. The
+    /// Play API's own JWT `iat` stays real time (GooglePlayAPI): Google checks it.
+    let clock: WallClock
     let wakeups = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
 
-    public init(configuration: GooglePlayConfiguration, intake: EventIntake, http: HTTPClient, logger: Logger) {
+    public init(configuration: GooglePlayConfiguration, intake: EventIntake, http: HTTPClient, logger: Logger, clock: WallClock = .system) {
         self.configuration = configuration
+        self.clock = clock
         self.intake = intake
         self.logger = logger
         keys = GoogleKeySource(location: configuration.oidcJWKS, http: http, logger: logger)
@@ -73,8 +78,8 @@ public final class GooglePlay: Sendable {
     }
 
     /// Over the process-wide HTTP client.
-    public convenience init(configuration: GooglePlayConfiguration, intake: EventIntake, logger: Logger) {
-        self.init(configuration: configuration, intake: intake, http: HTTPClient.shared, logger: logger)
+    public convenience init(configuration: GooglePlayConfiguration, intake: EventIntake, logger: Logger, clock: WallClock = .system) {
+        self.init(configuration: configuration, intake: intake, http: HTTPClient.shared, logger: logger, clock: clock)
     }
 
     /// What became of a notification.
@@ -115,7 +120,7 @@ public final class GooglePlay: Sendable {
             throw GoogleTokenError("Google's signing keys could not be read: \(error)")
         }
         return try GoogleOIDCVerifier(audience: audience, serviceAccountEmail: email)
-            .verify(token, keys: jwks, now: Int64(Date().timeIntervalSince1970))
+            .verify(token, keys: jwks, now: clock.now().microseconds / 1_000_000)
     }
 
     /// A push's `Authorization: Bearer <OIDC token>` checked (Pub/Sub's service account, the audience); the
@@ -373,7 +378,7 @@ public final class GooglePlay: Sendable {
         var n = try GoogleNotification(
             messageID: "purchase",
             notification: [
-                "packageName": .string(package), "eventTimeMillis": .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
+                "packageName": .string(package), "eventTimeMillis": .string(String(clock.now().microseconds / 1000)),
             ])
         n.purchaseToken = token
         let r: GoogleResolution
@@ -449,7 +454,7 @@ public final class GooglePlay: Sendable {
                             messageID: "voided:\(order)",
                             notification: [
                                 "packageName": .string(package),
-                                "eventTimeMillis": v["voidedTimeMillis"] ?? .string(String(Int64(Date().timeIntervalSince1970 * 1000))),
+                                "eventTimeMillis": v["voidedTimeMillis"] ?? .string(String(clock.now().microseconds / 1000)),
                                 "voidedPurchaseNotification": .object(voided),
                             ])
                     } catch {
@@ -573,7 +578,7 @@ public final class GooglePlay: Sendable {
     /// notification's order.
     func listedVoid(_ n: GoogleNotification) async throws -> Timestamp? {
         guard let api, let order = n.orderID else { return nil }
-        let floor = Int64(Date().timeIntervalSince1970 * 1000) - 30 * 86_400_000 + 60_000
+        let floor = clock.now().microseconds / 1000 - 30 * 86_400_000 + 60_000
         let since = max(n.eventTime.microseconds / 1000 - 30 * 86_400_000, floor)
         var pageToken: String?
         var cursor = PageCursor("voided purchases of \(n.packageName)", maxPages: 10)

@@ -50,37 +50,54 @@ public enum GoogleOrderPricing {
     /// A refund draft for the order's total (what its purchase was priced at, tax included: the buyer gets it
     /// all back).
     public static func applyRefund(order: [String: JSONValue], to draft: inout EventDraft) {
-        guard draft.type == .refund, let total = minorUnits(order["total"]), net(order) != nil else { return }
-        draft.data["amount_minor"] = .number(JSONNumber(total.amount))
-        draft.data["currency"] = .string(total.currency)
+        guard draft.type == .refund else { return }
+        var refund = EventData.Refund()
+        applyRefund(order: order, to: &refund)
+        draft.data.merge(refund.object) { $1 }
+    }
+
+    /// The same, on the refund a mapper is building.
+    public static func applyRefund(order: [String: JSONValue], to refund: inout EventData.Refund) {
+        guard let total = minorUnits(order["total"]), net(order) != nil else { return }
+        refund.amountMinor = total.amount
+        refund.currency = total.currency
     }
 
     /// Applies an order to a purchase or renewal draft: the line item's amounts when the order has several
     /// (a subscription with an add-on), Google's share from the order's. Leaves the draft as it is (the
     /// catalog's price, noted in `metadata.order_price`) when the order does not say a readable price.
     public static func apply(order: [String: JSONValue], product: String? = nil, to draft: inout EventDraft) {
+        var priced = EventData.Transaction()
+        apply(order: order, product: product, to: &priced, metadata: &draft.metadata)
+        draft.data.merge(priced.object) { $1 }
+    }
+
+    /// The same, on the transaction a mapper is building (and its draft's metadata).
+    public static func apply(
+        order: [String: JSONValue], product: String? = nil, to data: inout EventData.Transaction, metadata: inout [String: JSONValue]
+    ) {
         let items = order["lineItems"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let item = items.count > 1 ? items.first { $0["productId"]?.stringValue == product } : nil
         let priced = item ?? order
         guard let total = minorUnits(priced["total"]) else {
-            draft.metadata["order_price"] = "unreadable: the catalog's price stands"
+            metadata["order_price"] = "unreadable: the catalog's price stands"
             return
         }
         let tax = minorUnits(priced["tax"])
         let net = total.amount - (tax?.currency == total.currency ? tax!.amount : 0)
         guard net >= 0 else {
-            draft.metadata["order_price"] = "unreadable: the catalog's price stands"
+            metadata["order_price"] = "unreadable: the catalog's price stands"
             return
         }
-        draft.data["price_minor"] = .number(JSONNumber(total.amount))
-        draft.data["currency"] = .string(total.currency)
-        if let tax, tax.currency == total.currency { draft.data[EventDataKey.taxMinor] = .number(JSONNumber(tax.amount)) }
-        draft.metadata["order_total_minor"] = .number(JSONNumber(total.amount))
-        if let tax { draft.metadata["order_tax_minor"] = .number(JSONNumber(tax.amount)) }
+        data.priceMinor = total.amount
+        data.currency = total.currency
+        if let tax, tax.currency == total.currency { data.taxMinor = tax.amount }
+        metadata["order_total_minor"] = .number(JSONNumber(total.amount))
+        if let tax { metadata["order_tax_minor"] = .number(JSONNumber(tax.amount)) }
         // Google's share is the order's: (order net − developer revenue) / order net, for each line item.
         let orderNet = item == nil ? net : self.net(order)?.amount ?? 0
         if let revenue = minorUnits(order["developerRevenueInBuyerCurrency"]), revenue.currency == total.currency {
-            if item == nil { draft.metadata["developer_revenue_minor"] = .number(JSONNumber(revenue.amount)) }
+            if item == nil { metadata["developer_revenue_minor"] = .number(JSONNumber(revenue.amount)) }
             if orderNet > 0, revenue.amount <= orderNet {
                 // Parts per million, half up: (net − revenue) / net.
                 let (scaled, overflow) = (orderNet - revenue.amount).multipliedReportingOverflow(by: 1_000_000)
@@ -88,7 +105,7 @@ public enum GoogleOrderPricing {
                     let ppm = (scaled + orderNet / 2) / orderNet
                     let digits = String(ppm)
                     let padded = String(repeating: "0", count: max(0, 6 - digits.count)) + digits
-                    draft.data["commission_rate"] = .string(ppm >= 1_000_000 ? "1" : "0." + padded)
+                    data.commissionRate = ppm >= 1_000_000 ? "1" : "0." + padded
                 }
             }
         }

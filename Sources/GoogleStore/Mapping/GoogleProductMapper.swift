@@ -25,17 +25,17 @@ public enum GoogleProductMapper {
         guard Identifiers.problem(product) == nil else { throw StoreMappingError(field: "productId", reason: "is not a valid product id") }
         let millis = p["purchaseTimeMillis"]?.stringValue.flatMap { Int64($0) } ?? p["purchaseTimeMillis"]?.numberValue?.int64Value
         let at = millis.flatMap(GoogleTime.millis) ?? n.eventTime
-        var draft = EventDraft(
-            type: .purchase, occurredAt: at, environment: env, idempotencyKey: "google:order:\(order)", productID: product,
-            originalTransactionID: order,
-            data: ["product_id": .string(product), "transaction_id": .string(order), "offer": "none"],
-            metadata: [
-                "store": "google", "origin": "one_time_product", "message_id": .string(n.messageID),
-                "package_name": .string(n.packageName), "purchase_token": n.purchaseToken.map(JSONValue.string) ?? .null,
-            ])
-        if let placed { GoogleOrderPricing.apply(order: placed, product: product, to: &draft) }
+        var data = EventData.Transaction(productID: product, transactionID: order, offer: EventDataValidator.Offer.none)
+        var metadata: [String: JSONValue] = [
+            "store": "google", "origin": "one_time_product", "message_id": .string(n.messageID),
+            "package_name": .string(n.packageName), "purchase_token": n.purchaseToken.map(JSONValue.string) ?? .null,
+        ]
+        if let placed { GoogleOrderPricing.apply(order: placed, product: product, to: &data, metadata: &metadata) }
         // `ProductPurchase.regionCode`: the buyer's billing country, ISO 3166-1 alpha-2.
-        if let region = p["regionCode"]?.stringValue, Countries.isValidAlpha2(region) { draft.data[EventDataKey.country] = .string(region) }
+        if let region = p["regionCode"]?.stringValue, Countries.isValidAlpha2(region) { data.country = region }
+        let draft = EventDraft(
+            type: .purchase, occurredAt: at, environment: env, idempotencyKey: "google:order:\(order)", productID: product,
+            originalTransactionID: order, data: data.object, metadata: metadata)
         let acknowledged = refunded || p["acknowledgementState"]?.numberValue?.int64Value == 1
         return GoogleResolution(
             drafts: [draft], subscriberHint: hint, environment: env, linkedPurchaseToken: nil, acknowledgeProductID: acknowledged ? nil : product)

@@ -63,16 +63,13 @@ public enum GoogleSubscriptionMapper {
             // In grace, on hold or paused, `expiryTime` is not the paid period's end: only the order's own period counts.
             let paidState = ["SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_EXPIRED"].contains(state)
             if let order, let expiry, paidState || stated != nil,
-                var d = orderDraft(
-                    order: order, key: keyed ?? order, product: product, item: item, start: start, expiry: expiry,
+                let d = orderDraft(
+                    order: order, key: keyed ?? order, product: product, item: item,
                     period: periodOf(
                         order: order, product: product, start: start, expiry: expiry, orders: orders, catalog: periods[product],
                         notified: n.eventTime),
-                    n: n, env: env, meta: meta)
+                    placed: orders[order], region: p["regionCode"]?.stringValue, env: env, meta: meta)
             {
-                if let o = orders[order] { GoogleOrderPricing.apply(order: o, product: product, to: &d) }
-                // subscriptionsv2's `regionCode`: the buyer's billing country, ISO 3166-1 alpha-2.
-                if let region = p["regionCode"]?.stringValue, Countries.isValidAlpha2(region) { d.data[EventDataKey.country] = .string(region) }
                 drafts.append(d)
                 if state == "SUBSCRIPTION_STATE_ACTIVE" || state == "SUBSCRIPTION_STATE_CANCELED" || state == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD",
                     p["acknowledgementState"]?.stringValue == "ACKNOWLEDGEMENT_STATE_PENDING"
@@ -84,17 +81,19 @@ public enum GoogleSubscriptionMapper {
             case "SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_EXPIRED":
                 break
             case "SUBSCRIPTION_STATE_IN_GRACE_PERIOD":
-                var data: [String: JSONValue] = ["product_id": .string(product)]
-                if let expiry, expiry > n.eventTime { data["grace_until"] = .string(expiry.rfc3339) }
-                drafts.append(draft(.billingIssue, n.eventTime, key: "google:grace:\(keyed ?? n.messageID)", data))
+                var data = EventData.BillingIssue(productID: product)
+                if let expiry, expiry > n.eventTime { data.graceUntil = expiry }
+                drafts.append(draft(.billingIssue, n.eventTime, key: "google:grace:\(keyed ?? n.messageID)", data.object))
             case "SUBSCRIPTION_STATE_ON_HOLD":
                 drafts.append(
                     draft(
-                        .expiration, n.eventTime, key: "google:hold:\(keyed ?? n.messageID)", ["product_id": .string(product), "reason": "billing"]))
+                        .expiration, n.eventTime, key: "google:hold:\(keyed ?? n.messageID)",
+                        EventData.Expiration(productID: product, reason: "billing").object))
             case "SUBSCRIPTION_STATE_PAUSED":
                 drafts.append(
                     draft(
-                        .expiration, n.eventTime, key: "google:pause:\(keyed ?? n.messageID)", ["product_id": .string(product), "reason": "paused"]))
+                        .expiration, n.eventTime, key: "google:pause:\(keyed ?? n.messageID)",
+                        EventData.Expiration(productID: product, reason: "paused").object))
             default:
                 // Pending (not paid yet: no access), a cancelled pending purchase, an unknown state: no window.
                 break
@@ -108,7 +107,7 @@ public enum GoogleSubscriptionMapper {
                     drafts.append(
                         draft(
                             .autoRenewChanged, n.eventTime, key: "google:msg:\(n.messageID):\(i)",
-                            ["enabled": .bool(enabled), "product_id": .string(product)]))
+                            EventData.AutoRenewChanged(enabled: enabled, productID: product).object))
                 }
             case "13"? where state == "SUBSCRIPTION_STATE_EXPIRED":
                 let reason: String
@@ -123,15 +122,14 @@ public enum GoogleSubscriptionMapper {
                 let at = expiry.map { min($0, n.eventTime) } ?? n.eventTime
                 drafts.append(
                     draft(
-                        .expiration, at, key: "google:expired:\(keyed ?? n.messageID)", ["product_id": .string(product), "reason": .string(reason)]))
+                        .expiration, at, key: "google:expired:\(keyed ?? n.messageID)",
+                        EventData.Expiration(productID: product, reason: reason).object))
             case "12"?:
                 // REVOKED: refunded and access ended at once (at Google's time of the refund when the order says it).
                 if let order, shared[order] == nil || i == items.firstIndex(where: { $0["latestSuccessfulOrderId"]?.stringValue == order }) {
-                    var refund = draft(
-                        .refund, refundTime(orders[order]) ?? n.eventTime, key: "google:refund:\(order)",
-                        ["transaction_id": .string(order), "reason": "google_revoked"])
+                    var refund = EventData.Refund(transactionID: order, reason: "google_revoked")
                     if let o = orders[order] { GoogleOrderPricing.applyRefund(order: o, to: &refund) }
-                    drafts.append(refund)
+                    drafts.append(draft(.refund, refundTime(orders[order]) ?? n.eventTime, key: "google:refund:\(order)", refund.object))
                 }
             case "9"?:
                 // DEFERRED: the developer moved the next charge; the extra time, from the paid period's end (the
@@ -141,17 +139,14 @@ public enum GoogleSubscriptionMapper {
                         drafts.append(
                             draft(
                                 .credit, paidUntil, key: "google:deferred:\(keyed ?? order):\(expiry.rfc3339)",
-                                [
-                                    "window_start": .string(paidUntil.rfc3339), "window_end": .string(expiry.rfc3339),
-                                    "reason": "google_deferral", "granted_by": "google",
-                                ]))
+                                EventData.Credit(windowStart: paidUntil, windowEnd: expiry, reason: "google_deferral", grantedBy: "google").object))
                     }
                 } else if let order {
                     drafts.append(
                         notice(
                             n, env: env, kind: "deferral", order: order, key: "google:notice:\(n.messageID):\(i)", meta: meta,
                             detail: [
-                                "product_id": .string(product), "expiry_time": expiry.map { .string($0.rfc3339) } ?? .null,
+                                EventDataKey.productID: .string(product), "expiry_time": expiry.map { .string($0.rfc3339) } ?? .null,
                                 "why": "the order's paid period is not known (orders.get), so the deferred time cannot be told from the paid time",
                             ]))
                 }
@@ -163,7 +158,9 @@ public enum GoogleSubscriptionMapper {
                 drafts.append(
                     notice(
                         n, env: env, kind: "price_increase_consent", order: order, key: "google:notice:\(n.messageID):\(i)", meta: meta,
-                        detail: ["product_id": .string(product), "notification_type": .string(n.subtype ?? ""), "price_change": change ?? .null]))
+                        detail: [
+                            EventDataKey.productID: .string(product), "notification_type": .string(n.subtype ?? ""), "price_change": change ?? .null,
+                        ]))
             default:
                 break
             }
@@ -180,11 +177,10 @@ public enum GoogleSubscriptionMapper {
         _ n: GoogleNotification, env: LedgerEnvironment, kind: String, order: String?, key: String, meta: [String: JSONValue],
         detail: [String: JSONValue]
     ) -> EventDraft {
-        var data: [String: JSONValue] = ["store": "google", "kind": .string(kind), "detail": .object(detail)]
-        if let order { data["transaction_id"] = .string(order) }
-        return EventDraft(
+        EventDraft(
             type: .storeNotice, occurredAt: n.eventTime, environment: env, idempotencyKey: key, productID: nil,
-            originalTransactionID: order.map(baseOrder), data: data, metadata: meta)
+            originalTransactionID: order.map(baseOrder),
+            data: EventData.StoreNotice(store: "google", kind: kind, transactionID: order, detail: detail).object, metadata: meta)
     }
 
     /// Why a token names another (`linkedPurchaseToken`), read from the two purchases Google states.
@@ -228,15 +224,15 @@ public enum GoogleSubscriptionMapper {
             guard let product = item["productId"]?.stringValue, let order = item["latestSuccessfulOrderId"]?.stringValue,
                 Identifiers.problem(order) == nil
             else { continue }
-            var data: [String: JSONValue] = ["transaction_id": .string(order), "reason": "google_replaced"]
+            var data = EventData.Refund(transactionID: order, reason: "google_replaced")
             if let currency {
-                data["amount_minor"] = 0
-                data["currency"] = .string(currency)
+                data.amountMinor = 0
+                data.currency = currency
             }
             out.append(
                 EventDraft(
                     type: .refund, occurredAt: at, environment: env, idempotencyKey: "google:refund:\(order)", productID: product,
-                    originalTransactionID: baseOrder(order), data: data,
+                    originalTransactionID: baseOrder(order), data: data.object,
                     metadata: ["store": "google", "origin": "replacement", "message_id": .string(n.messageID)]))
         }
         return out
@@ -251,7 +247,7 @@ public enum GoogleSubscriptionMapper {
             EventDraft(
                 type: .refund, occurredAt: at ?? n.eventTime, environment: environment, idempotencyKey: "google:refund:\(order)",
                 productID: product, originalTransactionID: baseOrder(order),
-                data: ["transaction_id": .string(order), "reason": .string(refundType == 2 ? "google_voided_partial" : "google_voided")],
+                data: EventData.Refund(transactionID: order, reason: refundType == 2 ? "google_voided_partial" : "google_voided").object,
                 metadata: ["store": "google", "origin": "voided_purchase", "message_id": .string(n.messageID)])
         ]
     }
@@ -315,36 +311,35 @@ public enum GoogleSubscriptionMapper {
         return notified < expiry ? (notified, expiry) : nil
     }
 
-    /// The purchase (first order) or renewal (`..N`) of an order, over its paid period.
+    /// The purchase (first order) or renewal (`..N`) of an order, over its paid period, priced by the order
+    /// (`orders.get`) when Google gave it, in the buyer's country (`regionCode`) when valid.
     static func orderDraft(
-        order: String, key: String, product: String, item: [String: JSONValue], start: Timestamp, expiry: Timestamp,
-        period: (start: Timestamp, end: Timestamp)?, n: GoogleNotification, env: LedgerEnvironment, meta: [String: JSONValue]
+        order id: String, key: String, product: String, item: [String: JSONValue], period: (start: Timestamp, end: Timestamp)?,
+        placed: [String: JSONValue]?, region: String?, env: LedgerEnvironment, meta: [String: JSONValue]
     ) -> EventDraft? {
-        let renewal = order.contains("..")
+        let renewal = id.contains("..")
         guard let period else { return nil }
-        var data: [String: JSONValue] = [
-            "product_id": .string(product), "transaction_id": .string(order), "original_transaction_id": .string(baseOrder(order)),
-            "period_start": .string(period.start.rfc3339), "period_end": .string(period.end.rfc3339),
-        ]
-        if item["prepaidPlan"] != nil {
-            data["kind"] = "non_renewing"
-        } else {
-            data["kind"] = "auto_renewable"
-        }
+        var data = EventData.Transaction(
+            productID: product, transactionID: id, originalTransactionID: baseOrder(id), periodStart: period.start, periodEnd: period.end)
+        data.kind = item["prepaidPlan"] != nil ? .nonRenewing : .autoRenewable
         let phase = item["offerPhase"]?.objectValue
         if phase?["freeTrial"] != nil {
-            data["offer"] = "trial"
+            data.offer = .trial
         } else if phase?["introductoryPrice"] != nil {
-            data["offer"] = "intro"
+            data.offer = .intro
         } else if !renewal, item["offerDetails"]?.objectValue?["offerId"]?.stringValue != nil {
-            data["offer"] = "promo"
+            data.offer = .promo
         } else {
-            data["offer"] = "none"
+            data.offer = EventDataValidator.Offer.none
         }
+        var metadata = meta
+        if let placed { GoogleOrderPricing.apply(order: placed, product: product, to: &data, metadata: &metadata) }
+        // subscriptionsv2's `regionCode`: the buyer's billing country, ISO 3166-1 alpha-2.
+        if let region, Countries.isValidAlpha2(region) { data.country = region }
         return EventDraft(
-            type: renewal && data["kind"] == "auto_renewable" ? .renewal : .purchase, occurredAt: period.start, environment: env,
-            idempotencyKey: "google:order:\(key)", productID: product, originalTransactionID: baseOrder(order), data: data,
-            metadata: meta)
+            type: renewal && data.kind == .autoRenewable ? .renewal : .purchase, occurredAt: period.start, environment: env,
+            idempotencyKey: "google:order:\(key)", productID: product, originalTransactionID: baseOrder(id), data: data.object,
+            metadata: metadata)
     }
 }
 

@@ -37,4 +37,8 @@ public enum EventDataKey {
     public static let into = "into"
     /// The catalog revision a filled event was completed from.
     public static let catalogRevision = "catalog_revision"
+    /// Who granted a credit (`apple`, `google`, `stripe`, `revenuecat`).
+    public static let grantedBy = "granted_by"
+    /// A `store_notice`'s store-specific account of the fact.
+    public static let detail = "detail"
 }

@@ -20,23 +20,17 @@ public enum RevenueCatMapping {
                 subscriberID: row.appUserID, type: type, occurredAt: at, source: source, environment: environment,
                 idempotencyKey: key, data: data, metadata: metadata(row))
         }
-        let entitlements = JSONValue.array(row.entitlements.map { .string($0) })
 
         // What no window stands for: a consumable, or a product that unlocks no entitlement.
         if row.entitlements.isEmpty {
             var detail: [String: JSONValue] = [
-                "product_id": .string(row.productID), "price_minor": .number(JSONNumber(row.priceMinor)),
+                EventDataKey.productID: .string(row.productID), EventDataKey.priceMinor: .number(JSONNumber(row.priceMinor)),
                 "start_time": .string(row.start.rfc3339), "renewal_number": .number(JSONNumber(Int64(row.renewalNumber))),
             ]
-            if let currency = row.currency { detail["currency"] = .string(currency) }
+            if let currency = row.currency { detail[EventDataKey.currency] = .string(currency) }
             if let end = row.end { detail["end_time"] = .string(end.rfc3339) }
-            events.append(
-                event(
-                    .storeNotice, row.start, key: "\(rcKey):transaction:\(transaction)",
-                    [
-                        "store": .string(source), "kind": "revenuecat_transaction", "transaction_id": .string(transaction),
-                        "detail": .object(detail),
-                    ]))
+            let notice = EventData.StoreNotice(store: source, kind: "revenuecat_transaction", transactionID: transaction, detail: detail)
+            events.append(event(.storeNotice, row.start, key: "\(rcKey):transaction:\(transaction)", notice.object))
             return events
         }
 
@@ -45,67 +39,57 @@ public enum RevenueCatMapping {
             for entitlement in row.entitlements {
                 if let end = row.end {
                     guard end > row.start else { throw fail(row, "end_time", "must be after start_time") }
-                    events.append(
-                        event(
-                            .credit, row.start, key: "\(rcKey):\(transaction):\(entitlement)",
-                            [
-                                "entitlement": .string(entitlement), "window_start": .string(row.start.rfc3339),
-                                "window_end": .string(end.rfc3339), "reason": "revenuecat_promotional", "granted_by": "revenuecat",
-                            ]))
+                    let credit = EventData.Credit(
+                        entitlement: entitlement, windowStart: row.start, windowEnd: end, reason: "revenuecat_promotional", grantedBy: "revenuecat")
+                    events.append(event(.credit, row.start, key: "\(rcKey):\(transaction):\(entitlement)", credit.object))
                 }
             }
             if row.end == nil {
-                events.append(
-                    event(
-                        .purchase, row.start, key: "\(rcKey):\(transaction)",
-                        [
-                            "product_id": .string(row.productID), "entitlements": entitlements, "transaction_id": .string(transaction),
-                            "kind": "free", "price_minor": 0,
-                        ]))
+                let free = EventData.Transaction(
+                    productID: row.productID, entitlements: row.entitlements, transactionID: transaction, kind: .free, priceMinor: 0)
+                events.append(event(.purchase, row.start, key: "\(rcKey):\(transaction)", free.object))
             }
             return events
         }
 
         // The transaction itself: its own period and money.
         let autoRenewable = row.isAutoRenewable ?? (row.end != nil)
-        var data: [String: JSONValue] = [
-            "product_id": .string(row.productID), "entitlements": entitlements, "transaction_id": .string(transaction),
-        ]
+        var data = EventData.Transaction(productID: row.productID, entitlements: row.entitlements, transactionID: transaction)
         if row.originalTransactionID != row.transactionID || row.store == .stripe {
-            data["original_transaction_id"] = .string(row.originalTransactionID)
+            data.originalTransactionID = row.originalTransactionID
         }
         let type: EventType
         if autoRenewable {
             guard let end = row.end else { throw fail(row, "end_time", "is required for an auto-renewable subscription") }
             type = row.renewalNumber > 1 ? .renewal : .purchase
-            data["kind"] = "auto_renewable"
-            data["period_start"] = .string(row.start.rfc3339)
-            data["period_end"] = .string(end.rfc3339)
-            data["period"] = .string(row.productDuration?.text ?? billingPeriod(from: row.start, to: end))
+            data.kind = .autoRenewable
+            data.periodStart = row.start
+            data.periodEnd = end
+            data.period = row.productDuration?.text ?? billingPeriod(from: row.start, to: end)
         } else if let end = row.end {
             type = .purchase
             guard end > row.start else { throw fail(row, "end_time", "must be after start_time") }
-            data["kind"] = "non_renewing"
-            data["period_start"] = .string(row.start.rfc3339)
-            data["period_end"] = .string(end.rfc3339)
+            data.kind = .nonRenewing
+            data.periodStart = row.start
+            data.periodEnd = end
         } else {
             type = .purchase
-            data["kind"] = "lifetime"
+            data.kind = .lifetime
         }
         if row.isTrial {
-            data["offer"] = "trial"
+            data.offer = .trial
         } else if row.isIntro {
-            data["offer"] = "intro"
+            data.offer = .intro
         }
         guard row.currency != nil || row.priceMinor == 0 else { throw fail(row, "purchased_currency", "is required") }
         // A trial's row may name no currency; its price is 0 in any.
         let currency = row.currency ?? "USD"
-        data["price_minor"] = .number(JSONNumber(row.priceMinor))
-        data["currency"] = .string(currency)
-        if row.priceMinor > 0, let rate = row.commissionRate { data["commission_rate"] = .string(rate) }
+        data.priceMinor = row.priceMinor
+        data.currency = currency
+        if row.priceMinor > 0, let rate = row.commissionRate { data.commissionRate = rate }
         // RevenueCat's `country` is the store's country of the purchase (ISO 3166-1 alpha-2): a report dimension.
         // A re-import keeps the events stored before (`ReplayPolicy.keepStored`).
-        if let country = row.country, Countries.isValidAlpha2(country) { data[EventDataKey.country] = .string(country) }
+        if let country = row.country, Countries.isValidAlpha2(country) { data.country = country }
         let transactionKey: String
         let refundKey: String
         switch row.store {
@@ -119,38 +103,32 @@ public enum RevenueCatMapping {
             transactionKey = "\(rcKey):txn:\(transaction)"
             refundKey = "\(rcKey):refund:\(transaction)"
         }
-        events.append(event(type, row.start, key: transactionKey, data))
+        events.append(event(type, row.start, key: transactionKey, data.object))
 
         if let refunded = row.refundedAt {
-            events.append(
-                event(
-                    .refund, refunded, key: refundKey,
-                    [
-                        "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(row.priceMinor)),
-                        "currency": .string(currency), "reason": "store_refund",
-                    ]))
+            let refund = EventData.Refund(transactionID: transaction, amountMinor: row.priceMinor, currency: currency, reason: "store_refund")
+            events.append(event(.refund, refunded, key: refundKey, refund.object))
         }
         guard autoRenewable, let end = row.end else { return events }
-        let subject: [String: JSONValue] = ["product_id": .string(row.productID), "entitlements": entitlements]
 
         if let off = row.unsubscribeDetectedAt {
-            var d = subject
-            d["enabled"] = false
-            events.append(event(.autoRenewChanged, off, key: "\(rcKey):auto_renew_off:\(row.originalTransactionID):\(off.rfc3339)", d))
+            let change = EventData.AutoRenewChanged(enabled: false, productID: row.productID, entitlements: row.entitlements)
+            events.append(
+                event(.autoRenewChanged, off, key: "\(rcKey):auto_renew_off:\(row.originalTransactionID):\(off.rfc3339)", change.object))
         }
         if let issue = row.billingIssueDetectedAt {
-            var d = subject
-            if let grace = row.graceEnd, grace > issue { d["grace_until"] = .string(grace.rfc3339) }
-            events.append(event(.billingIssue, issue, key: "\(rcKey):billing_issue:\(transaction):\(issue.rfc3339)", d))
+            var d = EventData.BillingIssue(productID: row.productID, entitlements: row.entitlements)
+            if let grace = row.graceEnd, grace > issue { d.graceUntil = grace }
+            events.append(event(.billingIssue, issue, key: "\(rcKey):billing_issue:\(transaction):\(issue.rfc3339)", d.object))
         }
         // The subscription lapsed: its period (and grace) ended with auto-renew off or a billing issue, and the
         // export knew it by then. A refunded transaction ended at its refund instead.
         let lapse = row.effectiveEnd ?? max(end, row.graceEnd ?? end)
         let known = row.updatedAt ?? asOf
         if row.refundedAt == nil, row.unsubscribeDetectedAt != nil || row.billingIssueDetectedAt != nil, lapse <= known {
-            var d = subject
-            d["reason"] = row.unsubscribeDetectedAt != nil ? "voluntary" : "billing"
-            events.append(event(.expiration, lapse, key: "\(rcKey):expiration:\(transaction)", d))
+            let d = EventData.Expiration(
+                productID: row.productID, entitlements: row.entitlements, reason: row.unsubscribeDetectedAt != nil ? "voluntary" : "billing")
+            events.append(event(.expiration, lapse, key: "\(rcKey):expiration:\(transaction)", d.object))
         }
         return events
     }

@@ -14,7 +14,7 @@ struct GoogleStoreModule: StoreModule {
         let google = context.configuration.google
         let play =
             google.acceptsPushes || google.serviceAccount != nil
-            ? GooglePlay(configuration: google, intake: context.intake, logger: context.logger) : nil
+            ? GooglePlay(configuration: google, intake: context.intake, logger: context.logger, clock: context.configuration.clock) : nil
         routes = GoogleStoreRoutes(
             play: play, reader: ProjectionReader(router: context.readRouter, cache: context.cache), router: context.readRouter,
             maxBodyBytes: context.configuration.maxBodyBytes, clock: context.configuration.clock)

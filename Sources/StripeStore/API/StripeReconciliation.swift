@@ -105,7 +105,7 @@ public struct StripeReconciliation: StoreReconciliation {
                     EventDraft(
                         type: .autoRenewChanged, occurredAt: at, environment: environment,
                         idempotencyKey: "stripe:reconcile:auto_renew:\(p.purchaseID):\(at.microseconds / 1_000_000)", productID: product,
-                        originalTransactionID: p.purchaseID, data: [EventDataKey.enabled: .bool(false), EventDataKey.productID: .string(product)],
+                        originalTransactionID: p.purchaseID, data: EventData.AutoRenewChanged(enabled: false, productID: product).object,
                         metadata: ["store": "stripe", "origin": "reconciliation", "subscription": .string(p.purchaseID)])
                 ]
             } else {

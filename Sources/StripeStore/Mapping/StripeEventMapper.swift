@@ -152,7 +152,7 @@ public enum StripeEventMapper: StoreMapper {
             m.drafts = drafts
             if let transaction, let invoice = id(o["id"]) {
                 m.invoiceTransaction = (invoice, transaction)
-                m.lineTransactions = drafts.compactMap { $0.type == .refund ? nil : $0.data["transaction_id"]?.stringValue }.filter {
+                m.lineTransactions = drafts.compactMap { $0.type == .refund ? nil : $0.data[EventDataKey.transactionID]?.stringValue }.filter {
                     $0 != transaction
                 }
                 // Newer versions pair the invoice with its payment only in `invoice_payment.paid`, which names the invoice.
@@ -188,12 +188,12 @@ public enum StripeEventMapper: StoreMapper {
                 let attempt = o["attempt_count"]?.numberValue?.int64Value ?? 0
                 // No grace left to give (Stripe stopped retrying, or the failure is dated at or before the
                 // period's start): a billing issue without `grace_until`, never one that ends before it begins.
-                var data: [String: JSONValue] = ["product_id": .string(product)]
-                if min(until, cap) > start.microseconds { data["grace_until"] = .string(Timestamp(microseconds: min(until, cap)).rfc3339) }
+                var data = EventData.BillingIssue(productID: product)
+                if min(until, cap) > start.microseconds { data.graceUntil = Timestamp(microseconds: min(until, cap)) }
                 m.drafts = [
                     draft(
                         .billingIssue, start, key: "stripe:billing_issue:\(sub):\(start.microseconds / 1_000_000):\(attempt)", product: product,
-                        data)
+                        data.object)
                 ]
             }
         case "payment_intent.succeeded":
@@ -208,10 +208,7 @@ public enum StripeEventMapper: StoreMapper {
                 m.drafts = [
                     draft(
                         .purchase, try time(o["created"], field: "data.object.created"), key: "stripe:payment:\(pi)", product: product,
-                        [
-                            "product_id": .string(product), "transaction_id": .string(pi), "price_minor": .number(JSONNumber(amount)),
-                            "currency": .string(try currency(o)),
-                        ])
+                        EventData.Transaction(productID: product, transactionID: pi, priceMinor: amount, currency: try currency(o)).object)
                 ]
             }
         case "charge.refunded":
@@ -232,10 +229,9 @@ public enum StripeEventMapper: StoreMapper {
                 m.drafts.append(
                     draft(
                         .refund, last ?? e.created, key: "stripe:charge_refunded:\(charge)", product: nil,
-                        [
-                            "transaction_id": .string(transaction), "amount_minor": 0, "currency": .string(try currency(o)),
-                            "reason": "stripe_full_refund", "cut": true,
-                        ]))
+                        EventData.Refund(
+                            transactionID: transaction, amountMinor: 0, currency: try currency(o), reason: "stripe_full_refund", cut: true
+                        ).object))
             }
         case "refund.created", "charge.refund.updated", "refund.updated":
             m.accountID = id(o["payment_intent"]) ?? id(o["charge"])
@@ -248,11 +244,10 @@ public enum StripeEventMapper: StoreMapper {
             m.drafts = [
                 draft(
                     .refund, try time(o["created"], field: "data.object.created"), key: "stripe:dispute:\(dispute)", product: nil,
-                    [
-                        "transaction_id": .string(transaction),
-                        "amount_minor": .number(JSONNumber(try money(o["amount"], field: "data.object.amount"))),
-                        "currency": .string(try currency(o)), "reason": "chargeback", "cut": true,
-                    ])
+                    EventData.Refund(
+                        transactionID: transaction, amountMinor: try money(o["amount"], field: "data.object.amount"), currency: try currency(o),
+                        reason: "chargeback", cut: true
+                    ).object)
             ]
         case "charge.dispute.closed":
             m.accountID = id(o["payment_intent"]) ?? id(o["charge"])
@@ -260,7 +255,9 @@ public enum StripeEventMapper: StoreMapper {
             let transaction = id(o["payment_intent"]) ?? id(o["charge"]) ?? ""
             if ["won", "warning_closed"].contains(o["status"]?.stringValue ?? "") {
                 m.drafts = [
-                    draft(.refundReversal, e.created, key: "stripe:dispute_closed:\(dispute)", product: nil, ["transaction_id": .string(transaction)])
+                    draft(
+                        .refundReversal, e.created, key: "stripe:dispute_closed:\(dispute)", product: nil,
+                        EventData.RefundReversal(transactionID: transaction).object)
                 ]
             }
         default:
@@ -306,12 +303,14 @@ public enum StripeEventMapper: StoreMapper {
                 default: ["past_due", "unpaid", "incomplete_expired"].contains(previousStatus ?? "") ? "billing" : "voluntary"
                 }
             var ending = [
-                draft(.expiration, ended, "stripe:subscription_deleted:\(sub)", product, ["product_id": .string(product), "reason": .string(reason)])
+                draft(
+                    .expiration, ended, "stripe:subscription_deleted:\(sub)", product, EventData.Expiration(productID: product, reason: reason).object
+                )
             ]
             // Ended before its period's end (canceled at once): access ends now, not at the period's end (semantics §7).
             if let periodEnd = nn(o["current_period_end"]) ?? nn(item["current_period_end"]), let end = try? time(periodEnd, field: ""), ended < end {
                 ending.append(
-                    draft(.cancellation, ended, "stripe:subscription_canceled:\(sub)", product, ["reason": "other"]))
+                    draft(.cancellation, ended, "stripe:subscription_canceled:\(sub)", product, EventData.Cancellation(reason: "other").object))
             }
             return ending
         }
@@ -325,21 +324,15 @@ public enum StripeEventMapper: StoreMapper {
                     out.append(
                         draft(
                             .credit, old, "stripe:trial_extended:\(sub):\(end.microseconds / 1_000_000)", product,
-                            [
-                                "window_start": .string(old.rfc3339), "window_end": .string(end.rfc3339), "reason": "stripe_trial_extended",
-                                "granted_by": "stripe",
-                            ]))
+                            EventData.Credit(windowStart: old, windowEnd: end, reason: "stripe_trial_extended", grantedBy: "stripe").object))
                 }
                 end = old
             }
             if end > start {
-                var data: [String: JSONValue] = [
-                    "product_id": .string(product), "transaction_id": .string("\(sub):trial"), "original_transaction_id": .string(sub),
-                    "kind": "auto_renewable", "offer": "trial", "period_start": .string(start.rfc3339), "period_end": .string(end.rfc3339),
-                    "price_minor": 0, "currency": .string(try currency(price ?? o)),
-                ]
-                if let p = period(price) { data["period"] = .string(p) }
-                out.append(draft(.purchase, start, "stripe:trial:\(sub)", product, data))
+                let data = EventData.Transaction(
+                    productID: product, transactionID: "\(sub):trial", originalTransactionID: sub, kind: .autoRenewable, offer: .trial,
+                    periodStart: start, periodEnd: end, period: period(price), priceMinor: 0, currency: try currency(price ?? o))
+                out.append(draft(.purchase, start, "stripe:trial:\(sub)", product, data.object))
             }
         }
         if e.type == "customer.subscription.updated" {
@@ -360,7 +353,7 @@ public enum StripeEventMapper: StoreMapper {
                 out.append(
                     draft(
                         .autoRenewChanged, canceledAt ?? e.created, key, product,
-                        [EventDataKey.enabled: .bool(!cancels), EventDataKey.productID: .string(product)]))
+                        EventData.AutoRenewChanged(enabled: !cancels, productID: product).object))
             }
             if let previousStatus, previousStatus != status {
                 let periodStart = nn(o["current_period_start"]) ?? nn(item["current_period_start"])
@@ -371,7 +364,10 @@ public enum StripeEventMapper: StoreMapper {
                             graceSeconds: min(Self.graceSeconds, options.graceMaxSeconds), draft: draft))
                 }
                 if status == "paused" {
-                    out.append(draft(.expiration, e.created, "stripe:event:\(e.id)", product, ["product_id": .string(product), "reason": "paused"]))
+                    out.append(
+                        draft(
+                            .expiration, e.created, "stripe:event:\(e.id)", product, EventData.Expiration(productID: product, reason: "paused").object
+                        ))
                 }
             }
         }
@@ -387,7 +383,7 @@ public enum StripeEventMapper: StoreMapper {
         let until = Timestamp(microseconds: periodStart.microseconds + graceSeconds * 1_000_000)
         return draft(
             .billingIssue, periodStart, "stripe:billing_issue:\(sub):\(periodStart.microseconds / 1_000_000)", product,
-            ["product_id": .string(product), "grace_until": .string(until.rfc3339)])
+            EventData.BillingIssue(productID: product, graceUntil: until).object)
     }
 
     // MARK: invoices
@@ -445,10 +441,9 @@ public enum StripeEventMapper: StoreMapper {
                     EventDraft(
                         type: .refund, occurredAt: periodStart, environment: e.environment, idempotencyKey: "stripe:proration:\(invoice):\(lineID)",
                         productID: nil, originalTransactionID: sub,
-                        data: [
-                            "transaction_id": .string(credited), "amount_minor": .number(JSONNumber(-amount)),
-                            "currency": .string(currencyCode), "reason": "stripe_proration", "cut": true,
-                        ], metadata: lineMeta))
+                        data: EventData.Refund(
+                            transactionID: credited, amountMinor: -amount, currency: currencyCode, reason: "stripe_proration", cut: true
+                        ).object, metadata: lineMeta))
                 continue
             }
             guard amount > 0 else { continue }
@@ -461,21 +456,16 @@ public enum StripeEventMapper: StoreMapper {
             // What the buyer paid for the line: its amount, plus tax Stripe added on top (exclusive tax).
             let tax = lineTax(l.line)
             let price = amount + (tax.exclusive <= Limits.maxMoneyMinor - amount ? tax.exclusive : 0)
-            var data: [String: JSONValue] = [
-                "product_id": .string(product), "transaction_id": .string(txn), "kind": "auto_renewable", "offer": "none",
-                "period_start": .string(start.rfc3339), "period_end": .string(end.rfc3339), "price_minor": .number(JSONNumber(price)),
-                "currency": .string(currencyCode),
-            ]
-            if tax.total > 0, tax.total <= price { data[EventDataKey.taxMinor] = .number(JSONNumber(tax.total)) }
-            if let country = invoiceCountry(o) { data[EventDataKey.country] = .string(country) }
-            if let sub { data["original_transaction_id"] = .string(sub) }
-            if let period = period(l.price) { data["period"] = .string(period) }
-            if let rate = commissionRate(o, amount: amount) { data["commission_rate"] = .string(rate) }
+            var data = EventData.Transaction(
+                productID: product, transactionID: txn, originalTransactionID: sub, kind: .autoRenewable, offer: EventDataValidator.Offer.none,
+                periodStart: start, periodEnd: end, period: period(l.price), priceMinor: price, currency: currencyCode,
+                commissionRate: commissionRate(o, amount: amount), country: invoiceCountry(o))
+            if tax.total > 0, tax.total <= price { data.taxMinor = tax.total }
             let renewal = sub != nil && !["subscription_create", "subscription_update"].contains(reason) && !l.proration
             drafts.append(
                 EventDraft(
                     type: renewal ? .renewal : .purchase, occurredAt: at, environment: e.environment,
-                    idempotencyKey: "stripe:invoice:\(invoice):\(lineID)", productID: product, originalTransactionID: sub, data: data,
+                    idempotencyKey: "stripe:invoice:\(invoice):\(lineID)", productID: product, originalTransactionID: sub, data: data.object,
                     metadata: meta))
         }
         return (drafts, drafts.contains { $0.type != .refund } ? transaction : nil)
@@ -563,10 +553,10 @@ public enum StripeEventMapper: StoreMapper {
         if ["failed", "canceled"].contains(r["status"]?.stringValue ?? "") { return nil }
         return draft(
             .refund, try time(r["created"], field: "data.object.created"), "stripe:refund:\(refund)", nil,
-            [
-                "transaction_id": .string(transaction), "amount_minor": .number(JSONNumber(try money(r["amount"], field: "data.object.amount"))),
-                "currency": .string(try currency(r)), "reason": .string("stripe_" + (r["reason"]?.stringValue ?? "refund")), "cut": false,
-            ])
+            EventData.Refund(
+                transactionID: transaction, amountMinor: try money(r["amount"], field: "data.object.amount"), currency: try currency(r),
+                reason: "stripe_" + (r["reason"]?.stringValue ?? "refund"), cut: false
+            ).object)
     }
 
     // MARK: values
