@@ -229,6 +229,11 @@ extension ReportStore {
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return initial.periods.map { Grouped(group: $0.group, row: $0.period) }
         }
+        if let entitlement = dimensions.rollupEntitlement {
+            return try await conversion(from: from, to: to, boundaries: boundaries, days: days, key: entitlement ?? "").map {
+                Grouped(group: nil, row: $0)
+            }
+        }
         let logger = database.logger
         return try await database.withConnection { c in
             var acc = initial
@@ -275,6 +280,29 @@ extension ReportStore {
             }
             flush()
             return acc.periods.map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
+    /// Conversion without dimensions (or with one `entitlement=`, its scope): only each subscriber's first
+    /// sight and first paid transaction are needed, one row per subscriber (the grouped read also streams their
+    /// trials and transactions for their dimensions). Same answer as the grouped accumulator's ungrouped row.
+    private func conversion(from: Int64, to: Int64, boundaries: [Timestamp], days: [Int], key: String) async throws -> [ConversionPeriod] {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var acc = ConversionAccumulator(boundaries: boundaries, days: days)
+            let rows = try await c.query(
+                """
+                SELECT s.first_seen_us, (
+                    SELECT min(t.occurred_us) FROM report_transactions t
+                    WHERE t.subscriber_id = s.subscriber_id AND t.held_from_us IS NULL
+                      AND (\(key) = '' OR \(key) = ANY(t.entitlements))
+                ) FROM subscriber_state s
+                WHERE s.first_seen_us >= \(from) AND s.first_seen_us < \(to)
+                """, logger: logger)
+            for try await (seen, paid) in rows.decode((Int64, Int64?).self) {
+                acc.add(firstSeen: .init(microseconds: seen), firstPaid: paid.map(Timestamp.init(microseconds:)))
+            }
+            return acc.periods
         }
     }
 
