@@ -213,7 +213,7 @@ struct AppendWriter {
     }
 
     /// The streams' heads, positions and keys as the jobs taken so far leave them.
-    private struct GroupState {
+    struct GroupState {
         var heads: [String: StreamHead]
         var position: Int64
         let recordedAt: Timestamp
@@ -294,36 +294,52 @@ struct AppendWriter {
             """, logger: logger)
     }
 
-    /// Writes rows with `COPY events FROM STDIN` (text format), in chunks of about 1 MiB.
+    /// The columns of `events` a COPY writes, in the order `copyRows` writes them.
+    static let copyColumns = [
+        "subscriber_id", "version", "position", "event_id", "type", "occurred_at", "recorded_at", "source",
+        "environment", "idempotency_key", "data", "metadata", "fingerprint", "prev_hash", "hash",
+    ]
+
+    /// Writes rows with `COPY events FROM STDIN` (text format).
     private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, on connection: PostgresConnection) async throws {
-        try await connection.copyFrom(
-            table: "events",
-            columns: [
-                "subscriber_id", "version", "position", "event_id", "type", "occurred_at", "recorded_at", "source",
-                "environment", "idempotency_key", "data", "metadata", "fingerprint", "prev_hash", "hash",
-            ], logger: logger
-        ) { writer in
-            var buffer = ByteBuffer()
-            for (i, (row, fingerprint)) in zip(rows, fingerprints).enumerated() {
-                let fields = [
-                    row.subscriberID, String(row.version), String(row.position), row.eventID.lowercasedString,
-                    row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
-                    row.idempotencyKey, String(decoding: texts.data[i], as: UTF8.self), String(decoding: texts.metadata[i], as: UTF8.self),
-                ]
-                buffer.writeString(fields.map(EventStore.copyEscaped).joined(separator: "\t"))
-                // bytea in hex form, its backslash already escaped for COPY.
-                for bytes in [fingerprint, row.prevHash, row.hash] {
-                    buffer.writeStaticString("\t\\\\x")
-                    for b in bytes { buffer.writeMultipleIntegers(Hex.digit(b >> 4), Hex.digit(b & 0xF)) }
-                }
-                buffer.writeString("\n")
-                if buffer.readableBytes > 1 << 20 {
-                    try await writer.write(buffer)
-                    buffer.clear()
-                }
+        try await Self.copy(Self.copyRows(rows, fingerprints: fingerprints, texts: texts), on: connection, logger: logger)
+    }
+
+    /// Sends rows encoded by `copyRows`, in chunks of about 1 MiB.
+    static func copy(_ rows: ByteBuffer, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.copyFrom(table: "events", columns: copyColumns, logger: logger) { writer in
+            var rest = rows
+            while rest.readableBytes > 0, let chunk = rest.readSlice(length: min(rest.readableBytes, 1 << 20)) {
+                try await writer.write(chunk)
             }
-            if buffer.readableBytes > 0 { try await writer.write(buffer) }
         }
+    }
+
+    /// The rows in COPY's text format (tab-separated fields, escaped; bytea in hex form).
+    static func copyRows(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(rows.count * 900)
+        for (i, (row, fingerprint)) in zip(rows, fingerprints).enumerated() {
+            buffer.copyText(row.subscriberID)
+            buffer.copyDecimal(row.version)
+            buffer.copyDecimal(row.position)
+            buffer.copyText(row.eventID.lowercasedString)
+            buffer.copyText(row.type.rawValue)
+            buffer.copyText(row.occurredAt.rfc3339)
+            buffer.copyText(row.recordedAt.rfc3339)
+            buffer.copyText(row.source)
+            buffer.copyText(row.environment.rawValue)
+            buffer.copyText(row.idempotencyKey)
+            buffer.copyText(texts.data[i])
+            buffer.copyText(texts.metadata[i])
+            // bytea in hex form, its backslash escaped for COPY; the last field ends the line.
+            for (n, bytes) in [fingerprint, row.prevHash, row.hash].enumerated() {
+                buffer.writeStaticString("\\\\x")
+                for b in bytes { buffer.writeMultipleIntegers(Hex.digit(b >> 4), Hex.digit(b & 0xF)) }
+                buffer.writeInteger(n == 2 ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
+            }
+        }
+        return buffer
     }
 
     struct StreamHead {
@@ -361,7 +377,7 @@ struct AppendWriter {
         """
 
     /// The heads of the given streams, the last position and the recorded time for this append, in one query.
-    private func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
+    func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
         -> ([String: StreamHead], Int64, Timestamp)
     {
         var heads: [String: StreamHead] = [:]
@@ -418,7 +434,7 @@ struct AppendWriter {
         return (streams, lastPosition, recordedAt)
     }
 
-    private func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws
+    func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws
         -> [IdempotencyKey: (RecordedEvent, [UInt8])]
     {
         var found: [IdempotencyKey: (RecordedEvent, [UInt8])] = [:]
@@ -441,5 +457,42 @@ struct AppendWriter {
         for cell in row { last = cell }
         guard let cell = last, let bytes = try cell.decode(ByteBuffer?.self) else { return [] }
         return Array(buffer: bytes)
+    }
+}
+
+extension ByteBuffer {
+    /// One field of a COPY text row, escaped (backslash, tab, newline, carriage return), then a tab.
+    fileprivate mutating func copyText(_ s: String) {
+        var s = s
+        s.withUTF8 { copyText($0) }
+    }
+
+    fileprivate mutating func copyText(_ bytes: some Collection<UInt8>) {
+        var start = bytes.startIndex
+        var i = start
+        while i != bytes.endIndex {
+            let b = bytes[i]
+            let escaped: UInt8? =
+                switch b {
+                case 0x5C: 0x5C
+                case 0x09: UInt8(ascii: "t")
+                case 0x0A: UInt8(ascii: "n")
+                case 0x0D: UInt8(ascii: "r")
+                default: nil
+                }
+            if let escaped {
+                writeBytes(bytes[start..<i])
+                writeMultipleIntegers(UInt8(0x5C), escaped)
+                start = bytes.index(after: i)
+            }
+            i = bytes.index(after: i)
+        }
+        writeBytes(bytes[start...])
+        writeInteger(UInt8(ascii: "\t"))
+    }
+
+    fileprivate mutating func copyDecimal(_ value: Int64) {
+        writeString(String(value))
+        writeInteger(UInt8(ascii: "\t"))
     }
 }
