@@ -76,13 +76,18 @@ struct Import: AsyncParsableCommand {
                 let committing = Task { try await importer.commit(writing) }
                 let following: ImportBatchReader.Batch?
                 var preparedNext: Result<BulkImport.Prepared, any Error>?
+                let clock = ContinuousClock()
+                var waited = (read: Duration.zero, prepare: Duration.zero, commit: Duration.zero)
+                var mark = clock.now
                 do {
                     following = try await next.value
+                    waited.read = clock.now - mark
                 } catch {
                     // A bad line after this batch: this batch is still stored (or fails first), as without the overlap.
                     do { _ = try await committing.value } catch let stored { throw failure(stored) }
                     throw error
                 }
+                mark = clock.now
                 if let following {
                     next = Task { try await reader.next() }
                     do {
@@ -91,8 +96,18 @@ struct Import: AsyncParsableCommand {
                         preparedNext = .failure(error)
                     }
                 }
+                waited.prepare = clock.now - mark
+                mark = clock.now
                 let committed: BulkImport.Committed
                 do { committed = try await committing.value } catch { throw failure(error) }
+                waited.commit = clock.now - mark
+                // Which stage the import waits for: reading, preparing the next batch, or the COPY and commit.
+                logger.debug(
+                    "import batch written",
+                    metadata: [
+                        "import.line": "\(numbers.last!)", "import.as_prepared": "\(committed.asPrepared)",
+                        "import.read_wait": "\(waited.read)", "import.prepare": "\(waited.prepare)", "import.commit_wait": "\(waited.commit)",
+                    ])
                 created += committed.result.createdCount
                 present += batch.events.count - committed.result.createdCount
                 if interactive {
