@@ -11,7 +11,7 @@ import PostgresNIO
 enum BinaryCopy {
     /// The column types a binary COPY knows how to write.
     enum ColumnType: Sendable, Equatable {
-        case text, json, jsonb, int2, int4, int8, numeric, timestamp, uuid, bool
+        case text, json, jsonb, int2, int4, int8, numeric, timestamp, uuid, bool, bytea
         case textArray, int8Array, boolArray
 
         /// From the type's oid (domains resolved to their base type); nil for a type this writer does not know.
@@ -27,6 +27,7 @@ enum BinaryCopy {
             case 1114, 1184: self = .timestamp  // timestamp, timestamptz: the same microseconds
             case 2950: self = .uuid
             case 16: self = .bool
+            case 17: self = .bytea
             case 1009, 1015: self = .textArray
             case 1016: self = .int8Array
             case 1000: self = .boolArray
@@ -188,9 +189,10 @@ struct BinaryRows: Sendable {
     private var countAt = 0
     private(set) var unsupported: BinaryCopy.Unsupported?
 
-    init(table: String, catalog: BinaryCopy.ColumnTypes) {
+    init(table: String, catalog: BinaryCopy.ColumnTypes, capacity: Int = 0) {
         self.table = table
         self.catalog = catalog.tables[table] ?? [:]
+        buffer.reserveCapacity(capacity)
     }
 
     var isEmpty: Bool { buffer.readableBytes == 0 }
@@ -307,9 +309,11 @@ struct BinaryRows: Sendable {
     }
 
     /// A JSON value for a `jsonb` or `json` column.
-    mutating func json(_ column: StaticString, _ value: JSONValue) {
+    mutating func json(_ column: StaticString, _ value: JSONValue) { json(column, canonical: value.canonicalBytes()) }
+
+    /// JSON already written (canonical text), for a `jsonb` or `json` column.
+    mutating func json(_ column: StaticString, canonical bytes: [UInt8]) {
         let type = next(column)
-        let bytes = value.canonicalBytes()
         switch type {
         case .jsonb:
             // jsonb's binary form is a version byte (1) and the text.
@@ -318,6 +322,13 @@ struct BinaryRows: Sendable {
         case .json: buffer.copyField(bytes)
         default: mismatch(column, type, "JSON")
         }
+    }
+
+    /// Bytes for a `bytea` column.
+    mutating func bytes(_ column: StaticString, _ value: [UInt8]) {
+        let type = next(column)
+        guard type == .bytea else { return mismatch(column, type, "bytes") }
+        buffer.copyField(value)
     }
 
     /// Sends the rows with one binary COPY (nothing when there are none).

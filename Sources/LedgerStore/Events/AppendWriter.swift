@@ -294,52 +294,35 @@ struct AppendWriter {
             """, logger: logger)
     }
 
-    /// The columns of `events` a COPY writes, in the order `copyRows` writes them.
-    static let copyColumns = [
-        "subscriber_id", "version", "position", "event_id", "type", "occurred_at", "recorded_at", "source",
-        "environment", "idempotency_key", "data", "metadata", "fingerprint", "prev_hash", "hash",
-    ]
-
-    /// Writes rows with `COPY events FROM STDIN` (text format).
+    /// Writes rows with `COPY events FROM STDIN` in the binary format.
     private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, on connection: PostgresConnection) async throws {
-        try await Self.copy(Self.copyRows(rows, fingerprints: fingerprints, texts: texts), on: connection, logger: logger)
+        let catalog = try await BinaryCopy.ColumnTypes.load(["events"], on: connection, logger: logger)
+        try await Self.copyRows(rows, fingerprints: fingerprints, texts: texts, catalog: catalog).copy(on: connection, logger: logger)
     }
 
-    /// Sends rows encoded by `copyRows`, in chunks of about 1 MiB.
-    static func copy(_ rows: ByteBuffer, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.copyFrom(table: "events", columns: copyColumns, logger: logger) { writer in
-            var rest = rows
-            while rest.readableBytes > 0, let chunk = rest.readSlice(length: min(rest.readableBytes, 1 << 20)) {
-                try await writer.write(chunk)
-            }
-        }
-    }
-
-    /// The rows in COPY's text format (tab-separated fields, escaped; bytea in hex form).
-    static func copyRows(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts) -> ByteBuffer {
-        var buffer = ByteBuffer()
-        buffer.reserveCapacity(rows.count * 900)
+    /// The rows as binary COPY tuples of `events` (`catalog` holds its column types).
+    static func copyRows(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, catalog: BinaryCopy.ColumnTypes) -> BinaryRows {
+        var out = BinaryRows(table: "events", catalog: catalog, capacity: rows.count * 700)
         for (i, (row, fingerprint)) in zip(rows, fingerprints).enumerated() {
-            buffer.copyText(row.subscriberID)
-            buffer.copyDecimal(row.version)
-            buffer.copyDecimal(row.position)
-            buffer.copyText(row.eventID.lowercasedString)
-            buffer.copyText(row.type.rawValue)
-            buffer.copyText(row.occurredAt.rfc3339)
-            buffer.copyText(row.recordedAt.rfc3339)
-            buffer.copyText(row.source)
-            buffer.copyText(row.environment.rawValue)
-            buffer.copyText(row.idempotencyKey)
-            buffer.copyText(texts.data[i])
-            buffer.copyText(texts.metadata[i])
-            // bytea in hex form, its backslash escaped for COPY; the last field ends the line.
-            for (n, bytes) in [fingerprint, row.prevHash, row.hash].enumerated() {
-                buffer.writeStaticString("\\\\x")
-                for b in bytes { buffer.writeMultipleIntegers(Hex.digit(b >> 4), Hex.digit(b & 0xF)) }
-                buffer.writeInteger(n == 2 ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
-            }
+            out.beginRow()
+            out.text("subscriber_id", row.subscriberID)
+            out.integer("version", row.version)
+            out.integer("position", row.position)
+            out.uuid("event_id", row.eventID)
+            out.text("type", row.type.rawValue)
+            out.timestamp("occurred_at", row.occurredAt)
+            out.timestamp("recorded_at", row.recordedAt)
+            out.text("source", row.source)
+            out.text("environment", row.environment.rawValue)
+            out.text("idempotency_key", row.idempotencyKey)
+            out.json("data", canonical: texts.data[i])
+            out.json("metadata", canonical: texts.metadata[i])
+            out.bytes("fingerprint", fingerprint)
+            out.bytes("prev_hash", row.prevHash)
+            out.bytes("hash", row.hash)
+            out.endRow()
         }
-        return buffer
+        return out
     }
 
     struct StreamHead {
@@ -457,42 +440,5 @@ struct AppendWriter {
         for cell in row { last = cell }
         guard let cell = last, let bytes = try cell.decode(ByteBuffer?.self) else { return [] }
         return Array(buffer: bytes)
-    }
-}
-
-extension ByteBuffer {
-    /// One field of a COPY text row, escaped (backslash, tab, newline, carriage return), then a tab.
-    fileprivate mutating func copyText(_ s: String) {
-        var s = s
-        s.withUTF8 { copyText($0) }
-    }
-
-    fileprivate mutating func copyText(_ bytes: some Collection<UInt8>) {
-        var start = bytes.startIndex
-        var i = start
-        while i != bytes.endIndex {
-            let b = bytes[i]
-            let escaped: UInt8? =
-                switch b {
-                case 0x5C: 0x5C
-                case 0x09: UInt8(ascii: "t")
-                case 0x0A: UInt8(ascii: "n")
-                case 0x0D: UInt8(ascii: "r")
-                default: nil
-                }
-            if let escaped {
-                writeBytes(bytes[start..<i])
-                writeMultipleIntegers(UInt8(0x5C), escaped)
-                start = bytes.index(after: i)
-            }
-            i = bytes.index(after: i)
-        }
-        writeBytes(bytes[start...])
-        writeInteger(UInt8(ascii: "\t"))
-    }
-
-    fileprivate mutating func copyDecimal(_ value: Int64) {
-        writeString(String(value))
-        writeInteger(UInt8(ascii: "\t"))
     }
 }

@@ -37,8 +37,8 @@ public struct BulkImport: Sendable {
         let result: AppendResult?
         /// The log's end the rows follow: checked under the lock.
         let expectedEnd: Int64
-        /// The rows as binary COPY tuples (none when every event is stored already).
-        let rows: ByteBuffer
+        /// The rows as binary COPY tuples of `events` (nil when every event is stored already).
+        let rows: BinaryRows?
         public let belief: Belief
     }
 
@@ -57,10 +57,11 @@ public struct BulkImport: Sendable {
         let subscribers = Set(events.map(\.subscriberID))
         // The heads and the end first, the keys after: a key stored in between comes with a later position,
         // which the end check under the lock refuses.
-        let (heads, end, clock, stored) = try await StoreError.mapping {
+        let (heads, end, clock, stored, catalog) = try await StoreError.mapping {
             try await store.database.withConnection { connection in
                 let (heads, end, clock) = try await writer.tail(subscribers, on: connection)
-                return (heads, end, clock, try await writer.storedByIdempotencyKey(events, on: connection))
+                let stored = try await writer.storedByIdempotencyKey(events, on: connection)
+                return (heads, end, clock, stored, try await BinaryCopy.ColumnTypes.load(["events"], on: connection, logger: store.logger))
             }
         }
         var basis = (heads: heads, end: end, recordedAt: clock, stored: stored)
@@ -89,7 +90,9 @@ public struct BulkImport: Sendable {
         let belief = Belief(
             before: basis.end, end: group.position, recordedAt: basis.recordedAt,
             heads: group.heads.filter { subscribers.contains($0.key) }, keys: keys)
-        let rows = result == nil ? ByteBuffer() : AppendWriter.copyRows(group.rows, fingerprints: group.fingerprints, texts: group.texts)
+        let rows =
+            result == nil || group.rows.isEmpty
+            ? nil : AppendWriter.copyRows(group.rows, fingerprints: group.fingerprints, texts: group.texts, catalog: catalog)
         return Prepared(events: events, result: result, expectedEnd: basis.end, rows: rows, belief: belief)
     }
 
@@ -99,9 +102,7 @@ public struct BulkImport: Sendable {
         let logger = store.logger
         if let result = prepared.result {
             let written: Bool
-            if prepared.rows.readableBytes == 0 {
-                written = true  // every event stored already: nothing to write
-            } else {
+            if let rows = prepared.rows {
                 store.memory.forget()
                 defer { store.onCommit(Dictionary(prepared.events.map { ($0.subscriberID, Int64(0)) }, uniquingKeysWith: { a, _ in a })) }
                 written = try await StoreError.mapping {
@@ -110,10 +111,12 @@ public struct BulkImport: Sendable {
                         let end = try await connection.query("SELECT coalesce(max(position), 0) FROM events", logger: logger)
                             .collect()[0].decode(Int64.self)
                         guard end == prepared.expectedEnd else { return false }
-                        try await AppendWriter.copy(prepared.rows, on: connection, logger: logger)
+                        try await rows.copy(on: connection, logger: logger)
                         return true
                     }
                 }
+            } else {
+                written = true  // every event stored already: nothing to write
             }
             if written { return Committed(result: result, asPrepared: true) }
             logger.debug("import batch computed again under the lock", metadata: ["import.expected_end": "\(prepared.expectedEnd)"])
