@@ -87,7 +87,8 @@ enum BinaryCopy {
                 !name.isEmpty && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F },
                 "binary COPY takes plain identifiers only")
         }
-        let statement = "\(table)\" (\(columns.joined(separator: ", "))) FROM STDIN WITH (FORMAT binary) --"
+        // Quoted: a column may be named like a keyword (`new`, `end`).
+        let statement = "\(table)\" (\(columns.map { "\"\($0)\"" }.joined(separator: ", "))) FROM STDIN WITH (FORMAT binary) --"
         try await connection.copyFrom(table: statement, logger: logger) { writer in
             var head = ByteBuffer()
             head.writeBytes(header)
