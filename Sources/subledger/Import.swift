@@ -45,31 +45,83 @@ struct Import: AsyncParsableCommand {
             let intake = EventIntake(
                 store: store, catalog: CatalogStore(client: client, logger: logger), database: Database(client: client, logger: logger))
             let reader = ImportBatchReader(lines: LineReader(handle: handle), batchSize: batchSize, intake: intake)
+            let importer = BulkImport(store: store)
             var created = 0
             var present = 0
-            // The next batch is read and validated while the current one is written.
+            var numbers: [Int] = []
+            /// A store error of the batch of lines `numbers`, naming them (nothing of them was stored).
+            func failure(_ error: any Error) -> any Error {
+                guard let error = error as? StoreError else { return error }
+                let span = "nothing of lines \(numbers[0])–\(numbers.last!) was stored"
+                switch error {
+                case .versionConflict(_, _, _, let index?), .idempotencyConflict(_, _, let index?):
+                    return CommandFailure("line \(numbers[index]): \(error) (\(span))")
+                default:
+                    return CommandFailure("\(error) (\(span))")
+                }
+            }
+            // Three stages overlap: the batch after next is read and validated, the next is prepared (positions,
+            // chain, COPY rows) on what the current one will leave, and the current one is COPYed.
             var next = Task { try await reader.next() }
             defer { next.cancel() }
-            while let batch = try await next.value {
+            var current = try await next.value
+            var prepared: BulkImport.Prepared?
+            if let batch = current {
                 next = Task { try await reader.next() }
+                numbers = batch.numbers
+                do { prepared = try await importer.prepare(batch.events, after: nil) } catch { throw failure(error) }
+            }
+            while let batch = current, let writing = prepared {
                 present += batch.duplicates
+                let committing = Task { try await importer.commit(writing) }
+                let following: ImportBatchReader.Batch?
+                var preparedNext: Result<BulkImport.Prepared, any Error>?
+                let clock = ContinuousClock()
+                var waited = (read: Duration.zero, prepare: Duration.zero, commit: Duration.zero)
+                var mark = clock.now
                 do {
-                    let result = try await store.importBatch(batch.events)
-                    created += result.createdCount
-                    present += batch.events.count - result.createdCount
-                } catch let error as StoreError {
-                    let numbers = batch.numbers
-                    switch error {
-                    case .versionConflict(_, _, _, let index?), .idempotencyConflict(_, _, let index?):
-                        throw CommandFailure("line \(numbers[index]): \(error) (nothing of lines \(numbers[0])–\(numbers.last!) was stored)")
-                    default:
-                        throw CommandFailure("\(error) (nothing of lines \(numbers[0])–\(numbers.last!) was stored)")
+                    following = try await next.value
+                    waited.read = clock.now - mark
+                } catch {
+                    // A bad line after this batch: this batch is still stored (or fails first), as without the overlap.
+                    do { _ = try await committing.value } catch let stored { throw failure(stored) }
+                    throw error
+                }
+                mark = clock.now
+                if let following {
+                    next = Task { try await reader.next() }
+                    do {
+                        preparedNext = .success(try await importer.prepare(following.events, after: writing.belief))
+                    } catch {
+                        preparedNext = .failure(error)
                     }
                 }
+                waited.prepare = clock.now - mark
+                mark = clock.now
+                let committed: BulkImport.Committed
+                do { committed = try await committing.value } catch { throw failure(error) }
+                waited.commit = clock.now - mark
+                // Which stage the import waits for: reading, preparing the next batch, or the COPY and commit.
+                logger.debug(
+                    "import batch written",
+                    metadata: [
+                        "import.line": "\(numbers.last!)", "import.as_prepared": "\(committed.asPrepared)",
+                        "import.read_wait": "\(waited.read)", "import.prepare": "\(waited.prepare)", "import.commit_wait": "\(waited.commit)",
+                    ])
+                created += committed.result.createdCount
+                present += batch.events.count - committed.result.createdCount
                 if interactive {
                     let rate = Double(created) / max(Date().timeIntervalSince(started), 0.001)
-                    FileHandle.standardError.write(Data("\rimported \(created) events (line \(batch.numbers.last!), \(Int(rate)) events/s)".utf8))
+                    FileHandle.standardError.write(Data("\rimported \(created) events (line \(numbers.last!), \(Int(rate)) events/s)".utf8))
                 }
+                current = following
+                guard let following, let preparedNext else { break }
+                numbers = following.numbers
+                do {
+                    // Prepared on a batch that was computed again under the lock: prepared again on the log as it is.
+                    prepared =
+                        committed.asPrepared ? try preparedNext.get() : try await importer.prepare(following.events, after: nil)
+                } catch { throw failure(error) }
             }
             present += reader.trailingDuplicates
             if interactive { FileHandle.standardError.write(Data("\nrebuilding projections…\n".utf8)) }

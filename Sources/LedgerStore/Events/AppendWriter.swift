@@ -228,7 +228,7 @@ struct AppendWriter {
     }
 
     /// The streams' heads, positions and keys as the jobs taken so far leave them.
-    private struct GroupState {
+    struct GroupState {
         var heads: [String: StreamHead]
         var position: Int64
         let recordedAt: Timestamp
@@ -315,36 +315,35 @@ struct AppendWriter {
             """, logger: logger)
     }
 
-    /// Writes rows with `COPY events FROM STDIN` (text format), in chunks of about 1 MiB.
+    /// Writes rows with `COPY events FROM STDIN` in the binary format.
     private func copy(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, on connection: PostgresConnection) async throws {
-        try await connection.copyFrom(
-            table: "events",
-            columns: [
-                "subscriber_id", "version", "position", "event_id", "type", "occurred_at", "recorded_at", "source",
-                "environment", "idempotency_key", "data", "metadata", "fingerprint", "prev_hash", "hash",
-            ], logger: logger
-        ) { writer in
-            var buffer = ByteBuffer()
-            for (i, (row, fingerprint)) in zip(rows, fingerprints).enumerated() {
-                let fields = [
-                    row.subscriberID, String(row.version), String(row.position), row.eventID.lowercasedString,
-                    row.type.rawValue, row.occurredAt.rfc3339, row.recordedAt.rfc3339, row.source, row.environment.rawValue,
-                    row.idempotencyKey, String(decoding: texts.data[i], as: UTF8.self), String(decoding: texts.metadata[i], as: UTF8.self),
-                ]
-                buffer.writeString(fields.map(EventStore.copyEscaped).joined(separator: "\t"))
-                // bytea in hex form, its backslash already escaped for COPY.
-                for bytes in [fingerprint, row.prevHash, row.hash] {
-                    buffer.writeStaticString("\t\\\\x")
-                    for b in bytes { buffer.writeMultipleIntegers(Hex.digit(b >> 4), Hex.digit(b & 0xF)) }
-                }
-                buffer.writeString("\n")
-                if buffer.readableBytes > 1 << 20 {
-                    try await writer.write(buffer)
-                    buffer.clear()
-                }
-            }
-            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+        let catalog = try await BinaryCopy.ColumnTypes.load(["events"], on: connection, logger: logger)
+        try await Self.copyRows(rows, fingerprints: fingerprints, texts: texts, catalog: catalog).copy(on: connection, logger: logger)
+    }
+
+    /// The rows as binary COPY tuples of `events` (`catalog` holds its column types).
+    static func copyRows(_ rows: [RecordedEvent], fingerprints: [[UInt8]], texts: RowTexts, catalog: BinaryCopy.ColumnTypes) -> BinaryRows {
+        var out = BinaryRows(table: "events", catalog: catalog, capacity: rows.count * 700)
+        for (i, (row, fingerprint)) in zip(rows, fingerprints).enumerated() {
+            out.beginRow()
+            out.text("subscriber_id", row.subscriberID)
+            out.integer("version", row.version)
+            out.integer("position", row.position)
+            out.uuid("event_id", row.eventID)
+            out.text("type", row.type.rawValue)
+            out.timestamp("occurred_at", row.occurredAt)
+            out.timestamp("recorded_at", row.recordedAt)
+            out.text("source", row.source)
+            out.text("environment", row.environment.rawValue)
+            out.text("idempotency_key", row.idempotencyKey)
+            out.json("data", canonical: texts.data[i])
+            out.json("metadata", canonical: texts.metadata[i])
+            out.bytes("fingerprint", fingerprint)
+            out.bytes("prev_hash", row.prevHash)
+            out.bytes("hash", row.hash)
+            out.endRow()
         }
+        return out
     }
 
     struct StreamHead {
@@ -382,7 +381,7 @@ struct AppendWriter {
         """
 
     /// The heads of the given streams, the last position and the recorded time for this append, in one query.
-    private func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
+    func tail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
         -> ([String: StreamHead], Int64, Timestamp)
     {
         var heads: [String: StreamHead] = [:]
@@ -439,7 +438,7 @@ struct AppendWriter {
         return (streams, lastPosition, recordedAt)
     }
 
-    private func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws
+    func storedByIdempotencyKey(_ events: [NewEvent], on connection: PostgresConnection) async throws
         -> [IdempotencyKey: (RecordedEvent, [UInt8])]
     {
         var found: [IdempotencyKey: (RecordedEvent, [UInt8])] = [:]

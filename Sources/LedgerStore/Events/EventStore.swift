@@ -240,24 +240,6 @@ public struct EventStore: Service {
         return written.outcomes
     }
 
-    /// COPY text format: backslash, tab, newline and carriage return are escaped (so a bytea's `\x…` hex
-    /// form arrives as `\\x…`, as COPY expects).
-    static func copyEscaped(_ field: String) -> String {
-        guard field.utf8.contains(where: { $0 == 0x5C || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) else { return field }
-        var out = ""
-        out.reserveCapacity(field.utf8.count)
-        for c in field.unicodeScalars {
-            switch c {
-            case "\\": out += "\\\\"
-            case "\t": out += "\\t"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        return out
-    }
-
     /// One subscriber's stream, oldest first, after `version` (paged by version).
     public func stream(subscriberID: String, afterVersion: Int64, limit: Int, on source: Database? = nil) async throws -> [RecordedEvent] {
         try await StoreError.mapping {

@@ -48,15 +48,15 @@ public struct Rebuilder: Sendable {
         return try await database.transaction { writer in
             try await writer.query("SELECT pg_advisory_xact_lock(\(Self.rebuildLockKey))", logger: logger)
             try await writer.query("SELECT subledger_rebuild_prepare()", logger: logger)
+            // The shadows' column types, for the binary COPY of every row.
+            let catalog = try await BinaryCopy.ColumnTypes.load(
+                (ProjectionTable.allCases.map(\.name) + RollupRows.tables).map { "rebuild_" + $0 }, on: writer, logger: logger)
             let (seen, done, rollup) = try await database.withConnection { reader in
-                try await Self.load(from: reader, into: writer, chunkSize: chunkSize, logger: logger, progress: progress)
+                try await Self.load(
+                    from: reader, into: writer, catalog: catalog, chunkSize: chunkSize, logger: logger, progress: progress)
             }
-            for (table, rows) in RollupRows.arrays(rollup) {
-                try await writer.query(
-                    """
-                    INSERT INTO \(unescaped: "rebuild_" + table)
-                    SELECT * FROM jsonb_populate_recordset(NULL::\(unescaped: table), \(rows)::jsonb)
-                    """, logger: logger)
+            for rows in RollupRows.rows(rollup, { BinaryRows(table: "rebuild_" + $0, catalog: catalog) }) {
+                try await rows.copy(on: writer, logger: logger)
             }
             phase("load")
             // Each index is built by one sort; with the default 64 MB a million-row sort spills to disk.
@@ -96,7 +96,8 @@ public struct Rebuilder: Sendable {
     /// `foldersInFlight` tasks decode and fold batches in parallel; one writer COPYs the folded batches in
     /// order. Memory holds at most a few batches.
     private static func load(
-        from reader: PostgresConnection, into writer: PostgresConnection, chunkSize: Int, logger: Logger,
+        from reader: PostgresConnection, into writer: PostgresConnection, catalog: BinaryCopy.ColumnTypes, chunkSize: Int,
+        logger: Logger,
         progress: (@Sendable (Progress) -> Void)?
     ) async throws -> (Int64, Progress, ReportRollup) {
         try await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
@@ -119,13 +120,13 @@ public struct Rebuilder: Sendable {
                 done.events += result.events
                 rollup.add(result.rollup)
                 progress?(done)
-                writing = Task { try await result.rows.copy(into: "rebuild_", on: writer, logger: logger) }
+                writing = Task { try await result.rows.copy(on: writer, logger: logger) }
             }
             func handOver() async throws {
                 let rows = batch
                 batch = []
                 subscribersInBatch = 0
-                folding.append(Task { try fold(rows) })
+                folding.append(Task { try fold(rows, catalog: catalog) })
                 if folding.count > foldersInFlight { try await write(folding.removeFirst()) }
             }
 
@@ -166,8 +167,8 @@ public struct Rebuilder: Sendable {
     }
 
     /// Decodes a batch of whole streams (rows in subscriber and version order) and folds each stream.
-    private static func fold(_ rows: [PostgresRow]) throws -> FoldedBatch {
-        var out = ProjectionCopyRows()
+    private static func fold(_ rows: [PostgresRow], catalog: BinaryCopy.ColumnTypes) throws -> FoldedBatch {
+        var out = ProjectionCopyRows(catalog: catalog, prefix: "rebuild_")
         var rollup = ReportRollup()
         var stream: [FoldEvent] = []
         func flush() {

@@ -2,7 +2,7 @@ import Foundation
 import LedgerCore
 
 /// The report rollups' cells as JSON arrays named like their tables (schema 0014), for
-/// `subledger_rollup_add` and the rebuild's shadow tables. Figures that may exceed 64 bits are written as
+/// `subledger_rollup_add`, or as binary COPY rows for the rebuild's shadow tables (`BinaryRows`). Figures that may exceed 64 bits are written as
 /// JSON numbers when they fit in 64 bits and as strings otherwise; `numeric`'s input reads both exactly.
 enum RollupRows {
     /// The rollup tables, in the order the rebuild writes them.
@@ -20,13 +20,20 @@ enum RollupRows {
     /// Each table's cells as a JSON array, in the order of `tables` (the rebuild sends each to its own table:
     /// one object of every table, parsed by each table's statement, cost the rebuild several seconds).
     static func arrays(_ rollup: ReportRollup) -> [(table: String, rows: String)] {
-        func revenueRows(_ cells: some Sequence<(key: ReportRollup.RevenueKey, value: ReportRollup.RevenueCell)>, period: StaticString) -> JSONRows {
-            var rows = JSONRows()
+        zip(tables, rows(rollup) { _ in JSONRows() }).map { ($0, $1.text) }
+    }
+
+    /// Each table's cells written by an encoder `make` gives for the table, in the order of `tables`.
+    static func rows<E: RollupRowEncoder>(_ rollup: ReportRollup, _ make: (String) -> E) -> [E] {
+        func revenueRows(
+            _ cells: some Sequence<(key: ReportRollup.RevenueKey, value: ReportRollup.RevenueCell)>, table: String, period: StaticString
+        ) -> E {
+            var rows = make(table)
             for (k, v) in cells {
                 rows.beginRow()
-                rows.member("entitlement", .string(k.entitlement))
+                rows.text("entitlement", k.entitlement)
                 rows.integer(period, k.period)
-                rows.member("currency", .string(k.currency))
+                rows.text("currency", k.currency)
                 rows.integer("transactions", v.transactions)
                 rows.wide("billings", v.figures.billings)
                 rows.wide("tax", v.figures.tax)
@@ -41,16 +48,17 @@ enum RollupRows {
             }
             return rows
         }
-        let revenue = revenueRows(rollup.revenue, period: "month_us")
-        let revenueDays = revenueRows(rollup.revenueDays.cells.lazy.map { (key: $0.key, value: $0.cell) }, period: "day_us")
-        var pending = JSONRows()
+        let revenue = revenueRows(rollup.revenue, table: "report_revenue_months", period: "month_us")
+        let revenueDays = revenueRows(
+            rollup.revenueDays.cells.lazy.map { (key: $0.key, value: $0.cell) }, table: "report_revenue_days", period: "day_us")
+        var pending = make("report_revenue_pending")
         for (t, change) in rollup.pendingRevenue {
             pending.beginRow()
             pending.integer("change", change)
-            pending.member("source_event_id", .string(t.eventID.lowercasedString))
-            pending.member("entitlements", .array(t.entitlements.map(JSONValue.string)))
-            pending.member("kind", .string(t.kind.rawValue))
-            pending.member("currency", .string(t.currency))
+            pending.uuid("source_event_id", t.eventID)
+            pending.textArray("entitlements", t.entitlements)
+            pending.text("kind", t.kind.rawValue)
+            pending.text("currency", t.currency)
             pending.integer("gross", t.gross)
             pending.integer("commission", t.commission)
             pending.integer("tax", t.tax)
@@ -58,36 +66,36 @@ enum RollupRows {
             pending.integer("start_us", t.start.microseconds)
             pending.integer("end_us", t.end?.microseconds)
             pending.integer("stop_us", t.stop?.microseconds)
-            pending.member("refund_at_us", .array(t.refunds.map { .number(JSONNumber($0.at.microseconds)) }))
-            pending.member("refund_amount", .array(t.refunds.map { .number(JSONNumber($0.amount)) }))
-            pending.member("refund_cut", .array(t.refunds.map { .bool($0.cut) }))
+            pending.integerArray("refund_at_us", t.refunds.map(\.at.microseconds))
+            pending.integerArray("refund_amount", t.refunds.map(\.amount))
+            pending.boolArray("refund_cut", t.refunds.map(\.cut))
             pending.integer("held_from_us", t.heldFrom?.microseconds)
             pending.integer("handed_over_us", t.handedOver?.microseconds)
             pending.endRow()
         }
-        var trials = JSONRows()
+        var trials = make("report_trial_days")
         for (k, v) in rollup.trials {
             trials.beginRow()
-            trials.member("entitlement", .string(k.entitlement))
+            trials.text("entitlement", k.entitlement)
             trials.integer("day_us", k.day)
             trials.integer("started", v.first)
             trials.integer("converted", v.second)
             trials.endRow()
         }
-        var runs = JSONRows()
+        var runs = make("report_run_days")
         for (k, v) in rollup.runs {
             runs.beginRow()
-            runs.member("entitlement", .string(k.entitlement))
+            runs.text("entitlement", k.entitlement)
             runs.integer("day_us", k.day)
             runs.integer("starts", v.first)
             runs.integer("ends", v.second)
             runs.endRow()
         }
-        var churn = JSONRows()
+        var churn = make("report_churn_periods")
         for (k, v) in rollup.churn {
             churn.beginRow()
-            churn.member("entitlement", .string(k.entitlement))
-            churn.member("period_interval", .string(k.interval.rawValue))
+            churn.text("entitlement", k.entitlement)
+            churn.text("period_interval", k.interval.rawValue)
             churn.integer("period_us", k.period)
             churn.integer("new", v.new)
             churn.integer("reactivated", v.reactivated)
@@ -99,22 +107,22 @@ enum RollupRows {
             churn.integer("transferred_out", v.transferredOut)
             churn.endRow()
         }
-        var retention = JSONRows()
+        var retention = make("report_retention_cells")
         for (k, v) in rollup.retention {
             retention.beginRow()
-            retention.member("entitlement", .string(k.entitlement))
+            retention.text("entitlement", k.entitlement)
             retention.integer("cohort_us", k.cohort)
             retention.integer("month_us", k.month)
             retention.integer("delta", v)
             retention.endRow()
         }
-        func mrrRows(_ cells: [ReportRollup.MRRKey: ReportRollup.MRRCell], period: StaticString) -> JSONRows {
-            var rows = JSONRows()
+        func mrrRows(_ cells: [ReportRollup.MRRKey: ReportRollup.MRRCell], table: String, period: StaticString) -> E {
+            var rows = make(table)
             for (k, v) in cells {
                 rows.beginRow()
-                rows.member("entitlement", .string(k.entitlement))
+                rows.text("entitlement", k.entitlement)
                 rows.integer(period, k.day)
-                rows.member("currency", .string(k.currency))
+                rows.text("currency", k.currency)
                 rows.wide("denominator", k.denominator)
                 rows.wide("started", v.started)
                 rows.wide("ended", v.ended)
@@ -122,29 +130,51 @@ enum RollupRows {
             }
             return rows
         }
-        func paidRows(_ cells: [ReportRollup.CurrencyDayKey: ReportRollup.Counts], period: StaticString) -> JSONRows {
-            var rows = JSONRows()
+        func paidRows(_ cells: [ReportRollup.CurrencyDayKey: ReportRollup.Counts], table: String, period: StaticString) -> E {
+            var rows = make(table)
             for (k, v) in cells {
                 rows.beginRow()
-                rows.member("entitlement", .string(k.entitlement))
+                rows.text("entitlement", k.entitlement)
                 rows.integer(period, k.day)
-                rows.member("currency", .string(k.currency))
+                rows.text("currency", k.currency)
                 rows.integer("starts", v.first)
                 rows.integer("ends", v.second)
                 rows.endRow()
             }
             return rows
         }
-        let mrr = mrrRows(rollup.mrr, period: "day_us")
-        let paid = paidRows(rollup.paid, period: "day_us")
-        let mrrHours = mrrRows(rollup.mrrHours, period: "hour_us")
-        let paidHours = paidRows(rollup.paidHours, period: "hour_us")
-        return zip(tables, [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours])
-            .map { ($0, $1.text) }
+        let mrr = mrrRows(rollup.mrr, table: "report_mrr_days", period: "day_us")
+        let paid = paidRows(rollup.paid, table: "report_paid_days", period: "day_us")
+        let mrrHours = mrrRows(rollup.mrrHours, table: "report_mrr_hours", period: "hour_us")
+        let paidHours = paidRows(rollup.paidHours, table: "report_paid_hours", period: "hour_us")
+        return [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours]
     }
 }
 
-extension JSONRows {
+/// Where rollup cells go: JSON arrays (`JSONRows`) or binary COPY rows (`BinaryRows`).
+protocol RollupRowEncoder {
+    mutating func beginRow()
+    mutating func endRow()
+    mutating func text(_ name: StaticString, _ value: String?)
+    mutating func integer(_ name: StaticString, _ value: Int64?)
+    mutating func wide(_ name: StaticString, _ value: Int128)
+    mutating func uuid(_ name: StaticString, _ value: UUID?)
+    mutating func textArray(_ name: StaticString, _ values: [String])
+    mutating func integerArray(_ name: StaticString, _ values: [Int64])
+    mutating func boolArray(_ name: StaticString, _ values: [Bool])
+}
+
+extension BinaryRows: RollupRowEncoder {}
+
+extension JSONRows: RollupRowEncoder {
+    mutating func text(_ name: StaticString, _ value: String?) { member(name, value.map(JSONValue.string) ?? .null) }
+    mutating func uuid(_ name: StaticString, _ value: UUID?) { text(name, value?.lowercasedString) }
+    mutating func textArray(_ name: StaticString, _ values: [String]) { member(name, .array(values.map(JSONValue.string))) }
+    mutating func integerArray(_ name: StaticString, _ values: [Int64]) {
+        member(name, .array(values.map { .number(JSONNumber($0)) }))
+    }
+    mutating func boolArray(_ name: StaticString, _ values: [Bool]) { member(name, .array(values.map(JSONValue.bool))) }
+
     /// A 128-bit figure: 64-bit numbers take the fast integer path (printing an `Int128` divides in 128 bits).
     mutating func wide(_ name: StaticString, _ value: Int128) {
         if let small = Int64(exactly: value) {
