@@ -234,8 +234,9 @@ struct AppendWriter {
         let recordedAt: Timestamp
         /// Keys already stored, then the keys of the jobs taken, with their fingerprints.
         var stored: [IdempotencyKey: (RecordedEvent, [UInt8])]
-        /// Merged subscribers of the streams read or believed, then of the jobs taken.
-        var merged: [String: String]
+        /// Merged subscribers of the streams read or believed, then of the jobs taken (imports read no streams
+        /// and refuse nothing).
+        var merged: [String: String] = [:]
         var rows: [RecordedEvent] = []
         var fingerprints: [[UInt8]] = []
         /// Each row's data and metadata as canonical JSON: written once, for its hash and its stored text.
