@@ -18,15 +18,20 @@ struct GoogleStoreModule: StoreModule {
         routes = GoogleStoreRoutes(
             play: play, reader: ProjectionReader(router: context.readRouter, cache: context.cache), router: context.readRouter,
             maxBodyBytes: context.configuration.maxBodyBytes, clock: context.configuration.clock)
+        let reconciliation =
+            context.configuration.reconcileInterval != nil && google.serviceAccount != nil && !google.packageNames.isEmpty
+            ? play.map { GoogleReconciliation(play: $0, marks: StoreSyncMarks(database: context.database), logger: context.logger) } : nil
         var services: [any Service] = []
         if let play, google.serviceAccount != nil {
             services.append(GoogleResolverService(play: play, inbox: context.intake.inbox))
-            if let interval = google.reconcileInterval { services.append(GoogleReconcileService(play: play, interval: interval)) }
+            // The reconcile schedule (`--reconcile-interval`) reads the voided purchases itself, since its last run:
+            // the hourly poll would ask Google for the same list again (its quota is per application).
+            if let interval = google.reconcileInterval, reconciliation == nil {
+                services.append(GoogleReconcileService(play: play, interval: interval))
+            }
         }
         self.services = services
-        reconciliation =
-            context.configuration.reconcileInterval != nil && google.serviceAccount != nil && !google.packageNames.isEmpty
-            ? play.map { GoogleReconciliation(play: $0, marks: StoreSyncMarks(database: context.database), logger: context.logger) } : nil
+        self.reconciliation = reconciliation
     }
 
     func register(v1: RouterGroup<LedgerRequestContext>, root: Router<LedgerRequestContext>) {
