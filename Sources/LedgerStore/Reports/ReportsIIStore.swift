@@ -96,7 +96,7 @@ extension ReportStore {
                     // The service as a transaction whose window is the service (`serviceStart`/`serviceEnd`).
                     transactions.append(
                         RevenueTransaction(
-                            eventID: UUID(), entitlements: Self.entitlements(keys), kind: .paid, currency: currency, gross: 0, commission: 0,
+                            eventID: Self.noEventID, entitlements: Self.entitlements(keys), kind: .paid, currency: currency, gross: 0, commission: 0,
                             occurredAt: .init(microseconds: occurred), start: start, end: end, stop: nil, refunds: [],
                             monthly: MonthlyAmount(numerator: n, denominator: d), country: country, store: store ?? "", productID: product ?? ""))
                 }
@@ -274,7 +274,7 @@ extension ReportStore {
                 let at = Timestamp(microseconds: start)
                 transactions.append(
                     RevenueTransaction(
-                        eventID: UUID(), entitlements: Self.entitlements(entitlements ?? ""), kind: tag == 0 ? .trial : .paid, currency: "",
+                        eventID: Self.noEventID, entitlements: Self.entitlements(entitlements ?? ""), kind: tag == 0 ? .trial : .paid, currency: "",
                         gross: 0, commission: 0, occurredAt: .init(microseconds: occurred), start: at, end: nil, stop: nil, refunds: [],
                         monthly: nil, heldFrom: held == true ? at : nil, country: country, store: store ?? "", productID: product ?? ""))
             }
