@@ -188,20 +188,6 @@ import Testing
         #expect(grouped.periods.filter { $0.group == "pro" }.map(\.period) == pro.periods)
     }
 
-    /// Each run's overlapping transactions with their service start, as the report reads them from PostgreSQL.
-    static func services(_ facts: SubscriberFacts, _ runs: [PaidRun]) -> [[RevenueTransaction]] {
-        runs.map { run in
-            facts.transactions.filter { t in
-                (t.serviceEnd ?? .maximum) > run.start && t.serviceStart < (run.end ?? .maximum)
-                    && (run.entitlement.isEmpty || t.entitlements.contains(run.entitlement))
-            }.map { t in
-                var s = t
-                s.start = t.serviceStart
-                return s
-            }
-        }
-    }
-
     /// Churn's counts by group add up to the whole for every period (each subscriber counts in one group at an
     /// instant); without dimensions the grouped accumulator is the plain one.
     @Test(arguments: 0..<2, [nil, .store, .country, .productID] as [ReportDimension?])
@@ -213,7 +199,7 @@ import Testing
             let runs = facts.runs.filter { $0.entitlement == "" }
             guard let first = runs.first else { continue }
             whole.add(runs: runs, firstStart: first.start)
-            grouped.add(runs: runs, firstStart: first.start, services: Self.services(facts, runs))
+            grouped.add(runs: runs, firstStart: first.start, services: RunServices.of(facts, runs))
         }
         let rows = grouped.periods
         if dimension == nil { #expect(rows.map(\.period) == whole.periods) }
@@ -235,7 +221,7 @@ import Testing
             for facts in Self.population {
                 let runs = facts.runs.filter { $0.entitlement == "" }
                 guard let first = runs.first else { continue }
-                apple.add(runs: runs, firstStart: first.start, services: Self.services(facts, runs))
+                apple.add(runs: runs, firstStart: first.start, services: RunServices.of(facts, runs))
             }
             #expect(apple.periods.map(\.period) == rows.filter { $0.group == "apple" }.map(\.period))
         }
@@ -252,7 +238,7 @@ import Testing
             let runs = facts.runs.filter { $0.entitlement == "" }
             guard !runs.isEmpty else { continue }
             whole.add(runs: runs)
-            grouped.add(runs: runs, services: Self.services(facts, runs))
+            grouped.add(runs: runs, services: RunServices.of(facts, runs))
         }
         let rows = grouped.cohorts
         if dimension == nil { #expect(rows.map(\.cohort) == whole.cohorts) }

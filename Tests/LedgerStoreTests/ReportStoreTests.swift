@@ -84,20 +84,6 @@ struct ReportStoreTests {
         }
     }
 
-    /// The transactions overlapping each run, their service start as `start` (how the dimension reports read them).
-    static func services(_ f: SubscriberFacts, _ runs: [PaidRun]) -> [[RevenueTransaction]] {
-        runs.map { run in
-            f.transactions.filter { t in
-                (t.serviceEnd ?? .maximum) > run.start && t.serviceStart < (run.end ?? .maximum)
-                    && (run.entitlement.isEmpty || t.entitlements.contains(run.entitlement))
-            }.map { t in
-                var s = t
-                s.start = t.serviceStart
-                return s
-            }
-        }
-    }
-
     @Test("reports filtered and grouped by store, country and product from PostgreSQL equal the accumulators over the fold")
     func dimensionReportsMatchTheFold() async throws {
         try await TestDatabase.with { client, _ in
@@ -125,8 +111,8 @@ struct ReportStoreTests {
                 for f in facts {
                     let runs = f.runs.filter { $0.entitlement == "" }
                     if let first = runs.first {
-                        churn.add(runs: runs, firstStart: first.start, services: Self.services(f, runs))
-                        retention.add(runs: runs, services: Self.services(f, runs))
+                        churn.add(runs: runs, firstStart: first.start, services: RunServices.of(f, runs))
+                        retention.add(runs: runs, services: RunServices.of(f, runs))
                     }
                     for rows in Dictionary(grouping: f.trials, by: \.eventID).values { trials.add(rows.sorted { $0.entitlement < $1.entitlement }) }
                 }

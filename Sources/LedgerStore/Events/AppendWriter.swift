@@ -73,7 +73,7 @@ struct AppendWriter {
             }
         }
 
-        var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored, merged: Self.merged(streams))
+        var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored, merged: Self.merged(streams, for: jobs))
         var outcomes: [Result<AppendResult, StoreError>] = []
         outcomes.reserveCapacity(jobs.count)
         for job in jobs {
@@ -187,7 +187,7 @@ struct AppendWriter {
             heads[subscriber] = events.last.map { StreamHead(version: $0.version, hash: $0.hash) }
         }
         let recordedAt = max(now, end.recordedAt)
-        var group = GroupState(heads: heads, position: end.position, recordedAt: recordedAt, stored: [:], merged: Self.merged(streams))
+        var group = GroupState(heads: heads, position: end.position, recordedAt: recordedAt, stored: [:], merged: Self.merged(streams, for: jobs))
         var outcomes: [Result<AppendResult, StoreError>] = []
         outcomes.reserveCapacity(jobs.count)
         for job in jobs {
@@ -216,9 +216,10 @@ struct AppendWriter {
         return Written(outcomes: outcomes, end: newEnd, streams: touched, folds: newFolds)
     }
 
-    /// The subscribers of `streams` that were merged, and where to.
-    static func merged(_ streams: [String: [StreamEvent]]) -> [String: String] {
+    /// The subscribers of `streams` that were merged, and where to; not looked for when no job asks.
+    static func merged(_ streams: [String: [StreamEvent]], for jobs: [AppendJob]) -> [String: String] {
         var merged: [String: String] = [:]
+        guard jobs.contains(where: \.refusesMerged) else { return merged }
         for (subscriber, events) in streams {
             for e in events {
                 if case .merged(let m) = e.fold.payload { merged[subscriber] = m.into }

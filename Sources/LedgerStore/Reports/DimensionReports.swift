@@ -49,10 +49,8 @@ extension ReportStore {
                 """
                 SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
                 WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
-                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
-                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
-                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
-                  AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
+                  AND subledger_report_matches(store, country, product_id, entitlements, \(stores)::text[], \(countries)::text[],
+                                                 \(products)::text[], \(entitlements)::text[])
                 """, logger: logger)
             for try await row in rows {
                 guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
@@ -102,10 +100,8 @@ extension ReportStore {
                 FROM report_transactions
                 WHERE monthly_num IS NOT NULL AND greatest(start_us, held_from_us) <= \(t)
                   AND (service_end_us IS NULL OR service_end_us > \(t))
-                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
-                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
-                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
-                  AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
+                  AND subledger_report_matches(store, country, product_id, entitlements, \(stores)::text[], \(countries)::text[],
+                                                 \(products)::text[], \(entitlements)::text[])
                 """, logger: logger)
             for try await (subscriber, currency, occurred, num, den, store, country, product, entitlements) in rows.decode(
                 (String, String, Int64, String, String, String, String?, String, String).self)

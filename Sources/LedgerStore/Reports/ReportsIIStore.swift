@@ -47,10 +47,8 @@ extension ReportStore {
             FROM report_transactions
             WHERE monthly_num IS NOT NULL
               AND greatest(start_us, held_from_us) < \(to) AND (service_end_us IS NULL OR service_end_us >= \(from))
-              AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
-              AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
-              AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
-              AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
+              AND subledger_report_matches(store, country, product_id, entitlements, \(stores)::text[], \(countries)::text[],
+                                             \(products)::text[], \(entitlements)::text[])
             ORDER BY 1, 2, 3
             """
         return try await Self.refusingMissingRates {
@@ -196,10 +194,8 @@ extension ReportStore {
         let query: PostgresQuery = """
             SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
             WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
-              AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
-              AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
-              AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
-              AND (cardinality(\(entitlements)::text[]) = 0 OR entitlements && \(entitlements)::text[])
+              AND subledger_report_matches(store, country, product_id, entitlements, \(stores)::text[], \(countries)::text[],
+                                             \(products)::text[], \(entitlements)::text[])
               AND ((occurred_us >= \(from) AND occurred_us < \(to))
                    OR EXISTS (SELECT 1 FROM unnest(refund_at_us) r WHERE r >= \(from) AND r < \(to)))
             """
