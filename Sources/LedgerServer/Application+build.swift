@@ -55,6 +55,7 @@ public func buildApplication(
     var services = clientServices + [intake.store as any Service] + routerServices
     services.append(DatabaseWatch(database: database))
     services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
+    services.append(ReportRollupWorker(database: database))
     services.append(RevenueDayWorker(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))

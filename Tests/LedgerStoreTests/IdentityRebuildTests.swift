@@ -42,6 +42,7 @@ struct IdentityRebuildTests {
                 ], path: { "events[\($0)]" })
             let appended = try await RebuildTests.projection(client)
             #expect(appended.filter { $0.hasPrefix("report_transactions ") }.count >= 5, "the copies the transfers made are facts too")
+            try await ReportRollupWorker(database: database).drain()
             let rollups = try await Self.rollups(client)
             try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
             #expect(try await RebuildTests.projection(client) == appended)

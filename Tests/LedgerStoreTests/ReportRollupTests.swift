@@ -164,10 +164,14 @@ struct ReportRollupTests {
                 i += batch.count
                 turn += 1
             }
-            // The appends queued their transactions for the day cells; reports add the queue.
+            // The appends queued their report cells (schema 0029); a worker's batches apply them, the revenue
+            // moves among them going to the day cells' queue, which reports add.
+            let database = Database(client: client, logger: TestDatabase.logger)
+            #expect(try await ReportRollupQueueTests.queued(client) > 0)
+            #expect(try await ReportRollupWorker(database: database, batchSize: 7).drain() > 0)
+            #expect(try await ReportRollupQueueTests.queued(client) == 0)
             #expect(try await Self.pending(client) > 0)
             try await Self.expectSameReports(client, "after appends, day cells queued")
-            let database = Database(client: client, logger: TestDatabase.logger)
             // One small batch applied: reports read part from the cells, part from the queue.
             #expect(try await RevenueDayWorker(database: database, batchSize: 25).applyBatch() == 25)
             try await Self.expectSameReports(client, "after appends, day cells partly applied")
@@ -188,6 +192,7 @@ struct ReportRollupTests {
         try await TestDatabase.with { client, _ in
             let store = EventStore(client: client, logger: TestDatabase.logger)
             _ = try await store.append(Self.ledger(seed: 5))
+            try await ReportRollupWorker(database: Database(client: client, logger: TestDatabase.logger)).drain()
             let months = ReportCalendar.boundaries(from: Self.t("2026-01-01"), to: Self.t("2026-12-01"), interval: .month)
             let reports = ReportStore(client: client, logger: TestDatabase.logger)
             let expected = try await reports.revenue(boundaries: months, entitlement: nil)

@@ -378,11 +378,49 @@ def appends():
                     record(f"peer {b} x{c}", json.loads(out.stdout.strip().splitlines()[-1]))
                 except (IndexError, ValueError):
                     log(f"the eventsourcing peer failed ({out.returncode}), its figure is left out: {out.stderr[-500:]}")
+            rollup_lag(server, url, writer)
         counts = psql(url, "-At", "-c", "SELECT count(*), count(DISTINCT recorded_at) FROM events", capture=True)
         events, txns = map(int, counts.split("|"))
         results["group commit"] = [{"events": events, "transactions": txns}]
     finally:
         server.close()
+
+
+# Samples, every 20 ms inside one PostgreSQL session (each statement of the loop a fresh snapshot), how old the
+# oldest append whose report cells are still queued is: now − the `recorded_at` of the event at the least queued
+# position (0 when the queue is empty). Prints the samples' milliseconds.
+ROLLUP_LAG_SQL = """
+CREATE TEMP TABLE lag_samples (ms float8);
+DO $$
+DECLARE
+  stop timestamptz := clock_timestamp() + make_interval(secs => SECONDS);
+BEGIN
+  WHILE clock_timestamp() < stop LOOP
+    INSERT INTO lag_samples SELECT coalesce(1000 * extract(epoch FROM clock_timestamp() - (
+      SELECT e.recorded_at FROM events e WHERE e.position = (SELECT min(position) FROM report_rollup_queue))), 0);
+    PERFORM pg_sleep(0.02);
+  END LOOP;
+END $$;
+SELECT ms FROM lag_samples;
+"""
+
+
+def rollup_lag(server, url, writer):
+    """Issue 38's rollup lag: wrk appends single purchases at 64 clients (at least 10,000 of them) while a session
+    samples the age of the oldest queued report cells; then the seconds until the queue is empty."""
+    env = {"BENCH_MODE": "append", "BENCH_KEY": writer, "BENCH_BATCH": "1", "BENCH_TAG": uuid.uuid4().hex[:8]}
+    seconds = max(SECS, 10)
+    sampler = subprocess.Popen(["psql", "-X", "-q", "-At", url, "-c", ROLLUP_LAG_SQL.replace("SECONDS", str(seconds + 3))],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = wrk(server, "bench.lua", 64, env, seconds=seconds)
+    out, err = sampler.communicate()
+    samples = [float(x) for x in out.split() if x.strip()]
+    if not samples:
+        log(f"the rollup lag sampler failed: {err[-500:]}")
+        return
+    record("rollup lag x64", {"appends": r["requests"], "eps": r["rps"], "samples": len(samples),
+                              "lag_p50_ms": pct(samples, 50), "lag_p99_ms": pct(samples, 99), "lag_max_ms": max(samples),
+                              "left_queued": int(psql(url, "-At", "-c", "SELECT count(*) FROM report_rollup_queue", capture=True))})
 
 
 def simulated_file(subscribers=SUBSCRIBERS):
@@ -664,6 +702,14 @@ def appends_tables(w, run):
     if g:
         w(f"\nGroup commit: the {g['events']:,} events appended above were committed in {g['transactions']:,} "
           f"transactions (distinct `recorded_at`), {g['events'] / max(1, g['transactions']):.1f} events per transaction.\n")
+    n = "rollup lag x64"
+    if n in results:
+        w(f"Report rollups off the append path (issue 38): while wrk appends single purchases at 64 clients "
+          f"({fmt(med(n, 'appends'), ',.0f')} appends per run, {fmt(med(n, 'eps'), ',.0f')}/s), a PostgreSQL session samples every 20 ms the "
+          f"age of the oldest append whose report cells are still queued for `ReportRollupWorker` (0 when none is), "
+          f"for three seconds past the burst: p50 {fmt(med(n, 'lag_p50_ms'), ',.0f')} ms, p99 {fmt(med(n, 'lag_p99_ms'), ',.0f')} ms, "
+          f"max {fmt(med(n, 'lag_max_ms'), ',.0f')} ms (medians over runs); rows still queued at the end: "
+          f"{fmt(med(n, 'left_queued'), ',.0f')}.\n")
     w("### Peer: Message DB's `write_message`, called by pgbench\n")
     w("[Message DB](https://github.com/message-db/message-db) 1.3.0 (vendored SQL, tools/bench.d/message-db) in a "
       "database of its own on the same server: pgbench calls `message_store.write_message` once per transaction "
@@ -1058,6 +1104,15 @@ def targets21(run):
     else:
         rows.append((target, "not measured", "one ledger size in this run: `BENCH_EVENTS=1000000,10000000` measures both and "
                                              "the ratio (or compare the report times of two runs)"))
+
+    target = "issue 38: report rollup lag p99 ≤ 1 s while appends run at 64 clients (and 3 s past them)"
+    n = "rollup lag x64"
+    if n in results:
+        p99 = med(n, "lag_p99_ms")
+        rows.append((target, state(p99 <= 1000), f"p99 {fmt(p99, ',.0f')} ms, max {fmt(med(n, 'lag_max_ms'), ',.0f')} ms over "
+                                                 f"{fmt(med(n, 'appends'), ',.0f')} appends per run"))
+    else:
+        rows.append((target, *not_measured("appends")))
 
     L = ["## Targets of issue 21 (this run)\n",
          "Computed from the tables above like issue 8's. Single appends are met only at every client count and with "

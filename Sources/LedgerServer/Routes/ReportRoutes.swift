@@ -6,7 +6,7 @@ import LedgerStore
 
 /// Analysts' reports (docs/semantics.md sections 5–6): JSON, or CSV with `Accept: text/csv` (or `format=csv`).
 struct ReportRoutes {
-    /// Reports read the fact tables on a replica that has the position asked for, else on the primary.
+    /// Reports read the fact tables and rollups on a replica that has the position asked for, else on the primary.
     let router: ReadRouter
     /// "Now" for the default period and `at`.
     var clock: WallClock = .system
@@ -25,7 +25,7 @@ struct ReportRoutes {
     @Sendable func churn(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let (result, position) = try await router.read(atLeast: q.minimum) {
+        let (result, position) = try await router.readReports(atLeast: q.minimum) {
             try await ReportStore(database: $0).churn(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions)
         }
         let rows = result.map { g -> [JSONValue] in
@@ -45,7 +45,7 @@ struct ReportRoutes {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
         let currency = try QueryParameters(request: request).reportingCurrency()
-        let ((result, fx), position) = try await router.read(atLeast: q.minimum) { database -> ([Grouped<RevenuePeriod>], FXUse?) in
+        let ((result, fx), position) = try await router.readReports(atLeast: q.minimum) { database -> ([Grouped<RevenuePeriod>], FXUse?) in
             let store = ReportStore(database: database)
             var fx: FXUse?
             if let currency { fx = try await Self.fxUse(currency, request: request, database: database) }
@@ -76,7 +76,7 @@ struct ReportRoutes {
     @Sendable func trials(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, now: clock.now())
-        let (result, position) = try await router.read(atLeast: q.minimum) {
+        let (result, position) = try await router.readReports(atLeast: q.minimum) {
             try await ReportStore(database: $0).trials(boundaries: q.boundaries, interval: q.interval, dimensions: q.dimensions)
         }
         let rows = result.map { g -> [JSONValue] in
@@ -92,7 +92,7 @@ struct ReportRoutes {
     @Sendable func retention(_ request: Request, context: LedgerRequestContext) async throws -> Response {
         try context.require(.reports)
         let q = try ReportQuery(request, interval: .month, now: clock.now())
-        let (cohorts, position) = try await router.read(atLeast: q.minimum) {
+        let (cohorts, position) = try await router.readReports(atLeast: q.minimum) {
             try await ReportStore(database: $0).retention(from: q.from, to: q.to, until: q.now, dimensions: q.dimensions)
         }
         if q.wantsCSV {
@@ -129,7 +129,7 @@ struct ReportRoutes {
         let dimensions = try ReportDimensionsQuery.parse(request)
         let currency = try query.reportingCurrency()
         let minimum = try LedgerPosition.minimum(request)
-        let ((lines, fx), position) = try await router.read(atLeast: minimum) { database -> ([Grouped<MRRLine>], FXUse?) in
+        let ((lines, fx), position) = try await router.readReports(atLeast: minimum) { database -> ([Grouped<MRRLine>], FXUse?) in
             let store = ReportStore(database: database)
             var fx: FXUse?
             if let currency { fx = try await Self.fxUse(currency, request: request, database: database) }

@@ -148,6 +148,30 @@ public final class ReadRouter: Sendable {
         }
     }
 
+    /// `read` for the reports of the rollups, which trail the log (`ReportRollupWorker`): on the primary the
+    /// report applies what is queued before reading (`ReportStore`); a replica's rollups hold the position
+    /// `ReportRollupWorker.position` says, which the answer names, and a replica whose rollups lack `need` is
+    /// passed over for the primary.
+    public func readReports<T: Sendable>(
+        atLeast need: Int64, _ body: @Sendable (Database) async throws -> T
+    ) async throws -> (value: T, position: Int64) {
+        let route = try await route(atLeast: need)
+        if let replica = route.replica {
+            do {
+                let held = try await ReportRollupWorker.position(of: route.database)
+                if held >= need {
+                    return (try await body(route.database), min(route.position, held))
+                }
+            } catch  where Self.isReplicaFailure(error) {
+                replica.markDown(for: .seconds(2))
+            }
+            counts.fallback.wrappingAdd(1, ordering: .relaxed)
+            let primary = try await primaryRoute(atLeast: need)
+            return (try await body(primary.database), primary.position)
+        }
+        return (try await body(route.database), route.position)
+    }
+
     /// Reads on the primary, from replicas, and reads that waited for a replica in vain.
     public var statistics: (primary: Int, replica: Int, fallback: Int) {
         (counts.primary.load(ordering: .relaxed), counts.replica.load(ordering: .relaxed), counts.fallback.load(ordering: .relaxed))

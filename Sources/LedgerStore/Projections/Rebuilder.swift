@@ -75,12 +75,15 @@ public struct Rebuilder: Sendable {
             phase("analyze")
             try await writer.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
             try await writer.query("SELECT subledger_rebuild_swap()", logger: logger)
+            // The queued report cells were changes to the old tables: the new ones hold every event up to `seen`,
+            // and the refold below queues the changes of the events after it.
+            try await writer.query("DELETE FROM report_rollup_queue", logger: logger)
             var moved: [String] = []
             let rows = try await writer.query(
                 "SELECT DISTINCT subscriber_id FROM events WHERE position > \(seen)", logger: logger)
             for try await s in rows.decode(String.self) { moved.append(s) }
             try await ProjectionWriter(logger: logger).refold(moved, reflectedThrough: seen, on: writer)
-            try await writer.query("UPDATE report_rollup_state SET complete = true", logger: logger)
+            try await writer.query("UPDATE report_rollup_state SET complete = true, applied_position = \(seen)", logger: logger)
             // Delivered at commit: every server's entitlement cache forgets the old tables' ledgers.
             try await writer.query(
                 "SELECT pg_notify(\(ProjectionChanges.channel), \(ProjectionChanges.resetPayload))", logger: logger)

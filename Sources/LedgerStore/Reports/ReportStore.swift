@@ -30,13 +30,21 @@ public struct ReportStore: Sendable {
     }
 
     /// Whether the rollups can answer: asked for, and complete (a migration on a ledger with events leaves
-    /// them empty until the rebuild `subledger migrate` runs).
+    /// them empty until the rebuild `subledger migrate` runs). On the primary, the cells appends queued are
+    /// applied first (`ReportRollupWorker.catchUp`), so the report includes every event committed before it;
+    /// a replica answers what it holds (`ReadRouter.readReports` says which position that is).
     private func useRollups() async throws -> Bool {
         guard rollups else { return false }
         let logger = database.logger
-        return try await database.withConnection { c in
-            try await c.query("SELECT complete FROM report_rollup_state", logger: logger).collect().first?.decode(Bool.self) ?? false
+        let (complete, queued) = try await database.withConnection { c in
+            try await c.query(
+                """
+                SELECT complete, NOT pg_is_in_recovery() AND EXISTS (SELECT 1 FROM report_rollup_queue) FROM report_rollup_state
+                """, logger: logger
+            ).collect().first?.decode((Bool, Bool).self) ?? (false, false)
         }
+        if complete && queued { try await ReportRollupWorker(database: database).catchUp() }
+        return complete
     }
 
     /// Churn per period between consecutive `boundaries`, the calendar grid of `interval`; `entitlement`

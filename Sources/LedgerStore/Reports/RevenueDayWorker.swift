@@ -12,8 +12,8 @@ import ServiceLifecycle
 /// against about 3 ms for a whole lone append). Reports add what
 /// is still queued, in the same snapshot as the cells, so the worker's delay never shows in a figure; it only
 /// bounds how much a report has to add. One batch is one transaction (cells added, rows deleted by id), and
-/// one worker runs at a time across servers: it takes the rebuild's lock without waiting, so it also pauses
-/// while a rebuild replaces the tables.
+/// one worker runs at a time across servers: it takes the rollup lock (`ReportRollupWorker`) without waiting,
+/// and the rebuild's lock shared, so it also pauses while a rebuild replaces the tables.
 public struct RevenueDayWorker: Service {
     let database: Database
     let interval: Duration
@@ -48,8 +48,12 @@ public struct RevenueDayWorker: Service {
         let logger = database.logger
         let batchSize = self.batchSize
         return try await database.transaction { c -> Int? in
-            let locked = try await c.query("SELECT pg_try_advisory_xact_lock(\(Rebuilder.rebuildLockKey))", logger: logger)
-                .collect().first?.decode(Bool.self)
+            let locked = try await c.query(
+                """
+                SELECT pg_try_advisory_xact_lock(\(ReportRollupWorker.rollupLockKey))
+                       AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))
+                """, logger: logger
+            ).collect().first?.decode(Bool.self)
             guard locked == true else { return nil }
             var rollup = ReportRollup()
             var ids: [Int64] = []
