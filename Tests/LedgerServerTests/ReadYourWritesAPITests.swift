@@ -200,4 +200,55 @@ struct ReadYourWritesAPITests {
             return true
         }
     }
+
+    /// The rollups trail the log (`ReportRollupWorker`, not running in a router test): a replica whose rollups
+    /// lack the `min_position` asked for is passed over for the primary, which applies the queue first.
+    @Test("a report with min_position is not answered from a replica whose rollups lack it; the primary applies the queue")
+    func reportsOnReplicaRollups() async throws {
+        try await TestDatabase.withDatabase { url in
+            let secret = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
+                try await APIKeyStore(client: owner, logger: TestDatabase.logger).create(role: .admin, name: "ryw").secret
+            }
+            let configuration = url.clientConfiguration(role: "subledger_app", maximumConnections: 5)
+            let client = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
+            let replica = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
+            let app = try buildApplication(
+                configuration: ServerConfiguration(entitlementCacheBytes: 0), client: client,
+                replicas: [(name: "replica-1", client: replica)],
+                schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+            // The server's worker runs: a session holding the rollup lock keeps it from applying anything, and
+            // lets go while the report's catch-up waits for it.
+            try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { owner in
+                try await owner.withConnection { lock in
+                    try await lock.query("SELECT pg_advisory_lock(\(Int64(0x5355_424C_524F_4C4C)))", logger: TestDatabase.logger)
+                    try await app.test(.router) { http in
+                        let headers: HTTPFields = [.authorization: "Bearer \(secret)", .contentType: "application/json"]
+                        let appended = try await http.execute(
+                            uri: "/v1/events", method: .post, headers: headers, body: body(.object(eventJSON(key: "rollup-1"))))
+                        let p = try #require(Self.position(appended))
+                        try await Task.sleep(for: .milliseconds(200))
+                        let queued = try await lock.query("SELECT count(*) FROM report_rollup_queue", logger: TestDatabase.logger)
+                            .collect().first?.decode(Int64.self)
+                        #expect(queued == 1, "the append queued its cells; the worker could not apply them")
+                        let release = Task {
+                            try await Task.sleep(for: .milliseconds(300))
+                            try await lock.query("SELECT pg_advisory_unlock(\(Int64(0x5355_424C_524F_4C4C)))", logger: TestDatabase.logger)
+                        }
+                        let report = try await http.execute(
+                            uri: "/v1/reports/revenue?from=2026-03-01&to=2026-04-01&interval=month&min_position=\(p)", method: .get,
+                            headers: headers)
+                        try await release.value
+                        #expect(report.status == .ok)
+                        #expect((Self.position(report) ?? 0) >= p)
+                        let periods = try #require(try report.json.objectValue?["periods"]?.arrayValue)
+                        #expect(periods.first?.objectValue?["billings"] == 999)
+                        let metrics = String(buffer: try await http.execute(uri: "/metrics", method: .get).body)
+                        let fallbacks = metrics.split(separator: "\n").first { $0.hasPrefix("subledger_reads_replica_fallback ") }
+                        #expect(fallbacks.flatMap { Double($0.split(separator: " ").last!) } ?? 0 >= 1, "\(metrics)")
+                    }
+                }
+            }
+            return true
+        }
+    }
 }
