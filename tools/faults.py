@@ -2,7 +2,7 @@
 """Fault and concurrency tests with real processes (issue 6): kill -9 of the server in the middle of a stream of
 batch appends with client retries; PostgreSQL stopped under a running server; a bounded concurrency soak.
 Driven by tools/faults; standard library only. Exits non-zero on the first broken guarantee."""
-import argparse, http.client, json, os, random, signal, socket, subprocess, sys, threading, time
+import argparse, atexit, http.client, json, os, random, signal, socket, subprocess, sys, threading, time
 
 A = argparse.ArgumentParser()
 A.add_argument("--bin", required=True); A.add_argument("--url", required=True)
@@ -105,6 +105,8 @@ def check_ledger(expected_keys):
 
 
 server = Server()
+# A failed check exits at once: the server must not outlive it (its pool would keep connections to a dropped database).
+atexit.register(lambda: server.proc and server.proc.poll() is None and server.kill9())
 server.start()
 
 T0 = time.monotonic()

@@ -45,8 +45,10 @@ public func buildApplication(
         primary: database,
         replicas: replicas.map { ($0.name, Database(client: $0.client, logger: logger, leaseTimeout: .milliseconds(500))) },
         replicaWait: configuration.replicaWait)
+    let rollups = ReportRollupWorker(database: database)
     let intake = makeIntake(
-        database: database, readRouter: readRouter, cache: cache, clock: configuration.clock, transferPolicy: configuration.transferPolicy)
+        database: database, readRouter: readRouter, cache: cache, clock: configuration.clock, transferPolicy: configuration.transferPolicy,
+        onCommitted: { rollups.wake() })
     let (router, routerServices) = try buildRouterAndServices(
         configuration: configuration, database: database, readRouter: readRouter, schema: schema, metrics: registry,
         cache: cache, intake: intake, logger: logger)
@@ -55,7 +57,7 @@ public func buildApplication(
     var services = clientServices + [intake.store as any Service] + routerServices
     services.append(DatabaseWatch(database: database))
     services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
-    services.append(ReportRollupWorker(database: database))
+    services.append(rollups)
     services.append(RevenueDayWorker(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
@@ -155,15 +157,19 @@ func buildRouterAndServices(
 
 /// One store, so appends from every route (and background worker) share one group-commit queue; one intake
 /// for every source. The cache forgets what an append changed (remembering where, for replicas), and the read
-/// router learns a position the primary has committed.
+/// router learns a position the primary has committed, and the report rollup worker is woken.
 func makeIntake(
-    database: Database, readRouter: ReadRouter, cache: LedgerCache?, clock: WallClock, transferPolicy: TransferPolicy = .transfer
+    database: Database, readRouter: ReadRouter, cache: LedgerCache?, clock: WallClock, transferPolicy: TransferPolicy = .transfer,
+    onCommitted: @escaping @Sendable () -> Void = {}
 ) -> EventIntake {
     let store = EventStore(
         database: database, clock: clock,
         onCommit: { changes in
             cache?.invalidate(changes)
-            if let last = changes.values.max() { readRouter.observedPrimary(last) }
+            if let last = changes.values.max() {
+                readRouter.observedPrimary(last)
+                onCommitted()
+            }
         })
     return EventIntake(store: store, catalog: CatalogStore(database: database), database: database, transferPolicy: transferPolicy)
 }

@@ -58,9 +58,31 @@ public enum TestDatabase {
         }
     }
 
+    /// Whether the current task already holds a database slot (a test that opens a second database inside
+    /// its first must not wait for a slot its own first one keeps taken).
+    @TaskLocal static var holdsSlot = false
+
     /// Runs `body` with the URL of a new, migrated database, dropped afterwards.
+    ///
+    /// At most `DatabaseSlots.count` tests hold a database at once: Swift Testing starts every test together,
+    /// and each test's server keeps a few pooled connections (appends, workers, monitors), so without a bound
+    /// the suite's peak went past PostgreSQL's `max_connections` (200, tools/pg) and tests failed with
+    /// "too many clients".
     @discardableResult
     public static func withDatabase<T: Sendable>(_ body: @escaping @Sendable (DatabaseURL) async throws -> T) async throws -> T {
+        if holdsSlot { return try await withSlotDatabase(body) }
+        await DatabaseSlots.shared.acquire()
+        do {
+            let result = try await $holdsSlot.withValue(true) { try await withSlotDatabase(body) }
+            await DatabaseSlots.shared.release()
+            return result
+        } catch {
+            await DatabaseSlots.shared.release()
+            throw error
+        }
+    }
+
+    private static func withSlotDatabase<T: Sendable>(_ body: @escaping @Sendable (DatabaseURL) async throws -> T) async throws -> T {
         let base = try baseURL()
         let template = try await Templates.shared.template(base: base)
         let name = "sl_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
@@ -170,5 +192,31 @@ extension String {
             h = h &* 0x0000_0100_0000_01B3
         }
         return h
+    }
+}
+
+/// A counting semaphore for test databases (`TestDatabase.withDatabase`): `SUBLEDGER_TEST_DATABASES`, default 24.
+actor DatabaseSlots {
+    static let shared = DatabaseSlots(count: ProcessInfo.processInfo.environment["SUBLEDGER_TEST_DATABASES"].flatMap(Int.init) ?? 24)
+
+    private var free: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(count: Int) { free = max(1, count) }
+
+    func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if waiters.isEmpty {
+            free += 1
+        } else {
+            waiters.removeFirst().resume()
+        }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Applies the report cells appends queue in `report_rollup_queue` (schema 0029) to the rollup tables, off the
 /// append path: a backend's entitlement read right after a purchase needs the events, windows and subscriber
@@ -21,29 +22,49 @@ public struct ReportRollupWorker: Service {
     let database: Database
     let interval: Duration
     let batchSize: Int
+    private let signal = WakeSignal()
 
-    public init(database: Database, interval: Duration = .milliseconds(50), batchSize: Int = 2000) {
+    /// `interval`: how often the worker looks without being woken (appends through other servers or the
+    /// CLI); this server's appends wake it (`wake`), so an idle server keeps no connection busy.
+    public init(database: Database, interval: Duration = .seconds(10), batchSize: Int = 2000) {
         self.database = database
         self.interval = interval
         self.batchSize = max(1, batchSize)
     }
 
+    /// Tells the worker cells were queued (an append of this server committed).
+    public func wake() { signal.signal() }
+
     public func run() async throws {
-        await runPeriodically(every: interval, logger: database.logger, what: "report rollups") {
-            _ = try await self.drain()
+        let logger = database.logger
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                var lockTaken = false
+                do {
+                    lockTaken = try await self.drain() == nil
+                } catch where Task.isCancelled {
+                    return
+                } catch {
+                    logger.warning("report rollups failed; retrying", metadata: ["error.message": "\(error)"])
+                }
+                // Another server's worker (or a rebuild) holds the lock: look again soon, as it may have taken
+                // its batch before this server's cells were queued.
+                await self.signal.wait(timeout: lockTaken ? .milliseconds(50) : self.interval)
+            }
         }
     }
 
-    /// Applies queued rows batch by batch until the queue is empty, or another worker or a rebuild holds the
-    /// lock; returns how many rows were applied.
+    /// Applies queued rows batch by batch until the queue is empty; returns how many rows were applied, or
+    /// nil when another worker or a rebuild held the lock before the queue was empty.
     @discardableResult
-    public func drain() async throws -> Int {
+    public func drain() async throws -> Int? {
         var total = 0
-        while true {
-            guard try await queued(), let applied = try await applyBatch(waiting: false) else { return total }
+        while try await queued() {
+            guard let applied = try await applyBatch(waiting: false) else { return nil }
             total += applied
-            if applied < batchSize { return total }
+            if applied < batchSize { break }
         }
+        return total
     }
 
     /// Everything queued when it is called is applied when it returns, unless a rebuild is running (which
@@ -96,5 +117,71 @@ public struct ReportRollupWorker: Service {
                 """, logger: logger
             ).collect().first?.decode(Int64.self) ?? 0
         }
+    }
+}
+
+/// Wakes a waiting worker; a signal while nobody waits is kept for the next wait (once, however many came).
+final class WakeSignal: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: (id: Int, continuation: CheckedContinuation<Void, Never>)?
+        var nextID = 0
+    }
+    private let state = Mutex(State())
+
+    func signal() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard let w = s.waiter else {
+                s.pending = true
+                return nil
+            }
+            s.waiter = nil
+            return w.continuation
+        }
+        waiter?.resume()
+    }
+
+    /// Returns at the next signal (at once if one is pending), after `timeout`, or when the task is cancelled.
+    func wait(timeout: Duration) async {
+        let id = state.withLock { s -> Int? in
+            if s.pending {
+                s.pending = false
+                return nil
+            }
+            s.nextID += 1
+            return s.nextID
+        }
+        guard let id else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let now = self.state.withLock { s -> Bool in
+                        if s.pending {
+                            s.pending = false
+                            return true
+                        }
+                        s.waiter = (id, continuation)
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                self.expire(id)
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Ends wait `id` if it still waits (its timeout, or cancellation).
+    private func expire(_ id: Int) {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard let w = s.waiter, w.id == id else { return nil }
+            s.waiter = nil
+            return w.continuation
+        }
+        waiter?.resume()
     }
 }
