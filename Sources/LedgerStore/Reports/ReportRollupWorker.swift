@@ -42,7 +42,7 @@ public struct ReportRollupWorker: Service {
                 var lockTaken = false
                 do {
                     lockTaken = try await self.drain() == nil
-                } catch where Task.isCancelled {
+                } catch  where Task.isCancelled {
                     return
                 } catch {
                     logger.warning("report rollups failed; retrying", metadata: ["error.message": "\(error)"])
