@@ -28,8 +28,15 @@ struct AppleCLITests {
         process.standardOutput = out
         process.standardError = out
         try process.run()
-        let data = try await Task.detached { out.fileHandleForReading.readDataToEndOfFile() }.value
-        process.waitUntilExit()
+        // Read and wait on a thread of its own: blocking calls in tasks held Swift's cooperative threads (two on
+        // a two-core machine), so two of these tests at once left none for the stand-in the binary talks to.
+        let data = await withCheckedContinuation { (done: CheckedContinuation<Data, Never>) in
+            Thread {
+                let data = out.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                done.resume(returning: data)
+            }.start()
+        }
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 

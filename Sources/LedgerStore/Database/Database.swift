@@ -1,6 +1,5 @@
 import Logging
 import PostgresNIO
-import Synchronization
 
 /// The PostgreSQL client as the store uses it: every operation first leases a connection, and a lease that
 /// does not come within `leaseTimeout` fails with `StoreError.unavailable` instead of waiting.
@@ -39,32 +38,9 @@ public struct Database: Sendable {
     }
 
     private func leasing<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let leased = LeaseFlag()
         let timeout = leaseTimeout
         return try await StoreError.mapping {
-            let client = try provider.currentClient()
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask {
-                    try await client.withConnection { connection in
-                        leased.set()
-                        return try await ConnectionWatch.shared.run(connection, body)
-                    }
-                }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    if !leased.isSet {
-                        throw StoreError.unavailable("no database connection within \(timeout)")
-                    }
-                    return nil
-                }
-                while let result = try await group.next() {
-                    if let value = result {
-                        group.cancelAll()
-                        return value
-                    }
-                }
-                throw CancellationError()
-            }
+            try await ConnectionWatch.shared.lease(from: try provider.currentClient(), within: timeout, body)
         }
     }
 
@@ -111,10 +87,4 @@ struct FixedClient: ClientProvider {
     let client: PostgresClient
     func currentClient() throws -> PostgresClient { client }
     func connectionFailed(_ error: any Error) {}
-}
-
-private final class LeaseFlag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
 }
