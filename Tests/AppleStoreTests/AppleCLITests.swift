@@ -20,24 +20,7 @@ struct AppleCLITests {
 
     /// Runs the binary with `arguments` and extra environment; returns its exit status and output.
     static func run(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        // Read and wait on a thread of its own: blocking calls in tasks held Swift's cooperative threads (two on
-        // a two-core machine), so two of these tests at once left none for the stand-in the binary talks to.
-        let data = await withCheckedContinuation { (done: CheckedContinuation<Data, Never>) in
-            Thread {
-                let data = out.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                done.resume(returning: data)
-            }.start()
-        }
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try await runChildProcess(binary, arguments, environment: environment)
     }
 
     /// A folder with the world's in-app purchase key and test root, as an operator would keep them.

@@ -11,24 +11,7 @@ struct FXCLITests {
     static var root: URL { TestDatabase.schemaDirectory.deletingLastPathComponent() }
 
     static func run(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = root.appendingPathComponent(".build/debug/subledger")
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        // Read and wait on a thread of its own: blocking calls in tasks held Swift's cooperative threads (two on
-        // a two-core machine), so two of these tests at once left none for the stand-in the binary talks to.
-        let data = await withCheckedContinuation { (done: CheckedContinuation<Data, Never>) in
-            Thread {
-                let data = out.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                done.resume(returning: data)
-            }.start()
-        }
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try await runChildProcess(root.appendingPathComponent(".build/debug/subledger"), arguments, environment: environment)
     }
 
     @Test("the ECB sample is one version; the same file again stores nothing; a bad file names its line and stores nothing")
