@@ -21,14 +21,18 @@ public struct ReportRollupWorker: Service {
 
     let database: Database
     let interval: Duration
+    let gather: Duration
     let batchSize: Int
     private let signal = WakeSignal()
 
     /// `interval`: how often the worker looks without being woken (appends through other servers or the
-    /// CLI); this server's appends wake it (`wake`), so an idle server keeps no connection busy.
-    public init(database: Database, interval: Duration = .seconds(10), batchSize: Int = 2000) {
+    /// CLI); this server's appends wake it (`wake`), so an idle server keeps no connection busy. `gather`: how
+    /// long a woken worker lets further appends queue before it applies them, so that one batch takes many (a
+    /// batch's statement costs about as much for one queued append as for hundreds: 0.2–0.5 ms).
+    public init(database: Database, interval: Duration = .seconds(10), gather: Duration = .milliseconds(100), batchSize: Int = 2000) {
         self.database = database
         self.interval = interval
+        self.gather = gather
         self.batchSize = max(1, batchSize)
     }
 
@@ -50,6 +54,7 @@ public struct ReportRollupWorker: Service {
                 // Another server's worker (or a rebuild) holds the lock: look again soon, as it may have taken
                 // its batch before this server's cells were queued.
                 await self.signal.wait(timeout: lockTaken ? .milliseconds(50) : self.interval)
+                try? await Task.sleep(for: self.gather)
             }
         }
     }
@@ -99,8 +104,9 @@ public struct ReportRollupWorker: Service {
     func queued() async throws -> Bool {
         let logger = database.logger
         return try await database.withConnection { c in
-            try await c.query("SELECT EXISTS (SELECT 1 FROM report_rollup_queue)", logger: logger).collect().first?.decode(Bool.self)
-                ?? false
+            // The oldest row through the primary key: a queue emptied as fast as it fills is mostly dead rows,
+            // which a scan of the table would read (0.24 ms a look, measured) and the index skips.
+            try await c.query("SELECT id FROM report_rollup_queue ORDER BY id LIMIT 1", logger: logger).collect().isEmpty == false
         }
     }
 
@@ -112,7 +118,7 @@ public struct ReportRollupWorker: Service {
         return try await database.withConnection { c in
             try await c.query(
                 """
-                SELECT CASE WHEN EXISTS (SELECT 1 FROM report_rollup_queue) THEN (SELECT applied_position FROM report_rollup_state)
+                SELECT CASE WHEN EXISTS (SELECT 1 FROM report_rollup_queue ORDER BY id LIMIT 1) THEN (SELECT applied_position FROM report_rollup_state)
                             ELSE (SELECT coalesce(max(position), 0) FROM events) END::int8
                 """, logger: logger
             ).collect().first?.decode(Int64.self) ?? 0

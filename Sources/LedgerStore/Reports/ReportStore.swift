@@ -39,7 +39,7 @@ public struct ReportStore: Sendable {
         let (complete, queued) = try await database.withConnection { c in
             try await c.query(
                 """
-                SELECT complete, NOT pg_is_in_recovery() AND EXISTS (SELECT 1 FROM report_rollup_queue) FROM report_rollup_state
+                SELECT complete, NOT pg_is_in_recovery() AND EXISTS (SELECT 1 FROM report_rollup_queue ORDER BY id LIMIT 1) FROM report_rollup_state
                 """, logger: logger
             ).collect().first?.decode((Bool, Bool).self) ?? (false, false)
         }
