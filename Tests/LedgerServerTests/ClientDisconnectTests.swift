@@ -37,6 +37,17 @@ struct ClientDisconnectTests {
         return last
     }
 
+    /// Polls `count` until it reaches `expected` (at most 5 s); returns the last count.
+    static func await(atLeast expected: Int64, _ count: () async throws -> Int64) async throws -> Int64 {
+        var last: Int64 = -1
+        for _ in 0..<50 {
+            last = try await count()
+            if last >= expected { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return last
+    }
+
     /// The server's queries running now whose text is `like` the pattern.
     static func runningQueries(_ owner: PostgresClient, like pattern: String) async throws -> Int64 {
         try await owner.query(
@@ -113,9 +124,10 @@ struct ClientDisconnectTests {
             #expect(fd >= 0)
             try await Task.sleep(for: .milliseconds(200))
             close(fd)
-            // The counter is updated once the answer is written (or fails to be).
+            // The counter is updated once the answer is written (or fails to be). The registry is the process's
+            // one, and the other framing's case runs at the same time: at least this case's one more.
             let closed = Int64(before.closed) + 1
-            #expect(try await Self.await(closed) { Int64(try await Self.requests(http, route: "/v1/events", status: 499)) } == closed)
+            #expect(try await Self.await(atLeast: closed) { Int64(try await Self.requests(http, route: "/v1/events", status: 499)) } >= closed)
             #expect(try await Self.requests(http, route: "/v1/events", status: 500) == before.failed)
             #expect(try await http.execute(uri: "/health", method: .get).status == .ok)
         }
