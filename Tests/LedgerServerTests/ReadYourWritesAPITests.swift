@@ -165,21 +165,28 @@ struct ReadYourWritesAPITests {
         }
     }
 
+    /// An admin key and the application over `url` with a second client on the same database as its replica
+    /// (no lag, no entitlement cache).
+    static func replicaApplication(_ url: DatabaseURL) async throws -> (secret: String, app: some ApplicationProtocol) {
+        let secret = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
+            try await APIKeyStore(client: owner, logger: TestDatabase.logger).create(role: .admin, name: "ryw").secret
+        }
+        let configuration = url.clientConfiguration(role: "subledger_app", maximumConnections: 5)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
+        let replica = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
+        let app = try buildApplication(
+            configuration: ServerConfiguration(entitlementCacheBytes: 0), client: client,
+            replicas: [(name: "replica-1", client: replica)],
+            schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+        return (secret, app)
+    }
+
     /// A second client on the same database stands in for a replica with no lag: reads go to it, appends
     /// and as-of reads to the primary, and the answers are the same.
     @Test("with a read replica, reads are routed to it and say the position they reflect")
     func replicaRouting() async throws {
         try await TestDatabase.withDatabase { url in
-            let secret = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
-                try await APIKeyStore(client: owner, logger: TestDatabase.logger).create(role: .admin, name: "ryw").secret
-            }
-            let configuration = url.clientConfiguration(role: "subledger_app", maximumConnections: 5)
-            let client = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
-            let replica = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
-            let app = try buildApplication(
-                configuration: ServerConfiguration(entitlementCacheBytes: 0), client: client,
-                replicas: [(name: "replica-1", client: replica)],
-                schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+            let (secret, app) = try await Self.replicaApplication(url)
             try await app.test(.router) { http in
                 let headers: HTTPFields = [.authorization: "Bearer \(secret)", .contentType: "application/json"]
                 let appended = try await http.execute(
@@ -206,16 +213,7 @@ struct ReadYourWritesAPITests {
     @Test("a report with min_position is not answered from a replica whose rollups lack it; the primary applies the queue")
     func reportsOnReplicaRollups() async throws {
         try await TestDatabase.withDatabase { url in
-            let secret = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
-                try await APIKeyStore(client: owner, logger: TestDatabase.logger).create(role: .admin, name: "ryw").secret
-            }
-            let configuration = url.clientConfiguration(role: "subledger_app", maximumConnections: 5)
-            let client = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
-            let replica = PostgresClient(configuration: configuration, backgroundLogger: TestDatabase.logger)
-            let app = try buildApplication(
-                configuration: ServerConfiguration(entitlementCacheBytes: 0), client: client,
-                replicas: [(name: "replica-1", client: replica)],
-                schema: try TestDatabase.schema(), metrics: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+            let (secret, app) = try await Self.replicaApplication(url)
             // The server's worker runs: a session holding the rollup lock keeps it from applying anything, and
             // lets go while the report's catch-up waits for it.
             try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { owner in

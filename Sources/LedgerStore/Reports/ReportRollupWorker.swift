@@ -73,13 +73,12 @@ public struct ReportRollupWorker: Service {
     }
 
     /// Everything queued when it is called is applied when it returns, unless a rebuild is running (which
-    /// writes every cell afresh). A report calls it before reading the rollups: it waits for a worker's batch
-    /// in flight rather than skipping, so the report includes every event committed before it.
+    /// writes every cell afresh). A report calls it, having seen cells queued, before reading the rollups: it
+    /// waits for a worker's batch in flight rather than skipping, so the report includes every event committed
+    /// before it.
     public func catchUp() async throws {
         // A batch smaller than asked for took all there was: appends that commit meanwhile are not chased.
-        while try await queued() {
-            guard let applied = try await applyBatch(waiting: true), applied == batchSize else { return }
-        }
+        while let applied = try await applyBatch(waiting: true), applied == batchSize {}
     }
 
     /// One batch in one transaction; nil when the lock is taken (`waiting`: only by a rebuild).
