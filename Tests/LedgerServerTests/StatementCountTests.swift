@@ -65,6 +65,17 @@ enum StatementLog {
             || statement.hasPrefix("SELECT coalesce(max(position), 0)::int8 FROM events")
     }
 
+    /// The statements from the one that takes the append lock (`subledger_append_tail`) on, by their first two
+    /// words: what other writers wait for.
+    static func underAppendLock(_ statements: [String]) -> [String] {
+        let message = statements.firstIndex(of: "COMMIT").map { statements[...$0] } ?? statements[...]
+        // What follows the message's COMMIT is the report rollup worker's, woken by it.
+        return message.drop { !$0.hasPrefix("SELECT recorded_at,") }.map { s in
+            s.split(separator: " ").prefix(2).joined(separator: " ").replacingOccurrences(of: ",", with: "")
+                .replacingOccurrences(of: "(", with: " ").split(separator: " ").prefix(2).joined(separator: " ")
+        }
+    }
+
     /// Waits until the log has been flushed past a marker statement, then counts what came before it.
     static func measure(_ file: URL, url: DatabaseURL, _ body: () async throws -> Void) async throws -> [String] {
         let start = size(file)
@@ -118,6 +129,10 @@ struct StatementCountTests {
             #expect(status == "applied")
             print("statements per stripe invoice.paid: \(statements.count)\n  " + statements.joined(separator: "\n  "))
             #expect(statements.count > 0)
+            // Under the append lock: the lock with the tail, the append, the links its payment learns (its pending
+            // messages looked for before and after), COMMIT.
+            let locked = StatementLog.underAppendLock(statements)
+            #expect(locked.first == "SELECT recorded_at" && locked.last == "COMMIT" && locked.count <= 6, "\(locked)")
         }
     }
 
@@ -146,6 +161,8 @@ struct StatementCountTests {
             #expect(status == "applied")
             print("statements per apple notification: \(statements.count)\n  " + statements.joined(separator: "\n  "))
             #expect(statements.count > 0)
+            // Under the append lock: the lock with the tail, the append, COMMIT (the message recorded before).
+            #expect(StatementLog.underAppendLock(statements) == ["SELECT recorded_at", "SELECT subledger_append", "COMMIT"])
         }
     }
 }

@@ -179,7 +179,7 @@ struct AppendWriter {
     /// touched streams if it commits.
     func appendInOneTrip(
         _ jobs: [AppendJob], end: LogEnd, streams: [String: [StreamEvent]], folds: [String: ProjectionWriter.Previous] = [:],
-        now: Timestamp, on connection: PostgresConnection,
+        stored: [IdempotencyKey: (RecordedEvent, [UInt8])]? = nil, now: Timestamp, on connection: PostgresConnection,
         sending: (LogEnd, [String: [StreamEvent]], [String: ProjectionWriter.Previous]) -> Void = { _, _, _ in }
     ) async throws -> Written? {
         var heads: [String: StreamHead] = [:]
@@ -187,12 +187,13 @@ struct AppendWriter {
             heads[subscriber] = events.last.map { StreamHead(version: $0.version, hash: $0.hash) }
         }
         let recordedAt = max(now, end.recordedAt)
-        var group = GroupState(heads: heads, position: end.position, recordedAt: recordedAt, stored: [:], merged: Self.merged(streams, for: jobs))
+        var group = GroupState(
+            heads: heads, position: end.position, recordedAt: recordedAt, stored: stored ?? [:], merged: Self.merged(streams, for: jobs))
         var outcomes: [Result<AppendResult, StoreError>] = []
         outcomes.reserveCapacity(jobs.count)
         for job in jobs {
             do {
-                outcomes.append(.success(try group.take(job, lookUpKeys: false)))
+                outcomes.append(.success(try group.take(job, lookUpKeys: stored != nil)))
             } catch let error as StoreError {
                 outcomes.append(.failure(error))
             }
@@ -214,6 +215,79 @@ struct AppendWriter {
         for try await result in try await connection.execute(statement, logger: logger) { written = result }
         guard written == true else { return nil }
         return Written(outcomes: outcomes, end: newEnd, streams: touched, folds: newFolds)
+    }
+
+    /// A store message's append inside the message's own transaction (`StoreTransaction.append`), with as few
+    /// round trips under the append lock as it allows: the keys are looked up before the lock (a key another
+    /// writer stores meanwhile raises the unique violation, and the message's transaction runs again), then
+    /// the lock and the tail in one statement (`subledger_append_tail`), then the rows in one statement
+    /// (`subledger_append`, whose checks then hold). The lock stays held to the transaction's end; a message
+    /// whose facts were all stored already writes nothing and takes no lock.
+    func appendInTransaction(_ jobs: [AppendJob], now: Timestamp, on connection: PostgresConnection) async throws -> InTransaction {
+        let all = jobs.flatMap(\.events)
+        let stored = try await storedByIdempotencyKey(all, on: connection)
+        if all.allSatisfy({ stored[IdempotencyKey($0)] != nil }) {
+            var group = GroupState(heads: [:], position: 0, recordedAt: now, stored: stored)
+            var outcomes: [Result<AppendResult, StoreError>] = []
+            for job in jobs {
+                do {
+                    outcomes.append(.success(try group.take(job, lookUpKeys: true)))
+                } catch let error as StoreError {
+                    outcomes.append(.failure(error))
+                }
+            }
+            return .replayed(outcomes)
+        }
+        let subscribers = Set(all.map(\.subscriberID))
+        var (end, streams) = try await lockedTail(subscribers, on: connection)
+        for subscriber in subscribers where streams[subscriber] == nil { streams[subscriber] = [] }
+        if let written = try await appendInOneTrip(jobs, end: end, streams: streams, stored: stored, now: now, on: connection) {
+            return .written(written)
+        }
+        // Under the lock the tail read is the truth; should the projection disagree with it, the general way.
+        return .written(try await append(jobs, lookUpKeys: true, on: connection))
+    }
+
+    /// What `appendInTransaction` did.
+    enum InTransaction {
+        /// Rows written (the append lock is held): each job's outcome, what the log and the touched streams are now.
+        case written(Written)
+        /// Every fact was already stored: nothing written, no lock taken; each job's outcome.
+        case replayed([Result<AppendResult, StoreError>])
+
+        var outcomes: [Result<AppendResult, StoreError>] {
+            switch self {
+            case .written(let w): w.outcomes
+            case .replayed(let outcomes): outcomes
+            }
+        }
+    }
+
+    /// Takes the append lock and reads the log's end and the given streams whole, in one round trip.
+    private func lockedTail(_ subscribers: Set<String>, on connection: PostgresConnection) async throws
+        -> (LogEnd, [String: [StreamEvent]])
+    {
+        var end = LogEnd(position: 0, recordedAt: Timestamp(microseconds: 0))
+        var streams: [String: [StreamEvent]] = [:]
+        var first = true
+        let rows = try await connection.query(
+            """
+            SELECT recorded_at, \(unescaped: EventRow.streamColumns)
+            FROM subledger_append_tail(\(EventStore.appendLockKey), \(TextArray(Array(subscribers)))::text[])
+            """, logger: logger)
+        for try await row in rows {
+            guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+            let recordedAt = try cells.timestamp()
+            let event = try EventRow.decodeForStream(&cells)
+            if first {
+                // The function returns the log's last event first.
+                end = LogEnd(position: event.position, recordedAt: recordedAt)
+                first = false
+            } else {
+                streams[event.subscriberID, default: []].append(event)
+            }
+        }
+        return (end, streams)
     }
 
     /// The subscribers of `streams` that were merged, and where to; not looked for when no job asks.

@@ -38,6 +38,10 @@ public struct EventStore: Service {
     let committer: GroupCommitter
     let memory: AppendMemory
     let onCommit: CommitObserver
+    /// `recorded_at` of the appends a transaction makes (`transaction`); the group committer holds its own copy.
+    let clock: WallClock
+    /// Store messages' transactions that arriving messages may join (`sharedTransaction`).
+    let sharing = SharedTransactions()
     public var logger: Logger { database.logger }
 
     /// `onCommit` lets in-memory readers (`LedgerCache`) forget what an append changed before it answers;
@@ -50,6 +54,7 @@ public struct EventStore: Service {
     init(database: Database, pipelineEvents: Int, clock: WallClock = .system, onCommit: @escaping CommitObserver = { _ in }) {
         self.database = database
         self.onCommit = onCommit
+        self.clock = clock
         let memory = AppendMemory()
         self.memory = memory
         self.committer = GroupCommitter(pipelineEvents: pipelineEvents) { jobs, sent in

@@ -27,10 +27,23 @@ public struct StoreIntake: Sendable {
         var at: Timestamp
     }
 
-    /// Runs a session's work in one transaction; a `ClaimNeeded` rolls it back, claims, and runs it again.
+    /// Runs a session's work in one transaction; a `ClaimNeeded` rolls it back, claims, and runs it again, as
+    /// does `EventStore.RunAgain` (a key stored meanwhile, a deadlock).
     func run<A: StoreAdapter, T: Sendable>(
         _ adapter: A, logger: Logger, _ body: @escaping @Sendable (StoreSession<A>) async throws -> T
     ) async throws -> (T, replayed: Int) {
+        // First in a transaction shared with the messages arriving meanwhile; alone if that one was rolled back.
+        do {
+            return try await events.sharedTransaction { tx in
+                let session = StoreSession(adapter: adapter, tx: tx, logger: logger)
+                let value = try await body(session)
+                return (value, session.replayed)
+            }
+        } catch let failed as SharedTransaction.Failed {
+            logger.debug(
+                "store message runs alone after its shared transaction was rolled back",
+                metadata: ["store.name": "\(adapter.store)", "error.message": "\(failed.cause)"])
+        }
         var owners: [String: String] = [:]
         for _ in 0..<4 {
             do {
@@ -43,9 +56,14 @@ public struct StoreIntake: Sendable {
                 owners[claim.subscriber] = try await intake.claim(
                     store: adapter.store, accounts: claim.accounts, for: claim.subscriber, by: claim.origin, kind: .store, at: claim.at,
                     logger: logger)
+            } catch let again as EventStore.RunAgain {
+                logger.debug(
+                    "store message's transaction runs again",
+                    metadata: ["store.name": "\(adapter.store)", "transaction.reason": "\(again.reason)"])
             }
         }
-        throw StoreError.unavailable("the store account kept changing owner while it was being linked")
+        throw StoreError.unavailable(
+            "the store message's transaction ran four times (its account kept changing owner, or other writers kept storing its keys)")
     }
 
     /// What an ingest did: its outcome, and how many waiting messages its links applied with it (their
@@ -183,7 +201,12 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
         }
         let result: AppendResult
         do {
-            result = try await append(drafts, subscriber: subscriber)
+            let events = try await completed(drafts, subscriber: subscriber)
+            // Marked applied before the append: the append lock is held from the append to the commit, so
+            // every statement moved before it is a round trip less that other messages wait for.
+            r.status = .applied
+            try await tx.record(r)
+            result = try await tx.append(events, replays: .keepStored)
         } catch let error as EventValidationError {
             // It stays `received` until the store's retry gets through (a product added to the catalog): say why.
             r.status = .received
@@ -191,8 +214,6 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
             try await tx.record(r)
             return .refused(error)
         }
-        r.status = .applied
-        try await tx.record(r)
         return .applied(subscriber: subscriber, events: result.events)
     }
 
@@ -236,13 +257,18 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
     /// Drafts completed from the catalog and appended for `subscriber`; a fact already stored (the same store
     /// id, by another path) stands as stored.
     public func append(_ drafts: [EventDraft], subscriber: String) async throws -> AppendResult {
+        try await tx.append(try await completed(drafts, subscriber: subscriber), replays: .keepStored)
+    }
+
+    /// Drafts completed from the catalog for `subscriber`, who must not have been merged (docs/identity.md:
+    /// 409 `subscriber_merged`).
+    func completed(_ drafts: [EventDraft], subscriber: String) async throws -> [NewEvent] {
         let products = try await tx.products(DraftCompletion.productsNeeded(drafts))
         let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: store, products: products)
-        // A merged subscriber takes no more events (docs/identity.md): 409 `subscriber_merged`.
         if let into = try await mergedInto(subscriber) {
             throw IdentityError.subscriberMerged(subscriber: subscriber, into: into)
         }
-        return try await tx.append(events, replays: .keepStored)
+        return events
     }
 
     /// Links accounts (expanded by the adapter) to a subscriber, and applies what waited for them; returns how

@@ -11,6 +11,8 @@ public struct StoreTransaction: Sendable {
     public let connection: PostgresConnection
     public let logger: Logger
     let appends: TransactionAppends?
+    /// This message's place in a shared transaction (`SharedTransaction`), if it is one.
+    var member: SharedTransaction.Member? = nil
 
     // MARK: inbox
 
@@ -191,18 +193,11 @@ public struct StoreTransaction: Sendable {
         try await CatalogStore.latest(ids, on: connection, logger: logger)
     }
 
-    /// Appends inside this transaction, under the append lock (held until it ends); a fact already stored
-    /// under its key stands as stored with `.keepStored`. Only within `EventStore.transaction`.
+    /// Appends inside this transaction, under the append lock (held until it ends, so the caller writes what
+    /// it can before: `StoreSession.ingest` records the message first); a fact already stored under its key
+    /// stands as stored with `.keepStored`. Only within `EventStore.transaction`.
     public func append(_ events: [NewEvent], replays: EventStore.ReplayPolicy) async throws -> AppendResult {
         guard let appends else { preconditionFailure("StoreTransaction.append outside EventStore.transaction") }
-        let written: AppendWriter.Written
-        do {
-            written = try await AppendWriter(logger: logger).append(
-                [AppendJob(events: events, replays: replays)], lookUpKeys: true, on: connection)
-        } catch let error as AppendWriter.StreamTooLarge {
-            throw error.validationError
-        }
-        appends.add(written, subscribers: Set(events.map(\.subscriberID)))
-        return try written.outcomes[0].get()
+        return try await appends.append(AppendJob(events: events, replays: replays), of: member, on: connection, logger: logger)
     }
 }
