@@ -322,7 +322,10 @@ public struct WebhookDeliveryService: Service {
             let attempts = delivered
             delivered = []
             pending = Task {
-                try await slots.run { try await store.recordDelivered(endpoint.id, attempts, instance: instance, generation: generation) }
+                try await slots.run {
+                    try await store.recordDelivered(
+                        endpoint.id, attempts, through: attempts.map(\.position).max() ?? 0, instance: instance, generation: generation)
+                }
             }
             return true
         }
@@ -350,7 +353,7 @@ public struct WebhookDeliveryService: Service {
                 let queued = try await context.db {
                     try await store.hold(
                         endpoint.id, position: event.position, eventID: event.eventID, subscriberID: event.subscriberID, body: built.body,
-                        instance: instance, generation: generation)
+                        through: event.position, instance: instance, generation: generation)
                 }
                 guard queued else { return }
                 progress.heldCount += 1
@@ -375,8 +378,8 @@ public struct WebhookDeliveryService: Service {
             let (giveUp, subscriber, body) = (configuration.retrySchedule.giveUpAfter, event.subscriberID, built.body)
             let recorded = try await slots.run {
                 try await store.record(
-                    endpoint.id, attempt, subscriberID: subscriber, body: body, instance: instance, generation: generation,
-                    retryDelay: delay, giveUpAfter: giveUp)
+                    endpoint.id, attempt, subscriberID: subscriber, body: body, through: event.position, instance: instance,
+                    generation: generation, retryDelay: delay, giveUpAfter: giveUp)
             }
             guard case .applied(let next, _) = recorded else { return }
             if result.outcome == .gone {
