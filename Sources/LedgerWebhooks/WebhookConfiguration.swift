@@ -6,6 +6,9 @@ public struct WebhookConfiguration: Sendable {
     public var policy: WebhookDestinationPolicy
     /// Requests in flight at once across every endpoint of this instance.
     public var concurrency: Int
+    /// Requests in flight at once to one endpoint, each of a different subscriber: one at a time caps an
+    /// endpoint at its receiver's round trip, below a busy feed's append rate.
+    public var endpointConcurrency: Int
     public var connectTimeout: Duration
     /// The longest a delivery waits for the whole response.
     public var responseTimeout: Duration
@@ -26,7 +29,7 @@ public struct WebhookConfiguration: Sendable {
     public var slowRequestAfter: Duration
 
     public init(
-        policy: WebhookDestinationPolicy = WebhookDestinationPolicy(), concurrency: Int = 16,
+        policy: WebhookDestinationPolicy = WebhookDestinationPolicy(), concurrency: Int = 16, endpointConcurrency: Int = 8,
         connectTimeout: Duration = .seconds(5), responseTimeout: Duration = .seconds(10),
         retrySchedule: WebhookRetrySchedule = .standard, leaseDuration: Duration = .seconds(15),
         leaseInterval: Duration = .seconds(2), pollInterval: Duration = .milliseconds(200),
@@ -35,6 +38,7 @@ public struct WebhookConfiguration: Sendable {
     ) {
         self.policy = policy
         self.concurrency = concurrency
+        self.endpointConcurrency = max(1, endpointConcurrency)
         self.connectTimeout = connectTimeout
         self.responseTimeout = responseTimeout
         self.retrySchedule = retrySchedule

@@ -9,16 +9,18 @@ import ServiceLifecycle
 import Synchronization
 
 /// Delivers webhooks: one loop per endpoint this instance holds the lease of, walking the global feed from
-/// the endpoint's cursor in position order (docs/webhooks.md).
+/// the endpoint's cursor with up to `endpointConcurrency` requests in flight, each for a different subscriber
+/// (docs/webhooks.md).
 ///
-/// At least once, in order per subscriber: the cursor moves only after a 2xx, or past a failed message that
-/// is then held for a retry (`webhook_held`), in the same statement that logs the attempt; a subscriber's
-/// later messages queue behind its held one, the others' keep flowing. A crash between a send and its record
-/// sends that message again (same `webhook-id`, same body). Each event's message is built once, by one
-/// `MessageBuilder` for every endpoint, folding each subscriber's stream incrementally. Leases live in
-/// PostgreSQL and are renewed every `leaseInterval`; an instance starts an attempt only while its lease has
-/// at least the response timeout left by its own monotonic clock, so two instances never deliver to one
-/// endpoint at the same time, and a killed instance's endpoints are taken over when its leases expire.
+/// At least once, in order per subscriber: a subscriber's next message goes only once its previous one was
+/// answered 2xx or held for a retry (`webhook_held`); a subscriber's later messages queue behind its held
+/// one, the others' keep flowing. The cursor moves only over events that were all delivered, held or passed
+/// over, never past one still in flight. A crash between a send and its record sends that message again
+/// (same `webhook-id`, same body). Each event's message is built once, by one `MessageBuilder` for every
+/// endpoint, folding each subscriber's stream incrementally. Leases live in PostgreSQL and are renewed every
+/// `leaseInterval`; an instance starts an attempt only while its lease has at least the response timeout left
+/// by its own monotonic clock, so two instances never deliver to one endpoint at the same time, and a killed
+/// instance's endpoints are taken over when its leases expire.
 public struct WebhookDeliveryService: Service {
     let store: WebhookStore
     let configuration: WebhookConfiguration
@@ -55,10 +57,11 @@ public struct WebhookDeliveryService: Service {
             redirectConfiguration: .disallow,
             timeout: .init(connect: Self.timeAmount(configuration.connectTimeout), read: Self.timeAmount(configuration.responseTimeout)))
         httpConfiguration.decompression = .disabled
-        // Each endpoint has one request in flight at most, so endpoints are the limit: with the client's own
-        // per-host limit (8), endpoints on one host that answer slowly would queue everyone else's requests
-        // to that host behind theirs.
-        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = WebhookStore.maxEndpoints
+        // Each endpoint has `endpointConcurrency` requests in flight at most, so endpoints are the limit: with the
+        // client's own per-host limit (8), endpoints on one host that answer slowly would queue everyone else's
+        // requests to that host behind theirs.
+        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit =
+            WebhookStore.maxEndpoints * max(1, configuration.endpointConcurrency)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
         let sender = WebhookSender(client: client, policy: configuration.policy)
         let state = SharedState(concurrency: configuration.concurrency, slowAfter: configuration.slowRequestAfter)
@@ -149,13 +152,27 @@ public struct WebhookDeliveryService: Service {
         var quietUntil: ContinuousClock.Instant? = nil
         /// When the earliest held message is due, as far as this loop knows.
         var heldDue: ContinuousClock.Instant? = nil
+        /// Positions above the cursor already delivered, held or passed over under `generation`: answers that
+        /// came back above one still in flight when a walk stopped. The next walk passes them over.
+        var settled: Set<Int64> = []
+        /// Requests the walk may have in flight: one at first, doubled by each success up to `maxWindow`,
+        /// halved by each failure. A receiver not yet reached, failing or answering 410 gets one request
+        /// before it gets eight.
+        var window = 1
+        let maxWindow: Int
+
+        init(maxWindow: Int) {
+            self.maxWindow = max(1, maxWindow)
+        }
 
         mutating func succeeded() {
             failuresInARow = 0
             quietUntil = nil
+            window = min(maxWindow, window * 2)
         }
 
         mutating func failed(retryIn delay: Duration) {
+            window = max(1, window / 2)
             failuresInARow += 1
             let due = ContinuousClock.now + delay
             heldDue = heldDue.map { min($0, due) } ?? due
@@ -172,7 +189,7 @@ public struct WebhookDeliveryService: Service {
         logger[metadataKey: "webhooks.endpoint"] = "\(id.lowercasedString)"
         // The page being walked and its messages, kept across retries of held messages.
         var batch: Batch? = nil
-        var progress = EndpointProgress()
+        var progress = EndpointProgress(maxWindow: configuration.endpointConcurrency)
         while !Task.isCancelled {
             guard state.leaseLeft(id) > configuration.responseTimeout + Self.leaseMargin else {
                 if state.leaseLeft(id) <= .zero { return }
@@ -188,6 +205,7 @@ public struct WebhookDeliveryService: Service {
                     progress.generation = current.generation
                     progress.heldSubscribers = held.subscribers
                     progress.heldCount = held.count
+                    progress.settled = []
                     batch = nil
                 }
                 progress.heldDue = current.nextHeldInMilliseconds.map { .now + .milliseconds($0) }
@@ -223,6 +241,8 @@ public struct WebhookDeliveryService: Service {
                 return
             } catch {
                 logger.warning("webhook delivery interrupted", metadata: ["error.detail": "\(StoreError.classify(error))"])
+                // What the walk knew may not all be recorded: read the state again, and send again rather than skip.
+                progress.generation = -1
                 try? await Task.sleep(for: .seconds(1))
             }
         }
@@ -234,7 +254,7 @@ public struct WebhookDeliveryService: Service {
     private func send(_ message: WebhookMessage, _ current: WebhookDeliveryState, _ context: Context) async -> WebhookSender.Result? {
         let (timeout, state, sender) = (configuration.responseTimeout, context.state, context.sender)
         let endpoint = current.endpoint
-        return await state.limited { () -> WebhookSender.Result? in
+        return await state.limited(endpoint: endpoint.id) { () -> WebhookSender.Result? in
             let left = state.leaseLeft(endpoint.id) - Self.leaseMargin
             guard left > timeout else { return nil }
             return await sender.send(url: endpoint.url, message: message, secrets: current.secrets, timeout: min(timeout, left))
@@ -288,13 +308,26 @@ public struct WebhookDeliveryService: Service {
         }
     }
 
-    /// Walks one page of the feed: passes over what the filters exclude, queues the messages of subscribers
-    /// with held ones behind them, delivers the rest in order, and holds a message that fails (its subscriber
-    /// waits; the others do not). Returns when a held message falls due, so retries are not starved.
+    /// A request of the walk and what came of it: nil when the lease was too short for it to start.
+    struct Answer: Sendable {
+        var event: RecordedEvent
+        var message: WebhookMessage
+        var result: WebhookSender.Result?
+    }
+
+    /// Walks one page of the feed with up to `endpointConcurrency` requests in flight (`progress.window`),
+    /// each of a different subscriber: passes over what the filters exclude, queues the messages of
+    /// subscribers with held ones behind them, sends a subscriber's next message only once its previous one
+    /// was answered 2xx or held, and holds a message that fails (its subscriber waits; the others do not).
+    /// Returns when a held message falls due, so retries are not starved, and at the page's end once every
+    /// request is answered.
     ///
-    /// A delivered event's record (the cursor's move and its log row) is written while the next event is
-    /// sent, never before the previous record is done, so the endpoint still sees one request at a time in
-    /// position order and the cursor moves only past events answered 2xx or held.
+    /// Answers come back in any order, so the cursor moves only to the end of the page's settled prefix
+    /// (`Frontier`): an answer above a request still in flight is logged, and the cursor waits below that
+    /// request. What is settled above the cursor is kept in `progress` for the next walk, not sent again.
+    /// Delivered attempts are recorded `recordBatch` at a time in the background (one record in flight at
+    /// most), and all of them before a hold or a skip moves the endpoint: the cursor never passes a success
+    /// that is not logged.
     private func deliver(
         _ batch: Batch, _ current: WebhookDeliveryState, edits: Int64, _ context: Context, progress: inout EndpointProgress,
         logger: Logger
@@ -302,13 +335,32 @@ public struct WebhookDeliveryService: Service {
         let endpoint = current.endpoint
         let filter = endpoint.filter
         let (store, instance, generation) = (self.store, self.instance, current.generation)
-        var passedOver: Int64? = nil
-        var pending: Task<WebhookStore.Recorded, any Error>? = nil
-        /// Delivered attempts not yet recorded: recorded `recordBatch` at a time, in the background while the
-        /// next messages go out (one record in flight at most), and all of them before anything else moves
-        /// the endpoint (a skip, a hold, a failure) and at the end of the walk.
-        var delivered: [WebhookAttempt] = []
         let slots = context.slots
+        progress.settled = progress.settled.filter { $0 > endpoint.deliveredThrough }
+        var frontier = Frontier(cursor: endpoint.deliveredThrough, page: batch.page)
+        frontier.advance(over: progress.settled)
+        /// The cursor as last written (or being written) by this walk.
+        var moved = endpoint.deliveredThrough
+        var pending: Task<WebhookStore.Recorded, any Error>? = nil
+        /// Delivered attempts not yet recorded.
+        var delivered: [WebhookAttempt] = []
+        /// Subscribers with a request in flight, or whose next message is in `ready`.
+        var busy: Set<String> = []
+        /// Messages of busy subscribers, in position order, each waiting for the one before it.
+        var waiting: [String: [RecordedEvent]] = [:]
+        /// Messages whose subscriber's previous one was just settled: they go before the rest of the page.
+        var ready: [RecordedEvent] = []
+        var (next, inFlight) = (0, 0)
+        /// No new request or hold starts: the endpoint changed, a held message fell due, probing began, the lease
+        /// is too short, or the service stops. The requests in flight are still answered and recorded.
+        var stopping = false
+        /// The lease or the generation moved (or the endpoint answered 410): nothing more is recorded.
+        var fenced = false
+        defer { if fenced { progress.settled.removeAll() } }
+        func settle(_ position: Int64) {
+            progress.settled.insert(position)
+            frontier.advance(over: progress.settled)
+        }
         /// Waits for the record in flight; false if the lease or generation moved meanwhile.
         func inFlightSettled() async throws -> Bool {
             guard let task = pending else { return true }
@@ -319,10 +371,13 @@ public struct WebhookDeliveryService: Service {
         func recordDelivered() async throws -> Bool {
             guard try await inFlightSettled() else { return false }
             guard !delivered.isEmpty else { return true }
-            let attempts = delivered
+            let (attempts, through) = (delivered, frontier.through)
             delivered = []
+            moved = max(moved, through)
             pending = Task {
-                try await slots.run { try await store.recordDelivered(endpoint.id, attempts, instance: instance, generation: generation) }
+                try await slots.run {
+                    try await store.recordDelivered(endpoint.id, attempts, through: through, instance: instance, generation: generation)
+                }
             }
             return true
         }
@@ -331,71 +386,142 @@ public struct WebhookDeliveryService: Service {
             guard try await recordDelivered() else { return false }
             return try await inFlightSettled()
         }
-        for event in batch.page {
-            guard filter.wantsType(event), let built = batch.messages[event.position], filter.matches(event, changes: built.changes)
-            else {
-                passedOver = event.position
-                continue
+
+        try await withThrowingTaskGroup(of: Answer.self) { group in
+            func fence() {
+                (fenced, stopping) = (true, true)
+                group.cancelAll()
             }
-            if let p = passedOver {
-                guard try await settled(),
-                    try await context.db({ try await store.skip(endpoint.id, through: p, instance: instance, generation: generation) })
-                else { return }
-                passedOver = nil
-            }
-            // An endpoint edited or given a new secret since its state was read: read it again first.
-            guard context.state.edits == edits else { break }
-            if progress.heldSubscribers.contains(event.subscriberID) {
-                guard progress.heldCount < WebhookStore.maxHeldPerEndpoint, try await settled() else { break }
-                let queued = try await context.db {
-                    try await store.hold(
-                        endpoint.id, position: event.position, eventID: event.eventID, subscriberID: event.subscriberID, body: built.body,
-                        instance: instance, generation: generation)
+            /// The subscriber's previous message is settled: its next waiting one may go.
+            func release(_ subscriber: String) {
+                guard var queue = waiting.removeValue(forKey: subscriber), !queue.isEmpty else {
+                    busy.remove(subscriber)
+                    return
                 }
-                guard queued else { return }
+                ready.append(queue.removeFirst())
+                if !queue.isEmpty { waiting[subscriber] = queue }
+            }
+            /// Holds or sends a message whose subscriber has nothing in flight.
+            func start(_ event: RecordedEvent, _ built: MessageBuilder.Built) async throws {
+                let subscriber = event.subscriberID
+                busy.insert(subscriber)
+                if progress.heldSubscribers.contains(subscriber) {
+                    guard progress.heldCount < WebhookStore.maxHeldPerEndpoint else {
+                        stopping = true
+                        return
+                    }
+                    guard try await settled() else { return fence() }
+                    let through = frontier.through
+                    let queued = try await context.db {
+                        try await store.hold(
+                            endpoint.id, position: event.position, eventID: event.eventID, subscriberID: subscriber, body: built.body,
+                            through: through, instance: instance, generation: generation)
+                    }
+                    guard queued else { return fence() }
+                    moved = max(moved, through)
+                    progress.heldCount += 1
+                    settle(event.position)
+                    return release(subscriber)
+                }
+                if progress.quiet || (progress.heldDue.map { $0 <= .now } ?? false) {
+                    stopping = true
+                    return
+                }
+                let message = WebhookMessage(endpointID: endpoint.id, eventID: event.eventID, body: built.body)
+                inFlight += 1
+                group.addTask { Answer(event: event, message: message, result: await send(message, current, context)) }
+            }
+            /// Records an answer: a success joins the next batch, a failure is held (410 disables the endpoint).
+            func handle(_ answer: Answer) async throws {
+                inFlight -= 1
+                let event = answer.event
+                guard !fenced else { return }
+                // Not sent (the lease is too short), or failed because the service stops: left for the next walk.
+                guard let result = answer.result, !Task.isCancelled || result.outcome == .delivered else {
+                    stopping = true
+                    return
+                }
+                let attempt = WebhookAttempt(
+                    position: event.position, eventID: event.eventID, webhookID: answer.message.id, outcome: result.outcome,
+                    httpStatus: result.httpStatus, latencyMilliseconds: result.latencyMilliseconds, error: result.error)
+                Metrics.count(endpoint: endpoint.id, outcome: result.outcome)
+                if result.outcome == .delivered {
+                    progress.succeeded()
+                    delivered.append(attempt)
+                    settle(event.position)
+                    release(event.subscriberID)
+                    if delivered.count >= Self.recordBatch { guard try await recordDelivered() else { return fence() } }
+                    return
+                }
+                guard try await settled() else { return fence() }
+                let delay = configuration.retrySchedule.delay(afterFailures: 1, random: Double.random(in: 0..<1))
+                let giveUp = configuration.retrySchedule.giveUpAfter
+                let (subscriber, body, through) = (event.subscriberID, answer.message.body, frontier.through)
+                let recorded = try await slots.run {
+                    try await store.record(
+                        endpoint.id, attempt, subscriberID: subscriber, body: body, through: through, instance: instance,
+                        generation: generation, retryDelay: delay, giveUpAfter: giveUp)
+                }
+                guard case .applied(let next, _) = recorded else { return fence() }
+                if result.outcome == .gone {
+                    logger.warning("webhook endpoint disabled: it answered 410 Gone", metadata: ["webhooks.position": "\(event.position)"])
+                    return fence()
+                }
+                moved = max(moved, through)
+                progress.heldSubscribers.insert(subscriber)
                 progress.heldCount += 1
-                continue
+                progress.failed(retryIn: delay)
+                settle(event.position)
+                release(subscriber)
+                logger.info(
+                    "webhook delivery failed; its subscriber's later messages wait behind it",
+                    metadata: [
+                        "webhooks.position": "\(event.position)", "webhooks.attempt": "1", "webhooks.error": "\(result.error ?? "")",
+                        "webhooks.next_attempt": "\(next.map(\.rfc3339) ?? "none")",
+                    ])
             }
-            if progress.quiet || (progress.heldDue.map { $0 <= .now } ?? false) { break }
-            let message = WebhookMessage(endpointID: endpoint.id, eventID: event.eventID, body: built.body)
-            guard let result = await send(message, current, context) else { break }
-            if Task.isCancelled && result.outcome != .delivered { return }
-            let delay = configuration.retrySchedule.delay(afterFailures: 1, random: Double.random(in: 0..<1))
-            let attempt = WebhookAttempt(
-                position: event.position, eventID: event.eventID, webhookID: message.id, outcome: result.outcome,
-                httpStatus: result.httpStatus, latencyMilliseconds: result.latencyMilliseconds, error: result.error)
-            Metrics.count(endpoint: endpoint.id, outcome: result.outcome)
-            if result.outcome == .delivered {
-                progress.succeeded()
-                delivered.append(attempt)
-                if delivered.count >= Self.recordBatch { guard try await recordDelivered() else { return } }
-                continue
+
+            while true {
+                // An endpoint edited or given a new secret since its state was read: read it again first.
+                if !stopping && (Task.isCancelled || context.state.edits != edits) { stopping = true }
+                if !stopping && inFlight < progress.window {
+                    if !ready.isEmpty {
+                        let event = ready.removeFirst()
+                        if let built = batch.messages[event.position] { try await start(event, built) }
+                        continue
+                    }
+                    if next < batch.page.count {
+                        let event = batch.page[next]
+                        next += 1
+                        // Settled by an earlier walk, above what was then the cursor.
+                        if progress.settled.contains(event.position) { continue }
+                        guard filter.wantsType(event), let built = batch.messages[event.position], filter.matches(event, changes: built.changes)
+                        else {
+                            settle(event.position)
+                            continue
+                        }
+                        if busy.contains(event.subscriberID) {
+                            waiting[event.subscriberID, default: []].append(event)
+                            continue
+                        }
+                        try await start(event, built)
+                        continue
+                    }
+                }
+                guard inFlight > 0, let answer = try await group.next() else { break }
+                try await handle(answer)
             }
-            guard try await settled() else { return }
-            let (giveUp, subscriber, body) = (configuration.retrySchedule.giveUpAfter, event.subscriberID, built.body)
-            let recorded = try await slots.run {
-                try await store.record(
-                    endpoint.id, attempt, subscriberID: subscriber, body: body, instance: instance, generation: generation,
-                    retryDelay: delay, giveUpAfter: giveUp)
-            }
-            guard case .applied(let next, _) = recorded else { return }
-            if result.outcome == .gone {
-                logger.warning("webhook endpoint disabled: it answered 410 Gone", metadata: ["webhooks.position": "\(event.position)"])
-                return
-            }
-            progress.heldSubscribers.insert(event.subscriberID)
-            progress.heldCount += 1
-            progress.failed(retryIn: delay)
-            logger.info(
-                "webhook delivery failed; its subscriber's later messages wait behind it",
-                metadata: [
-                    "webhooks.position": "\(event.position)", "webhooks.attempt": "1", "webhooks.error": "\(result.error ?? "")",
-                    "webhooks.next_attempt": "\(next.map(\.rfc3339) ?? "none")",
-                ])
         }
-        guard try await settled() else { return }
-        if let p = passedOver {
-            _ = try await context.db { try await store.skip(endpoint.id, through: p, instance: instance, generation: generation) }
+        guard !fenced else { return }
+        guard try await settled() else {
+            fenced = true
+            return
+        }
+        // Events passed over at the end of the walk: nothing else moved the cursor past them.
+        if frontier.through > moved {
+            let through = frontier.through
+            let skipped = try await context.db { try await store.skip(endpoint.id, through: through, instance: instance, generation: generation) }
+            fenced = !skipped
         }
     }
 
@@ -426,6 +552,27 @@ public struct WebhookDeliveryService: Service {
     }
 }
 
+/// The end of a page's settled prefix: the last position up to which every event of the page was delivered,
+/// held or passed over. The cursor may move there and no further; answers above a gap wait for it to close.
+struct Frontier {
+    private(set) var through: Int64
+    private let positions: [Int64]
+    private var next = 0
+
+    /// `page`: the feed's events right after `cursor`, in position order.
+    init(cursor: Int64, page: [RecordedEvent]) {
+        through = cursor
+        positions = page.map(\.position)
+    }
+
+    mutating func advance(over settled: Set<Int64>) {
+        while next < positions.count, settled.contains(positions[next]) {
+            through = positions[next]
+            next += 1
+        }
+    }
+}
+
 /// A page of the feed with the messages (built once for every endpoint) of the events the endpoint's type
 /// filter wants, read under one generation of the endpoint.
 struct Batch {
@@ -449,7 +596,9 @@ final class SharedState: Sendable {
         var leases: [UUID: ContinuousClock.Instant] = [:]
         var running: Set<UUID> = []
         var inFlight = 0
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        /// Requests running per endpoint, those past `slowAfter` included.
+        var requests: [UUID: Int] = [:]
+        var waiting: [(endpoint: UUID, continuation: CheckedContinuation<Void, Never>)] = []
         var sleepers: [Int: CheckedContinuation<Void, Never>] = [:]
         var nextSleeper = 0
         /// Sleepers whose sleep ended before they registered.
@@ -545,12 +694,16 @@ final class SharedState: Sendable {
     }
 
     /// Runs `body` once fewer than `concurrency` others hold a slot. A request still running after
-    /// `slowAfter` gives its slot back and runs on outside the limit: slow receivers (each endpoint has at
-    /// most one request in flight) cannot hold the slots that fast ones need.
-    func limited<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
-        await acquire()
+    /// `slowAfter` gives its slot back and runs on outside the limit: slow receivers cannot hold the slots
+    /// that fast ones need. A free slot goes to the endpoint with the fewest requests running (the first come
+    /// among equals), so a slow endpoint's several requests in flight never queue a fast endpoint's one.
+    func limited<T: Sendable>(endpoint: UUID, _ body: @escaping @Sendable () async -> T) async -> T {
+        await acquire(endpoint)
         let slot = SlotRelease(self)
-        defer { slot.release() }
+        defer {
+            finished(request: endpoint)
+            slot.release()
+        }
         return await withTaskGroup(of: Finished<T>.self) { group in
             group.addTask { .value(await body()) }
             group.addTask {
@@ -589,14 +742,15 @@ final class SharedState: Sendable {
         }
     }
 
-    private func acquire() async {
+    private func acquire(_ endpoint: UUID) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
                 if s.inFlight < concurrency {
                     s.inFlight += 1
+                    s.requests[endpoint, default: 0] += 1
                     return true
                 }
-                s.waiting.append(continuation)
+                s.waiting.append((endpoint, continuation))
                 return false
             }
             if now { continuation.resume() }
@@ -605,13 +759,23 @@ final class SharedState: Sendable {
 
     private func release() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            if s.waiting.isEmpty {
+            let (requests, waiting) = (s.requests, s.waiting)
+            guard let i = waiting.indices.min(by: { (requests[waiting[$0].endpoint] ?? 0) < (requests[waiting[$1].endpoint] ?? 0) }) else {
                 s.inFlight -= 1
                 return nil
             }
-            return s.waiting.removeFirst()
+            let next = s.waiting.remove(at: i)
+            s.requests[next.endpoint, default: 0] += 1
+            return next.continuation
         }
         next?.resume()
+    }
+
+    private func finished(request endpoint: UUID) {
+        state.withLock { s in
+            let left = (s.requests[endpoint] ?? 1) - 1
+            s.requests[endpoint] = left > 0 ? left : nil
+        }
     }
 }
 

@@ -168,6 +168,13 @@ struct WebhookOptions: ParsableArguments {
     var concurrency = 16
 
     @Option(
+        name: .customLong("webhook-endpoint-concurrency"),
+        help:
+            "Webhook requests in flight at once to one endpoint, each for a different subscriber (default: $SUBLEDGER_WEBHOOK_ENDPOINT_CONCURRENCY or 8)."
+    )
+    var endpointConcurrency: Int?
+
+    @Option(
         name: .customLong("webhook-timeout"),
         help: "Longest a webhook delivery waits for the response, e.g. 10s (connecting: at most 5s of it).")
     var timeout = DurationArgument(argument: "10s")!
@@ -196,6 +203,9 @@ struct WebhookOptions: ParsableArguments {
         let policy = WebhookDestinationPolicy(
             allowHTTP: env.flag(allowHTTP, "SUBLEDGER_WEBHOOKS_ALLOW_HTTP"), allowPrivate: env.flag(allowPrivate, "SUBLEDGER_WEBHOOKS_ALLOW_PRIVATE"))
         guard (1...1000).contains(concurrency) else { throw ValidationError("--webhook-concurrency must be 1 to 1000") }
+        let perEndpoint =
+            try env.value(endpointConcurrency, "SUBLEDGER_WEBHOOK_ENDPOINT_CONCURRENCY", option: "webhook-endpoint-concurrency") ?? 8
+        guard (1...64).contains(perEndpoint) else { throw ValidationError("--webhook-endpoint-concurrency must be 1 to 64") }
         try timeout.check(.milliseconds(100)...(.seconds(60)), option: "webhook-timeout", expected: "a duration from 100ms to 60s, such as 10s")
         guard let delays = WebhookRetrySchedule.durations(retrySchedule) else {
             throw ValidationError("--webhook-retry-schedule must be durations separated by commas, such as 5s,5m,30m")
@@ -208,7 +218,8 @@ struct WebhookOptions: ParsableArguments {
             throw ValidationError("--webhook-lease-seconds must exceed the webhook timeout by more than 3 seconds")
         }
         return WebhookConfiguration(
-            policy: policy, concurrency: concurrency, connectTimeout: min(.seconds(5), timeout.duration), responseTimeout: timeout.duration,
+            policy: policy, concurrency: concurrency, endpointConcurrency: perEndpoint,
+            connectTimeout: min(.seconds(5), timeout.duration), responseTimeout: timeout.duration,
             retrySchedule: WebhookRetrySchedule(delays: delays, giveUpAfter: giveUpAfter.duration), leaseDuration: lease,
             leaseInterval: min(.seconds(2), lease / 5))
     }

@@ -27,6 +27,33 @@ final class Receiver: Sendable {
     private let decide = Mutex<Decide?>(nil)
     func decide(_ d: @escaping Decide) { decide.withLock { $0 = d } }
 
+    /// How long to wait before answering one request, from its position and subscriber (added to the behaviour's).
+    typealias Delay = @Sendable (Int64, String) -> Duration
+    private let delay = Mutex<Delay?>(nil)
+    func delay(_ d: @escaping Delay) { delay.withLock { $0 = d } }
+
+    /// Requests being answered: how many at most at once, and how often one subscriber had two at once.
+    struct Concurrency: Sendable {
+        var now = 0
+        var most = 0
+        var bySubscriber: [String: Int] = [:]
+        var sameSubscriber = 0
+    }
+    private let concurrency = Mutex(Concurrency())
+
+    /// Requests for this position are answered only once `release()` is called: a message that stalls.
+    private let gate = Mutex<(position: Int64?, waiting: [CheckedContinuation<Void, Never>])>((nil, []))
+    func stall(_ position: Int64) { gate.withLock { $0.position = position } }
+    func release() {
+        let waiting = gate.withLock { g in
+            defer { g = (nil, []) }
+            return g.waiting
+        }
+        for w in waiting { w.resume() }
+    }
+    var mostInFlight: Int { concurrency.withLock { $0.most } }
+    var sameSubscriberInFlight: Int { concurrency.withLock { $0.sameSubscriber } }
+
     /// How the next requests are answered: a status, after a delay.
     struct Behaviour: Sendable {
         var status: Int = 200
@@ -58,11 +85,35 @@ final class Receiver: Sendable {
             }
             return (b, s.secret)
         }
-        if behaviour.delay > .zero { try await Task.sleep(for: behaviour.delay) }
         let valid = secret.map { WebhookSignature.verify(header: signature, id: id, timestamp: timestamp, body: body, secret: $0) } ?? false
         let event = (try? JSONParser.parse(body))?.objectValue?["data"]?.objectValue?["event"]?.objectValue
         let position = event?["position"]?.numberValue?.int64Value ?? -1
         let subscriber = event?["subscriber_id"]?.stringValue ?? ""
+        concurrency.withLock { c in
+            c.now += 1
+            c.most = max(c.most, c.now)
+            c.bySubscriber[subscriber, default: 0] += 1
+            if c.bySubscriber[subscriber, default: 0] > 1 { c.sameSubscriber += 1 }
+        }
+        // Before the answer is written: the sender may send the subscriber's next message once it reads it.
+        defer {
+            concurrency.withLock { c in
+                c.now -= 1
+                c.bySubscriber[subscriber, default: 1] -= 1
+            }
+        }
+        let wait = behaviour.delay + (delay.withLock { $0 }.map { $0(position, subscriber) } ?? .zero)
+        if wait > .zero { try await Task.sleep(for: wait) }
+        if gate.withLock({ $0.position }) == position {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let open = gate.withLock { g -> Bool in
+                    guard g.position == position else { return true }
+                    g.waiting.append(c)
+                    return false
+                }
+                if open { c.resume() }
+            }
+        }
         let status = decide.withLock { $0 }.map { $0(position, subscriber) } ?? behaviour.status
         if (200..<300).contains(status) {
             state.withLock {
@@ -131,7 +182,7 @@ struct WebhookDeliveryTests {
         return try await store.create(url: url, description: nil, eventTypes: types, entitlements: nil, secret: secret)
     }
 
-    @Test("every event after the cursor arrives once, in order, signed, with its entitlements")
+    @Test("every event after the cursor arrives once, each subscriber's in order, signed, with its entitlements")
     func delivers() async throws {
         try await Self.running { store, events, receiver, url in
             _ = try await events.append([SampleEvents.purchase(subscriber: "before", key: "b0")])
@@ -139,7 +190,9 @@ struct WebhookDeliveryTests {
             for i in 0..<30 { _ = try await events.append([SampleEvents.purchase(subscriber: "s\(i % 4)", key: "k\(i)")]) }
             try await Self.eventually("30 deliveries") { receiver.deliveries.count >= 30 }
             let got = receiver.deliveries
-            #expect(got.map(\.position) == Array(2...31))
+            // Each subscriber's in order; different subscribers' may pass each other (several requests in flight).
+            #expect(got.map(\.position).sorted() == Array(2...31))
+            #expect(Self.inOrderPerSubscriber(got))
             #expect(got.allSatisfy { $0.signatureValid })
             #expect(Set(got.map(\.id)).count == 30)
             let first = try JSONParser.parse(got[0].body).objectValue!["data"]!.objectValue!

@@ -68,8 +68,8 @@ struct WebhookStoreTests {
             #expect(try await store.skip(e.id, through: 1, instance: "a", generation: state.generation) == false)
             #expect(
                 try await store.record(
-                    e.id, Self.attempt(1, .delivered), subscriberID: "s0", body: [1], instance: "a", generation: state.generation,
-                    retryDelay: .seconds(1), giveUpAfter: .seconds(60)) == .stale)
+                    e.id, Self.attempt(1, .delivered), subscriberID: "s0", body: [1], through: 1, instance: "a",
+                    generation: state.generation, retryDelay: .seconds(1), giveUpAfter: .seconds(60)) == .stale)
             try await store.releaseLeases(instance: "b")
             #expect(try await store.acquireLeases(instance: "a", duration: .seconds(5), limit: 10) == [e.id])
         }
@@ -77,11 +77,11 @@ struct WebhookStoreTests {
 
     static func record(
         _ store: WebhookStore, _ e: WebhookEndpoint, _ attempt: WebhookAttempt, subscriber: String, generation: Int64,
-        delay: Duration = .seconds(5), giveUp: Duration = .seconds(60)
+        through: Int64? = nil, delay: Duration = .seconds(5), giveUp: Duration = .seconds(60)
     ) async throws -> WebhookStore.Recorded {
         try await store.record(
-            e.id, attempt, subscriberID: subscriber, body: Array("body \(attempt.position)".utf8), instance: "a", generation: generation,
-            retryDelay: delay, giveUpAfter: giveUp)
+            e.id, attempt, subscriberID: subscriber, body: Array("body \(attempt.position)".utf8), through: through ?? attempt.position,
+            instance: "a", generation: generation, retryDelay: delay, giveUpAfter: giveUp)
     }
 
     @Test("delivered moves the cursor; a failure is held and its subscriber's later messages queue behind it; replays fence")
@@ -110,7 +110,7 @@ struct WebhookStoreTests {
             #expect((3001...5000).contains(s.nextHeldInMilliseconds ?? 0))
             #expect(try await store.held(e.id) == (["s1"], 1))
             #expect(try await store.skip(e.id, through: 4, instance: "a", generation: g))
-            #expect(try await store.hold(e.id, position: 5, eventID: UUID(), subscriberID: "s1", body: [5], instance: "a", generation: g))
+            #expect(try await store.hold(e.id, position: 5, eventID: UUID(), subscriberID: "s1", body: [5], through: 5, instance: "a", generation: g))
             let queued = try await store.get(e.id)
             #expect(queued.deliveredThrough == 5 && queued.heldMessages == 2 && queued.lagPositions == 4)
             #expect(try await store.dueHeld(e.id, limit: 10).isEmpty)
@@ -157,6 +157,43 @@ struct WebhookStoreTests {
             // The log is bounded per endpoint as well as by age.
             try await store.prune(olderThan: .seconds(3600), keepPerEndpoint: 2)
             #expect(try await store.deliveries(e.id, before: nil, limit: 10).map(\.id) == [log[0].id, log[1].id])
+        }
+    }
+
+    @Test("with requests answered out of order the cursor stops at the first unsettled event; a held one above it keeps order")
+    func cursorBelowAGap() async throws {
+        try await Self.withStore { store, events in
+            let e = try await store.create(url: "https://example.com/h", description: nil, eventTypes: nil, entitlements: nil, secret: Self.secret)
+            try await Self.append(events, 6)  // s0 s1 s2 s0 s1 s2
+            _ = try await store.acquireLeases(instance: "a", duration: .seconds(30), limit: 10)
+            let g = try #require(try await store.deliveryState(e.id, instance: "a")).generation
+            // 1, 5 and 6 answered while 2 is still in flight; 1's record is lost (a crash), 5 and 6 are logged
+            // and the cursor stays below 2.
+            #expect(
+                try await store.recordDelivered(
+                    e.id, [Self.attempt(5, .delivered, status: 200), Self.attempt(6, .delivered, status: 200)], through: 0,
+                    instance: "a", generation: g) == .applied(nextRetryAt: nil, paused: false))
+            #expect(try await store.get(e.id).deliveredThrough == 0)
+            // 4 (s0) fails while 2 is still in flight: held above the cursor.
+            guard case .applied = try await Self.record(store, e, Self.attempt(4, .failed, status: 500), subscriber: "s0", generation: g, through: 0)
+            else {
+                Issue.record("the failure was not held")
+                return
+            }
+            let held = try await store.get(e.id)
+            #expect(held.deliveredThrough == 0 && held.heldMessages == 1)
+            #expect(try await store.deliveries(e.id, before: nil, limit: 10).map(\.position) == [4, 6, 5])
+            // The walk after the crash meets s0's message 1 again: s0 has a held message, so 1 is held, due at
+            // once, in front of 4, which now waits behind it.
+            #expect(
+                try await store.hold(e.id, position: 1, eventID: UUID(), subscriberID: "s0", body: [1], through: 1, instance: "a", generation: g))
+            #expect(try await store.get(e.id).deliveredThrough == 1)
+            #expect(try await store.dueHeld(e.id, limit: 10).map(\.position) == [1])
+            #expect(
+                try await store.recordHeld(
+                    e.id, Self.attempt(1, .delivered, status: 200), instance: "a", generation: g, retryDelay: .seconds(5),
+                    giveUpAfter: .seconds(60)) == .delivered(queued: true))
+            #expect(try await store.dueHeld(e.id, limit: 10).map(\.position) == [4])
         }
     }
 

@@ -56,6 +56,7 @@ struct ServeOptionsTests {
             "--google-package-name", "p", "--stripe-webhook-secret", "whsec_a", "--stripe-webhook-secret", "whsec_b",
             "--stripe-account", "acct_1", "--stripe-grace-max", "7d", "--stripe-signature-tolerance", "60",
             "--webhooks-allow-http", "--webhook-timeout", "2s", "--webhook-give-up-after", "1d", "--webhook-lease-seconds", "10",
+            "--webhook-endpoint-concurrency", "4",
         ])
         #expect(serve.statementTimeout?.duration == .seconds(5))
         #expect(serve.replicaWait.duration == .milliseconds(100))
@@ -64,11 +65,11 @@ struct ServeOptionsTests {
         #expect(stripe.webhookSecrets == ["whsec_a", "whsec_b"] && stripe.signatureTolerance == 60)
         #expect(stripe.settings.accounts == ["acct_1"] && stripe.settings.mapping.graceMaxSeconds == 7 * 86_400)
         let webhooks = try serve.webhooks.configuration()
-        #expect(webhooks.responseTimeout == .seconds(2) && webhooks.policy.allowHTTP)
+        #expect(webhooks.responseTimeout == .seconds(2) && webhooks.policy.allowHTTP && webhooks.endpointConcurrency == 4)
 
         for bad in [
             ["--statement-timeout", "2d"], ["--replica-wait", "5x"], ["--apple-backfill-interval", "30s"], ["--stripe-grace-max", "10m"],
-            ["--webhook-timeout", "2m"], ["--webhook-lease-seconds", "5"], ["--port", "70000"],
+            ["--webhook-timeout", "2m"], ["--webhook-lease-seconds", "5"], ["--webhook-endpoint-concurrency", "0"], ["--port", "70000"],
         ] {
             #expect(throws: (any Error).self, "\(bad)") { try Serve.parse(["--database-url", "postgres://u@h/d"] + bad) }
         }

@@ -337,12 +337,13 @@ public struct WebhookStore: Sendable {
     }
 
     /// Logs an attempt at an event of the walk (not a held one) and moves the endpoint in one statement.
-    /// Delivered moves the cursor to the event. Failed moves it too, and holds the message (`subscriberID`,
-    /// `body`) for a retry `retryDelay` from now: later messages of its subscriber queue behind it, the
-    /// others go on. Gone disables the endpoint and keeps the cursor.
+    /// Failed holds the message (`subscriberID`, `body`) for a retry `retryDelay` from now: later messages of
+    /// its subscriber queue behind it, the others go on. Delivered and failed move the cursor to `through`,
+    /// the end of what the walk has settled from the cursor on: with several requests in flight that may stop
+    /// below this event, at one still unanswered. Gone disables the endpoint and keeps the cursor.
     public func record(
-        _ id: UUID, _ attempt: WebhookAttempt, subscriberID: String, body: [UInt8], instance: String, generation: Int64,
-        retryDelay: Duration, giveUpAfter: Duration
+        _ id: UUID, _ attempt: WebhookAttempt, subscriberID: String, body: [UInt8], through: Int64, instance: String,
+        generation: Int64, retryDelay: Duration, giveUpAfter: Duration
     ) async throws -> Recorded {
         let logger = self.logger
         let delay = Self.milliseconds(min(retryDelay, giveUpAfter))
@@ -365,7 +366,7 @@ public struct WebhookStore: Sendable {
                 ), moved AS (
                     UPDATE webhook_endpoints e SET
                         delivered_through = CASE WHEN \(outcome) = 'gone' THEN e.delivered_through
-                                                 ELSE greatest(e.delivered_through, \(position)) END,
+                                                 ELSE greatest(e.delivered_through, \(through)) END,
                         last_error = CASE
                             WHEN \(outcome) <> 'delivered' THEN \(error)
                             WHEN EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = e.endpoint_id) THEN e.last_error END,
@@ -395,11 +396,15 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// Logs several delivered attempts of the walk and moves the cursor past the last of them in one statement:
-    /// the delivery loop records its successes in batches, so a delivery costs a fraction of a statement. A
-    /// crash before the batch is recorded sends its messages again, which at-least-once delivery allows.
-    public func recordDelivered(_ id: UUID, _ attempts: [WebhookAttempt], instance: String, generation: Int64) async throws -> Recorded {
-        guard let through = attempts.map(\.position).max() else { return .applied(nextRetryAt: nil, paused: false) }
+    /// Logs several delivered attempts of the walk and moves the cursor to `through` in one statement: the
+    /// delivery loop records its successes in batches, so a delivery costs a fraction of a statement. `through`
+    /// is the end of what is settled from the cursor on; attempts after it (answered while an earlier message
+    /// was still in flight) are logged, and the cursor waits below that message. A crash before the cursor
+    /// passes them sends them again, which at-least-once delivery allows.
+    public func recordDelivered(
+        _ id: UUID, _ attempts: [WebhookAttempt], through: Int64, instance: String, generation: Int64
+    ) async throws -> Recorded {
+        guard !attempts.isEmpty else { return .applied(nextRetryAt: nil, paused: false) }
         let logger = self.logger
         let positions = attempts.map(\.position)
         let events = attempts.map(\.eventID)
@@ -436,10 +441,13 @@ public struct WebhookStore: Sendable {
         }
     }
 
-    /// Queues an event's message behind its subscriber's held messages and moves the cursor past it. Should
-    /// the subscriber have none held any more, the message is due at once rather than waiting behind nothing.
+    /// Queues an event's message behind its subscriber's held messages and moves the cursor to `through` (as
+    /// `record`). Should the subscriber have none held before it, the message is due at once rather than
+    /// waiting behind nothing, and any held after it wait behind it: the cursor may stand below a held
+    /// message, so after a crash or a takeover the walk can meet earlier messages of its subscriber again.
     public func hold(
-        _ id: UUID, position: Int64, eventID: UUID, subscriberID: String, body: [UInt8], instance: String, generation: Int64
+        _ id: UUID, position: Int64, eventID: UUID, subscriberID: String, body: [UInt8], through: Int64, instance: String,
+        generation: Int64
     ) async throws -> Bool {
         let logger = self.logger
         return try await database.withConnection { c in
@@ -450,17 +458,26 @@ public struct WebhookStore: Sendable {
                                          AND lease_until > clock_timestamp()) AS mine
                     FROM webhook_endpoints WHERE endpoint_id = \(id) FOR UPDATE
                 ), moved AS (
-                    UPDATE webhook_endpoints e SET delivered_through = greatest(e.delivered_through, \(position))
+                    UPDATE webhook_endpoints e SET delivered_through = greatest(e.delivered_through, \(through))
                     FROM target t WHERE e.endpoint_id = t.endpoint_id AND t.mine
                     RETURNING 1
+                ), queue AS (
+                    SELECT t.endpoint_id,
+                           EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = t.endpoint_id
+                                   AND x.subscriber_id = \(subscriberID) AND x.position < \(position)) AS behind
+                    FROM target t WHERE t.mine
                 ), held AS (
                     INSERT INTO webhook_held (endpoint_id, position, subscriber_id, event_id, body, next_attempt_at)
-                    SELECT t.endpoint_id, \(position), \(subscriberID), \(eventID), \(ByteBuffer(bytes: body)),
-                           CASE WHEN EXISTS (SELECT 1 FROM webhook_held x WHERE x.endpoint_id = t.endpoint_id
-                                             AND x.subscriber_id = \(subscriberID) AND x.position < \(position))
-                                THEN NULL ELSE clock_timestamp() END
-                    FROM target t WHERE t.mine
+                    SELECT q.endpoint_id, \(position), \(subscriberID), \(eventID), \(ByteBuffer(bytes: body)),
+                           CASE WHEN q.behind THEN NULL ELSE clock_timestamp() END
+                    FROM queue q
                     ON CONFLICT DO NOTHING
+                    RETURNING 1
+                ), demoted AS (
+                    UPDATE webhook_held h SET next_attempt_at = NULL
+                    FROM queue q
+                    WHERE EXISTS (SELECT 1 FROM held) AND NOT q.behind AND h.endpoint_id = q.endpoint_id
+                      AND h.subscriber_id = \(subscriberID) AND h.position > \(position)
                 )
                 SELECT 1 FROM moved, relaxed
                 """, logger: logger
