@@ -40,43 +40,50 @@ enum StatementLog {
         ((try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? NSNumber)?.uint64Value ?? 0
     }
 
-    /// The statements logged after `offset`, and their first words (for the doc).
-    static func statements(_ file: URL, after offset: UInt64) throws -> [String] {
+    /// The statements logged after `offset`, each with the process id of the backend that ran it, and their
+    /// first words (for the doc).
+    static func statements(_ file: URL, after offset: UInt64) throws -> [(pid: String, text: String)] {
         let handle = try FileHandle(forReadingFrom: file)
         defer { try? handle.close() }
         try handle.seek(toOffset: offset)
         let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-        var out: [String] = []
+        var out: [(pid: String, text: String)] = []
         for line in text.split(separator: "\n") {
             for marker in [" LOG:  execute ", " LOG:  statement: "] {
                 guard let r = line.range(of: marker) else { continue }
                 var rest = line[r.upperBound...]
                 if marker.contains("execute"), let colon = rest.firstIndex(of: ":") { rest = rest[rest.index(after: colon)...] }
-                out.append(rest.trimmingCharacters(in: .whitespaces).prefix(60).description)
+                // The default log_line_prefix: `%m [%p] `.
+                let pid = line.split(separator: "[", maxSplits: 1).dropFirst().first?.split(separator: "]").first.map(String.init) ?? ""
+                out.append((pid, rest.trimmingCharacters(in: .whitespaces).prefix(60).description))
             }
         }
         return out
     }
 
-    /// The change listener's catch-up after a commit, on its own connection (`ProjectionChanges`): every append
-    /// causes it, and it is not the message's. (The routes measured here read no log end themselves.)
-    static func isListener(_ statement: String) -> Bool {
-        statement.hasPrefix("SELECT subscriber_id, position FROM events WHERE position >")
-            || statement.hasPrefix("SELECT coalesce(max(position), 0)::int8 FROM events")
+    /// The message's transaction: the statements of the backend that recorded it in the inbox, from its BEGIN
+    /// to its COMMIT. Background services (the report rollup worker, woken by the commit before) run on other
+    /// connections meanwhile and are not the message's.
+    static func transaction(_ all: [(pid: String, text: String)]) -> [String] {
+        guard let record = all.firstIndex(where: { $0.text.hasPrefix("INSERT INTO store_inbox") }) else { return all.map(\.text) }
+        let pid = all[record].pid
+        let mine = all.enumerated().filter { $0.element.pid == pid }
+        let begin = mine.last { $0.offset < record && $0.element.text == "BEGIN" }?.offset ?? mine.first!.offset
+        let commit = mine.first { $0.offset > record && $0.element.text == "COMMIT" }?.offset ?? mine.last!.offset
+        return mine.filter { $0.offset >= begin && $0.offset <= commit }.map(\.element.text)
     }
 
     /// The statements from the one that takes the append lock (`subledger_append_tail`) on, by their first two
     /// words: what other writers wait for.
     static func underAppendLock(_ statements: [String]) -> [String] {
-        let message = statements.firstIndex(of: "COMMIT").map { statements[...$0] } ?? statements[...]
-        // What follows the message's COMMIT is the report rollup worker's, woken by it.
-        return message.drop { !$0.hasPrefix("SELECT recorded_at,") }.map { s in
+        statements.drop { !$0.hasPrefix("SELECT recorded_at,") }.map { s in
             s.split(separator: " ").prefix(2).joined(separator: " ").replacingOccurrences(of: ",", with: "")
                 .replacingOccurrences(of: "(", with: " ").split(separator: " ").prefix(2).joined(separator: " ")
         }
     }
 
-    /// Waits until the log has been flushed past a marker statement, then counts what came before it.
+    /// Waits until the log has been flushed past a marker statement, then gives the message's transaction
+    /// among what came before it.
     static func measure(_ file: URL, url: DatabaseURL, _ body: () async throws -> Void) async throws -> [String] {
         let start = size(file)
         try await body()
@@ -86,7 +93,7 @@ enum StatementLog {
         }
         for _ in 0..<50 {
             let all = try statements(file, after: start)
-            if let i = all.firstIndex(where: { $0.contains(marker) }) { return all[..<i].filter { !isListener($0) } }
+            if let i = all.firstIndex(where: { $0.text.contains(marker) }) { return transaction(Array(all[..<i])) }
             try await Task.sleep(for: .milliseconds(100))
         }
         Issue.record("the marker never reached the server log")

@@ -79,9 +79,11 @@ extension EventStore {
                 if let failure = shared.failure { throw SharedTransaction.Failed(cause: failure) }
                 return try mine.get()
             }
+            sharing.ended(shared, committed: true)
             shared.settle(.success(()))
             return value
         } catch {
+            sharing.ended(shared, committed: false)
             shared.settle(.failure(error))
             throw (error as? SharedTransaction.Failed) ?? SharedTransaction.Failed(cause: error)
         }

@@ -23,24 +23,24 @@ final class SharedTransaction: Sendable {
         fileprivate let reachedAppend = Mutex(false)
     }
 
-    /// A member's wait for a group append (or the transaction's outcome): filled once, awaited once.
+    /// A value filled once and awaited by any number of members (the open transaction, its outcome, an append's).
     fileprivate final class Slot<Value: Sendable>: Sendable {
-        private let state = Mutex<(value: Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
+        private let state = Mutex<(value: Result<Value, any Error>?, waiters: [CheckedContinuation<Value, any Error>])>((nil, []))
 
         func fill(_ value: Result<Value, any Error>) {
-            let waiter = state.withLock { s -> CheckedContinuation<Value, any Error>? in
-                guard s.value == nil else { return nil }
+            let waiters = state.withLock { s -> [CheckedContinuation<Value, any Error>] in
+                guard s.value == nil else { return [] }
                 s.value = value
-                defer { s.waiter = nil }
-                return s.waiter
+                defer { s.waiters = [] }
+                return s.waiters
             }
-            waiter?.resume(with: value)
+            for w in waiters { w.resume(with: value) }
         }
 
         func value() async throws -> Value {
             try await withCheckedThrowingContinuation { c in
                 let ready = state.withLock { s -> Result<Value, any Error>? in
-                    if s.value == nil { s.waiter = c }
+                    if s.value == nil { s.waiters.append(c) }
                     return s.value
                 }
                 if let ready { c.resume(with: ready) }
@@ -95,6 +95,9 @@ final class SharedTransaction: Sendable {
         tx.member = member
         return tx
     }
+
+    /// How many messages it holds.
+    var members: Int { state.withLock { $0.members } }
 
     /// Whether the transaction failed (it will be rolled back).
     var failure: (any Error)? { state.withLock { $0.failure } }
@@ -218,6 +221,20 @@ final class SharedTransaction: Sendable {
 final class SharedTransactions: Sendable {
     let maxMembers: Int
     private let forming = Mutex<SharedTransaction?>(nil)
+    private let counts = Mutex((transactions: 0, messages: 0, rolledBack: 0))
+
+    /// Shared transactions ended, the messages they held, and how many were rolled back (tests, metrics).
+    var tally: (transactions: Int, messages: Int, rolledBack: Int) { counts.withLock { $0 } }
+
+    /// A shared transaction ended (its leader committed it or rolled it back).
+    func ended(_ shared: SharedTransaction, committed: Bool) {
+        let members = shared.members
+        counts.withLock { c in
+            c.transactions += 1
+            c.messages += members
+            if !committed { c.rolledBack += 1 }
+        }
+    }
 
     init(maxMembers: Int = 32) {
         self.maxMembers = maxMembers
