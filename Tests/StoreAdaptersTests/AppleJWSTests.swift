@@ -103,4 +103,22 @@ struct AppleJWSTests {
         let ancient = signer.sign(["signedDate": 100_000_000_000])  // 1973
         await #expect(throws: AppleSignatureError.self) { try await trusting.verify(ancient, now: AppleFixtures.now) }
     }
+
+    @Test("a chain validated once still has each payload's signature and time checked: a forged signature or a time past the leaf fails")
+    func validatedChainStillChecked() async throws {
+        let from = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01
+        let until = Date(timeIntervalSince1970: 1_780_272_000)  // 2026-06-01
+        let signer = try AppleTestSigner().reissuingLeaf(validFrom: from, until: until)
+        let verifier = try AppleJWSVerifier(rootsDER: [signer.rootDER])
+        let march = signer.sign(["n": 1, "signedDate": 1_772_323_200_000])
+        #expect(try await verifier.verify(march, now: AppleFixtures.now)["n"] == 1)
+        // The same chain again (now known): another payload verifies, a forged one does not.
+        #expect(try await verifier.verify(signer.sign(["n": 2, "signedDate": 1_772_323_200_000]), now: AppleFixtures.now)["n"] == 2)
+        var parts = march.split(separator: ".").map(String.init)
+        parts[1] = Base64URL.encode(Array(#"{"n":3,"signedDate":1772323200000}"#.utf8))
+        await #expect(throws: AppleSignatureError.self) { try await verifier.verify(parts.joined(separator: "."), now: AppleFixtures.now) }
+        // Signed after the leaf expired (the root is still valid): refused, though the chain was validated before.
+        let july = signer.sign(["n": 4, "signedDate": 1_782_864_000_000])
+        await #expect(throws: AppleSignatureError.self) { try await verifier.verify(july, now: AppleFixtures.now) }
+    }
 }
