@@ -11,7 +11,13 @@ public enum Base64URL {
     /// anything else. Byte by byte: every App Store notification decodes three JWS of several KiB, and going
     /// through Foundation's string replacement cost a quarter of the server's CPU per notification.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        let utf8 = text.utf8
+        // On contiguous bytes: a generic walk of `utf8` from another module is a witness call per byte.
+        if let decoded = text.utf8.withContiguousStorageIfAvailable({ decode(bytes: $0) }) { return decoded }
+        var copy = String(text)
+        return copy.withUTF8 { decode(bytes: $0) }
+    }
+
+    private static func decode(bytes utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(utf8.count / 4 * 3 + 2)
         var quartet: UInt32 = 0
