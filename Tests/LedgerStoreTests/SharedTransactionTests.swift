@@ -76,12 +76,18 @@ struct SharedTransactionTests {
         return (events, applied)
     }
 
-    @Test("messages arriving together share transactions, each stored once, in one unbroken chain")
-    func shared() async throws {
+    /// A fresh database's event store and intake.
+    static func withIntake(_ body: @escaping @Sendable (PostgresClient, EventStore, EventIntake) async throws -> Void) async throws {
         try await TestDatabase.with { client, _ in
             let database = Database(client: client, logger: TestDatabase.logger)
             let store = EventStore(database: database)
-            let intake = EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
+            try await body(client, store, EventIntake(store: store, catalog: CatalogStore(database: database), database: database))
+        }
+    }
+
+    @Test("messages arriving together share transactions, each stored once, in one unbroken chain")
+    func shared() async throws {
+        try await Self.withIntake { client, store, intake in
             // Two messages per subscriber: their appends go to the same streams in the same lock turn.
             let messages = (0..<40).map { TestStore.Message(id: "m\($0)", subscriber: "s\($0 % 20)") }
             let outcomes = try await Self.ingest(messages, intake)
@@ -102,10 +108,7 @@ struct SharedTransactionTests {
 
     @Test("a member that fails rolls its shared transaction back; the others run alone and are stored, the failing one is not")
     func failingMember() async throws {
-        try await TestDatabase.with { client, _ in
-            let database = Database(client: client, logger: TestDatabase.logger)
-            let store = EventStore(database: database)
-            let intake = EventIntake(store: store, catalog: CatalogStore(database: database), database: database)
+        try await Self.withIntake { client, store, intake in
             let messages = (0..<30).map { TestStore.Message(id: "m\($0)", subscriber: "s\($0)", fails: $0 % 7 == 3) }
             let outcomes = try await Self.ingest(messages, intake)
             for m in messages { #expect(outcomes[m.id] == (m.fails ? "failed" : "applied"), "\(m.id)") }

@@ -74,15 +74,7 @@ struct AppendWriter {
         }
 
         var group = GroupState(heads: heads, position: lastPosition, recordedAt: recordedAt, stored: stored, merged: Self.merged(streams, for: jobs))
-        var outcomes: [Result<AppendResult, StoreError>] = []
-        outcomes.reserveCapacity(jobs.count)
-        for job in jobs {
-            do {
-                outcomes.append(.success(try group.take(job, lookUpKeys: lookUpKeys)))
-            } catch let error as StoreError {
-                outcomes.append(.failure(error))
-            }
-        }
+        let outcomes = try group.take(jobs, lookUpKeys: lookUpKeys)
         // The recorded time this group used (or would have): never before the log's last event's.
         let end = LogEnd(position: group.position, recordedAt: recordedAt)
         guard !group.rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
@@ -189,15 +181,7 @@ struct AppendWriter {
         let recordedAt = max(now, end.recordedAt)
         var group = GroupState(
             heads: heads, position: end.position, recordedAt: recordedAt, stored: stored ?? [:], merged: Self.merged(streams, for: jobs))
-        var outcomes: [Result<AppendResult, StoreError>] = []
-        outcomes.reserveCapacity(jobs.count)
-        for job in jobs {
-            do {
-                outcomes.append(.success(try group.take(job, lookUpKeys: stored != nil)))
-            } catch let error as StoreError {
-                outcomes.append(.failure(error))
-            }
-        }
+        let outcomes = try group.take(jobs, lookUpKeys: stored != nil)
         let rows = group.rows
         guard !rows.isEmpty else { return Written(outcomes: outcomes, end: end, streams: streams) }
         let touched = Self.extend(streams, with: rows)
@@ -228,15 +212,7 @@ struct AppendWriter {
         let stored = try await storedByIdempotencyKey(all, on: connection)
         if all.allSatisfy({ stored[IdempotencyKey($0)] != nil }) {
             var group = GroupState(heads: [:], position: 0, recordedAt: now, stored: stored)
-            var outcomes: [Result<AppendResult, StoreError>] = []
-            for job in jobs {
-                do {
-                    outcomes.append(.success(try group.take(job, lookUpKeys: true)))
-                } catch let error as StoreError {
-                    outcomes.append(.failure(error))
-                }
-            }
-            return .replayed(outcomes)
+            return .replayed(try group.take(jobs, lookUpKeys: true))
         }
         let subscribers = Set(all.map(\.subscriberID))
         var (end, streams) = try await lockedTail(subscribers, on: connection)
@@ -316,6 +292,20 @@ struct AppendWriter {
         var fingerprints: [[UInt8]] = []
         /// Each row's data and metadata as canonical JSON: written once, for its hash and its stored text.
         var texts: RowTexts = RowTexts()
+
+        /// Takes the jobs in order, each with its own outcome: a job's conflict fails that job alone.
+        mutating func take(_ jobs: [AppendJob], lookUpKeys: Bool) throws -> [Result<AppendResult, StoreError>] {
+            var outcomes: [Result<AppendResult, StoreError>] = []
+            outcomes.reserveCapacity(jobs.count)
+            for job in jobs {
+                do {
+                    outcomes.append(.success(try take(job, lookUpKeys: lookUpKeys)))
+                } catch let error as StoreError {
+                    outcomes.append(.failure(error))
+                }
+            }
+            return outcomes
+        }
 
         /// Checks a job against the state and takes its new events, or throws its conflict and takes nothing.
         mutating func take(_ job: AppendJob, lookUpKeys: Bool) throws -> AppendResult {
