@@ -18,15 +18,19 @@ struct ReportRollupChangeTests {
         for t in old?.transactions ?? [] where !newTransactions.contains(t) {
             r.addRevenue(t, sign: -1)
             r.addMRR(t, sign: -1)
+            r.addRefunds(t, sign: -1)
             if ReportRollup.rollsUpDays(t) { r.pendingRevenue[t, default: 0] &-= 1 }
         }
         for t in new.transactions where !oldTransactions.contains(t) {
             r.addRevenue(t, sign: 1)
             r.addMRR(t, sign: 1)
+            r.addRefunds(t, sign: 1)
             if ReportRollup.rollsUpDays(t) { r.pendingRevenue[t, default: 0] &+= 1 }
         }
         if let old { r.addCoverage(old.transactions, sign: -1) }
         r.addCoverage(new.transactions, sign: 1)
+        if let old { r.addSubscriberCells(old, sign: -1) }
+        r.addSubscriberCells(new, sign: 1)
         if let old { r.addTrials(old.trials, sign: -1) }
         r.addTrials(new.trials, sign: 1)
         for (key, runs) in Dictionary(grouping: old?.runs ?? [], by: \.entitlement) { r.addRuns(runs, key: key, sign: -1) }

@@ -101,6 +101,12 @@ struct ReportRollupTests {
                 #expect(a == (try await facts.mrr(at: at, entitlement: entitlement)), "mrr at \(at.rfc3339), \(note), \(entitlement ?? "all")")
             }
         }
+        try await expectSameReportsII(rollups, facts, note)
+        for table in ["report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells"] {
+            let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: TestDatabase.logger)
+                .collect().first?.decode(Int64.self)
+            #expect(rows ?? 0 > 0, "\(table), \(note)")
+        }
         #expect(try await rollups.mrr(at: t("2026-06-01"), entitlement: nil).contains { $0.activePaid > 1 })
         let b = ReportCalendar.boundaries(from: t("2026-01-01"), to: t("2026-12-01"), interval: .month)
         #expect(try await rollups.churn(boundaries: b, interval: .month, entitlement: nil).contains { $0.churnedTotal > 0 && $0.new > 0 })
@@ -119,6 +125,43 @@ struct ReportRollupTests {
     static func pending(_ client: PostgresClient) async throws -> Int64 {
         try await client.query("SELECT count(*) FROM report_revenue_pending", logger: TestDatabase.logger).collect().first?
             .decode(Int64.self) ?? -1
+    }
+
+    /// Refunds, conversion and LTV from their cells (schema 0030) equal the same reports from the facts, with the
+    /// filters and groupings the cells answer.
+    static func expectSameReportsII(_ rollups: ReportStore, _ facts: ReportStore, _ note: String) async throws {
+        let shapes: [ReportDimensions] = [
+            .none, ReportDimensions(entitlements: ["pro"]), ReportDimensions(groupBy: .store), ReportDimensions(groupBy: .country),
+            ReportDimensions(groupBy: .productID), ReportDimensions(groupBy: .entitlement),
+            ReportDimensions(entitlements: ["pro", "basic"], groupBy: .entitlement), ReportDimensions(stores: ["apple", "gen"]),
+            ReportDimensions(countries: ["DE"], entitlements: ["basic"], groupBy: .store),
+            ReportDimensions(stores: ["google"], countries: ["JP", "US"], groupBy: .productID),
+        ]
+        let grids: [(ReportInterval, Timestamp, Timestamp)] = [
+            (.month, t("2025-11-01"), t("2027-03-01")), (.week, t("2026-01-05"), t("2026-09-07")), (.day, t("2026-02-01"), t("2026-05-01")),
+        ]
+        var seen = (refunds: 0, converted: 0, ltv: 0)
+        for d in shapes {
+            let who = "\(note), \(d)"
+            for (interval, from, to) in grids {
+                let b = ReportCalendar.boundaries(from: from, to: to, interval: interval)
+                let refunds = try await rollups.refunds(boundaries: b, dimensions: d)
+                #expect(refunds == (try await facts.refunds(boundaries: b, dimensions: d)), "refunds \(interval) \(who)")
+                seen.refunds += refunds.map(\.row.refunds).reduce(0, +)
+                let conversion = try await rollups.conversion(boundaries: b, days: [1, 7, 30, 3650], dimensions: d)
+                #expect(
+                    conversion == (try await facts.conversion(boundaries: b, days: [1, 7, 30, 3650], dimensions: d)), "conversion \(interval) \(who)")
+                seen.converted += conversion.map { $0.row.converted[1] }.reduce(0, +)
+            }
+            for (from, to, until, months) in [
+                (t("2025-10-01"), t("2026-12-01"), t("2027-03-01"), 12), (t("2026-03-01"), t("2026-05-01"), t("2026-08-15"), 120),
+            ] {
+                let ltv = try await rollups.ltv(from: from, to: to, months: months, until: until, dimensions: d)
+                #expect(ltv == (try await facts.ltv(from: from, to: to, months: months, until: until, dimensions: d)), "ltv \(who)")
+                seen.ltv += ltv.count
+            }
+        }
+        #expect(seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0, "\(seen)")
     }
 
     /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).
@@ -141,6 +184,9 @@ struct ReportRollupTests {
                 "report_revenue_days",
                 "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"
             ),
+            ("report_refund_days", "refunds <> 0 OR amount <> 0 OR refunded_transactions <> 0 OR paid_transactions <> 0"),
+            ("report_refund_repeats", "repeats <> 0"), ("report_conversion_days", "subscribers <> 0"),
+            ("report_ltv_cells", "members <> 0 OR gross <> 0 OR proceeds <> 0"),
         ] {
             let rows = try await client.query(
                 PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)

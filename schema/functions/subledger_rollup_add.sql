@@ -85,4 +85,30 @@ BEGIN
             SELECT * FROM jsonb_populate_recordset(NULL::report_paid_hours, cells -> 'report_paid_hours')
             ON CONFLICT (entitlement, hour_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_refund_days', '[]')) > 0 THEN
+        INSERT INTO report_refund_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_refund_days, cells -> 'report_refund_days')
+            ON CONFLICT (entitlement, day_us, currency, store, country, product_id) DO UPDATE SET
+                refunds = t.refunds + excluded.refunds, amount = t.amount + excluded.amount,
+                refunded_transactions = t.refunded_transactions + excluded.refunded_transactions,
+                paid_transactions = t.paid_transactions + excluded.paid_transactions;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_refund_repeats', '[]')) > 0 THEN
+        INSERT INTO report_refund_repeats AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_refund_repeats, cells -> 'report_refund_repeats')
+            ON CONFLICT (entitlement, period_interval, period_us, currency, store, country, product_id) DO UPDATE SET
+                repeats = t.repeats + excluded.repeats;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_conversion_days', '[]')) > 0 THEN
+        INSERT INTO report_conversion_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_conversion_days, cells -> 'report_conversion_days')
+            ON CONFLICT (entitlement, day_us, store, country, product_id, wait_days) DO UPDATE SET
+                subscribers = t.subscribers + excluded.subscribers;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_ltv_cells', '[]')) > 0 THEN
+        INSERT INTO report_ltv_cells AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_ltv_cells, cells -> 'report_ltv_cells')
+            ON CONFLICT (entitlement, cohort_us, currency, store, country, product_id, month_us) DO UPDATE SET
+                members = t.members + excluded.members, gross = t.gross + excluded.gross, proceeds = t.proceeds + excluded.proceeds;
+    END IF;
 END $$;

@@ -106,6 +106,41 @@ BEGIN
         WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.hour_us, r.currency
         ON CONFLICT (entitlement, hour_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends =
             t.ends + excluded.ends;
+    INSERT INTO report_refund_days AS t (entitlement, day_us, currency, store, country, product_id, refunds, amount,
+        refunded_transactions, paid_transactions)
+        SELECT r.entitlement, r.day_us, r.currency, r.store, r.country, r.product_id, sum(r.refunds)::bigint,
+            sum(r.amount)::numeric, sum(r.refunded_transactions)::bigint, sum(r.paid_transactions)::bigint
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_refund_days, q.cells -> 'report_refund_days') r
+        WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.day_us, r.currency, r.store, r.country, r.product_id
+        ON CONFLICT (entitlement, day_us, currency, store, country, product_id) DO UPDATE SET refunds = t.refunds +
+            excluded.refunds, amount = t.amount + excluded.amount, refunded_transactions = t.refunded_transactions +
+            excluded.refunded_transactions, paid_transactions = t.paid_transactions + excluded.paid_transactions;
+    INSERT INTO report_refund_repeats AS t (entitlement, period_interval, period_us, currency, store, country, product_id,
+        repeats)
+        SELECT r.entitlement, r.period_interval, r.period_us, r.currency, r.store, r.country, r.product_id,
+            sum(r.repeats)::bigint
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_refund_repeats, q.cells ->
+            'report_refund_repeats') r
+        WHERE q.id = ANY (ids)
+        GROUP BY r.entitlement, r.period_interval, r.period_us, r.currency, r.store, r.country, r.product_id
+        ON CONFLICT (entitlement, period_interval, period_us, currency, store, country, product_id) DO UPDATE SET
+            repeats = t.repeats + excluded.repeats;
+    INSERT INTO report_conversion_days AS t (entitlement, day_us, store, country, product_id, wait_days, subscribers)
+        SELECT r.entitlement, r.day_us, r.store, r.country, r.product_id, r.wait_days, sum(r.subscribers)::bigint
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_conversion_days, q.cells ->
+            'report_conversion_days') r
+        WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.day_us, r.store, r.country, r.product_id, r.wait_days
+        ON CONFLICT (entitlement, day_us, store, country, product_id, wait_days) DO UPDATE SET subscribers =
+            t.subscribers + excluded.subscribers;
+    INSERT INTO report_ltv_cells AS t (entitlement, cohort_us, currency, store, country, product_id, month_us, members,
+        gross, proceeds)
+        SELECT r.entitlement, r.cohort_us, r.currency, r.store, r.country, r.product_id, r.month_us,
+            sum(r.members)::bigint, sum(r.gross)::numeric, sum(r.proceeds)::numeric
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_ltv_cells, q.cells -> 'report_ltv_cells') r
+        WHERE q.id = ANY (ids)
+        GROUP BY r.entitlement, r.cohort_us, r.currency, r.store, r.country, r.product_id, r.month_us
+        ON CONFLICT (entitlement, cohort_us, currency, store, country, product_id, month_us) DO UPDATE SET members =
+            t.members + excluded.members, gross = t.gross + excluded.gross, proceeds = t.proceeds + excluded.proceeds;
     -- Revenue moves are rows of their own queue (schema 0017), in the order they were queued.
     INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                         occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,

@@ -152,6 +152,11 @@ public struct ReportRollup: Sendable, Hashable {
     public var runs: [DayKey: Counts] = [:]
     public var churn: [ChurnKey: ChurnCell] = [:]
     public var retention: [RetentionKey: Int64] = [:]
+    /// Reports II (`ReportsIIRollup.swift`): refunds per day, conversion per first-seen day, LTV per cohort.
+    public var refundDays: [RefundKey: RefundCell] = [:]
+    public var refundRepeats: [RefundRepeatKey: Int64] = [:]
+    public var conversion: [ConversionKey: Int64] = [:]
+    public var ltv: [LTVKey: LTVCell] = [:]
 
     public init() {}
 
@@ -167,7 +172,9 @@ public struct ReportRollup: Sendable, Hashable {
                 addRevenue(t, sign: 1)
             }
             addMRR(t, sign: 1)
+            addRefunds(t, sign: 1)
         }
+        addSubscriberCells(facts, sign: 1)
         addCoverage(facts.transactions, sign: 1)
         addTrials(facts.trials, sign: 1)
         for (key, runs) in Dictionary(grouping: facts.runs, by: \.entitlement) { addRuns(runs, key: key, sign: 1) }
@@ -190,11 +197,13 @@ public struct ReportRollup: Sendable, Hashable {
         for t in removed {
             addRevenue(t, sign: -1)
             addMRR(t, sign: -1)
+            addRefunds(t, sign: -1)
             if Self.rollsUpDays(t) { pendingRevenue[t, default: 0] &-= 1 }
         }
         for t in added {
             addRevenue(t, sign: 1)
             addMRR(t, sign: 1)
+            addRefunds(t, sign: 1)
             if Self.rollsUpDays(t) { pendingRevenue[t, default: 0] &+= 1 }
         }
         if !removed.isEmpty || !added.isEmpty {
@@ -203,6 +212,10 @@ public struct ReportRollup: Sendable, Hashable {
             let after = Self.coverage(new.transactions)
             for (key, spans) in before where !Self.sameSpans(spans, after[key]) { addCoverage(key, spans, sign: -1) }
             for (key, spans) in after where !Self.sameSpans(spans, before[key]) { addCoverage(key, spans, sign: 1) }
+        }
+        if Self.subscriberCellsChanged(old, new, transactionsChanged: !removed.isEmpty || !added.isEmpty) {
+            if let old { addSubscriberCells(old, sign: -1) }
+            addSubscriberCells(new, sign: 1)
         }
         if old?.trials != new.trials {
             if let old { addTrials(old.trials, sign: -1) }
@@ -259,6 +272,10 @@ public struct ReportRollup: Sendable, Hashable {
             mrrHours[k, default: .init()].ended += v.ended
         }
         for (k, v) in other.paidHours { paidHours[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.refundDays { refundDays[k, default: .init()].add(v) }
+        for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
+        for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
+        for (k, v) in other.ltv { ltv[k, default: .init()].add(v) }
     }
 
     static func add(_ cells: [RevenueKey: RevenueCell], to sums: inout [RevenueKey: RevenueCell]) {
@@ -282,6 +299,10 @@ public struct ReportRollup: Sendable, Hashable {
         paid = paid.filter { $0.value != Counts() }
         mrrHours = mrrHours.filter { $0.value != MRRCell() }
         paidHours = paidHours.filter { $0.value != Counts() }
+        refundDays = refundDays.filter { $0.value != RefundCell() }
+        refundRepeats = refundRepeats.filter { $0.value != 0 }
+        conversion = conversion.filter { $0.value != 0 }
+        ltv = ltv.filter { $0.value != LTVCell() }
     }
 
     /// The entitlement keys a transaction counts under: all entitlements together, then each one once.

@@ -9,7 +9,7 @@ enum RollupRows {
     static let tables = [
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
-        "report_paid_hours",
+        "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -147,7 +147,61 @@ enum RollupRows {
         let paid = paidRows(rollup.paid, table: "report_paid_days", period: "day_us")
         let mrrHours = mrrRows(rollup.mrrHours, table: "report_mrr_hours", period: "hour_us")
         let paidHours = paidRows(rollup.paidHours, table: "report_paid_hours", period: "hour_us")
-        return [revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours]
+        func dimensions(_ rows: inout E, _ d: ReportRollup.CellDimensions) {
+            rows.text("store", d.store)
+            rows.text("country", d.country)
+            rows.text("product_id", d.product)
+        }
+        var refunds = make("report_refund_days")
+        for (k, v) in rollup.refundDays {
+            refunds.beginRow()
+            refunds.text("entitlement", k.entitlement)
+            refunds.integer("day_us", k.day)
+            refunds.text("currency", k.currency)
+            dimensions(&refunds, k.dimensions)
+            refunds.integer("refunds", v.refunds)
+            refunds.wide("amount", v.amount)
+            refunds.integer("refunded_transactions", v.refundedTransactions)
+            refunds.integer("paid_transactions", v.paidTransactions)
+            refunds.endRow()
+        }
+        var repeats = make("report_refund_repeats")
+        for (k, v) in rollup.refundRepeats {
+            repeats.beginRow()
+            repeats.text("entitlement", k.entitlement)
+            repeats.text("period_interval", k.interval.rawValue)
+            repeats.integer("period_us", k.period)
+            repeats.text("currency", k.currency)
+            dimensions(&repeats, k.dimensions)
+            repeats.integer("repeats", v)
+            repeats.endRow()
+        }
+        var conversion = make("report_conversion_days")
+        for (k, v) in rollup.conversion {
+            conversion.beginRow()
+            conversion.text("entitlement", k.entitlement)
+            conversion.integer("day_us", k.day)
+            dimensions(&conversion, k.dimensions)
+            conversion.integer("wait_days", Int64(k.wait ?? -1))
+            conversion.integer("subscribers", v)
+            conversion.endRow()
+        }
+        var ltv = make("report_ltv_cells")
+        for (k, v) in rollup.ltv {
+            ltv.beginRow()
+            ltv.text("entitlement", k.entitlement)
+            ltv.integer("cohort_us", k.cohort)
+            ltv.text("currency", k.currency)
+            dimensions(&ltv, k.dimensions)
+            ltv.integer("month_us", k.month)
+            ltv.integer("members", v.members)
+            ltv.wide("gross", v.gross)
+            ltv.wide("proceeds", v.proceeds)
+            ltv.endRow()
+        }
+        return [
+            revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
+        ]
     }
 }
 

@@ -33,7 +33,7 @@ public struct ReportStore: Sendable {
     /// them empty until the rebuild `subledger migrate` runs). On the primary, the cells appends queued are
     /// applied first (`ReportRollupWorker.catchUp`), so the report includes every event committed before it;
     /// a replica answers what it holds (`ReadRouter.readReports` says which position that is).
-    private func useRollups() async throws -> Bool {
+    func useRollups() async throws -> Bool {
         guard rollups else { return false }
         let logger = database.logger
         let (complete, queued) = try await database.withConnection { c in

@@ -118,6 +118,9 @@ extension ReportStore {
     public func ltv(from: Timestamp, to: Timestamp, months: Int, until: Timestamp, dimensions: ReportDimensions, converting fx: FXUse? = nil)
         async throws -> [Grouped<LTVCohort>]
     {
+        if fx == nil, let cells = try await ltvFromRollups(from: from, to: to, months: months, until: until, dimensions: dimensions) {
+            return cells
+        }
         let initial = GroupedLTVAccumulator(
             from: from, to: to, months: months, until: until, dimensions: dimensions, reporting: try await reporting(fx))
         let cohorts = ReportCalendar.boundaries(from: from, to: to, interval: .month)
@@ -185,6 +188,7 @@ extension ReportStore {
 
     /// Refunds per group, period and currency (`GroupedRefundAccumulator`).
     public func refunds(boundaries: [Timestamp], dimensions: ReportDimensions, converting fx: FXUse? = nil) async throws -> [Grouped<RefundPeriod>] {
+        if fx == nil, let cells = try await refundsFromRollups(boundaries: boundaries, dimensions: dimensions) { return cells }
         let initial = GroupedRefundAccumulator(boundaries: boundaries, dimensions: dimensions, reporting: try await reporting(fx))
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return initial.periods.map { Grouped(group: $0.group, row: $0.period) }
@@ -221,6 +225,7 @@ extension ReportStore {
     /// Conversion per group (`GroupedConversionAccumulator`): each subscriber first seen in the span with their
     /// trials and paid transactions (their dimensions and entitlements), one subscriber at a time.
     public func conversion(boundaries: [Timestamp], days: [Int], dimensions: ReportDimensions) async throws -> [Grouped<ConversionPeriod>] {
+        if let cells = try await conversionFromRollups(boundaries: boundaries, days: days, dimensions: dimensions) { return cells }
         let initial = GroupedConversionAccumulator(boundaries: boundaries, days: days, dimensions: dimensions)
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return initial.periods.map { Grouped(group: $0.group, row: $0.period) }

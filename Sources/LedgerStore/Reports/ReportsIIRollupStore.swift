@@ -1,0 +1,176 @@
+import Foundation
+import LedgerCore
+import PostgresNIO
+
+/// Refunds, conversion and realized LTV from their rollup cells (schema 0030, docs/reports.md "Reports II from
+/// rollups"): a few rows per day or cohort month, whatever the ledger's size. The cells answer every store,
+/// country and product filter and grouping, and one `entitlement=` (or grouping by entitlement); several
+/// `entitlement=` values without grouping, a reporting currency (each transaction rounds at its own rate), and
+/// grouping conversion by entitlement are read from the facts.
+extension ReportStore {
+    /// The cells a report reads: the entitlement keys and the group column, as binds.
+    struct CellScope {
+        var byEntitlement: Bool
+        var key: String
+        var entitlements: TextArray
+        var stores: TextArray
+        var countries: TextArray
+        var products: TextArray
+        var groupBy: String
+
+        /// nil when the cells cannot answer: several `entitlement=` values counted once each.
+        init?(_ d: ReportDimensions) {
+            byEntitlement = d.groupBy == .entitlement
+            guard byEntitlement || d.entitlements.count <= 1 else { return nil }
+            key = byEntitlement ? "" : d.entitlements.first ?? ""
+            (stores, countries, products, entitlements) = ReportStore.filterBinds(d)
+            groupBy = d.groupBy?.rawValue ?? ""
+        }
+
+        var grouped: Bool { !groupBy.isEmpty }
+
+        /// A group's value as the reports name it: `''` (unknown) is the null group.
+        static func group(_ value: String) -> String? { value.isEmpty ? nil : value }
+    }
+
+    /// The calendar grid `boundaries` are, if they are one.
+    static func grid(_ boundaries: [Timestamp]) -> ReportInterval? {
+        guard let first = boundaries.first, let last = boundaries.last, boundaries.count > 1 else { return nil }
+        return ReportInterval.allCases.first { ReportCalendar.boundaries(from: first, to: last, interval: $0) == boundaries }
+    }
+
+    /// Refunds from the cells; nil when they cannot answer (the caller reads the facts).
+    func refundsFromRollups(boundaries: [Timestamp], dimensions: ReportDimensions) async throws -> [Grouped<RefundPeriod>]? {
+        guard let scope = CellScope(dimensions), let interval = Self.grid(boundaries), let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds, try await useRollups()
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        return try await database.withConnection { c in
+            var days: [(day: Int64, currency: String, group: String?, cell: ReportRollup.RefundCell)] = []
+            let rows = try await c.query(
+                """
+                SELECT day_us, currency, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                       sum(refunds)::int8, sum(amount)::text, sum(refunded_transactions)::int8, sum(paid_transactions)::int8
+                FROM report_refund_days
+                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                  AND day_us >= \(from) AND day_us < \(to)
+                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
+                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
+                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                GROUP BY 1, 2, 3
+                """, logger: logger)
+            for try await (day, currency, group, refunds, amount, refunded, paid) in rows.decode(
+                (Int64, String, String, Int64, String, Int64, Int64).self)
+            {
+                guard let money = Int128(amount) else { throw ReportOverflow(what: "the refunds of \(currency)") }
+                days.append(
+                    (
+                        day, currency, CellScope.group(group),
+                        .init(refunds: refunds, amount: money, refundedTransactions: refunded, paidTransactions: paid)
+                    ))
+            }
+            var repeats: [(period: Int64, currency: String, group: String?, count: Int64)] = []
+            if interval != .day {
+                let rows = try await c.query(
+                    """
+                    SELECT period_us, currency, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                           WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END, sum(repeats)::int8
+                    FROM report_refund_repeats
+                    WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                           OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                      AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
+                      AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
+                      AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
+                      AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                    GROUP BY 1, 2, 3
+                    """, logger: logger)
+                for try await (period, currency, group, count) in rows.decode((Int64, String, String, Int64).self) {
+                    repeats.append((period, currency, CellScope.group(group), count))
+                }
+            }
+            return ReportRollup.refundPeriods(boundaries: boundaries, grouped: s.grouped, days: days, repeats: repeats).map {
+                Grouped(group: $0.group, row: $0.period)
+            }
+        }
+    }
+
+    /// Conversion from the cells; nil when they cannot answer (grouped by entitlement: each subscriber counts in
+    /// the entitlements they hold, which the cells do not keep).
+    func conversionFromRollups(boundaries: [Timestamp], days: [Int], dimensions: ReportDimensions) async throws
+        -> [Grouped<ConversionPeriod>]?
+    {
+        guard dimensions.groupBy != .entitlement, let scope = CellScope(dimensions), let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds, boundaries.count > 1, try await useRollups()
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        let longest = Int32(clamping: days.max() ?? 0)
+        return try await database.withConnection { c in
+            var population: [(day: Int64, group: String?, subscribers: Int64)] = []
+            var converted: [(day: Int64, group: String?, wait: Int32, subscribers: Int64)] = []
+            // Everyone first seen is in key '' (once each); the report's key holds those who paid for it.
+            let rows = try await c.query(
+                """
+                SELECT day_us, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id ELSE '' END AS g,
+                       entitlement = '' AS everyone, wait_days, sum(subscribers)::int8
+                FROM report_conversion_days
+                WHERE (entitlement = '' OR (entitlement = \(s.key) AND wait_days >= 0 AND wait_days <= \(longest)))
+                  AND day_us >= \(from) AND day_us < \(to)
+                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
+                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
+                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                GROUP BY 1, 2, 3, 4
+                """, logger: logger)
+            for try await (day, group, everyone, wait, n) in rows.decode((Int64, String, Bool, Int32, Int64).self) {
+                let g = CellScope.group(group)
+                if everyone { population.append((day, g, n)) }
+                if everyone == s.key.isEmpty, wait >= 0, wait <= longest { converted.append((day, g, wait, n)) }
+            }
+            return ReportRollup.conversionPeriods(
+                boundaries: boundaries, days: days, grouped: s.grouped, population: population, converted: converted
+            ).map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
+
+    /// Realized LTV from the cells; nil when they cannot answer (the caller reads the facts).
+    func ltvFromRollups(from: Timestamp, to: Timestamp, months: Int, until: Timestamp, dimensions: ReportDimensions) async throws
+        -> [Grouped<LTVCohort>]?
+    {
+        let cohorts = ReportCalendar.boundaries(from: from, to: to, interval: .month)
+        guard let scope = CellScope(dimensions), let lo = cohorts.first?.microseconds, let hi = cohorts.last?.microseconds,
+            cohorts.count > 1, try await useRollups()
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        return try await database.withConnection { c in
+            var cells: [(cohort: Int64, currency: String, group: String?, month: Int64, cell: ReportRollup.LTVCell)] = []
+            let rows = try await c.query(
+                """
+                SELECT cohort_us, currency, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                       month_us, sum(members)::int8, sum(gross)::text, sum(proceeds)::text
+                FROM report_ltv_cells
+                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                  AND cohort_us >= \(lo) AND cohort_us < \(hi)
+                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
+                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
+                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                GROUP BY 1, 2, 3, 4
+                """, logger: logger)
+            for try await (cohort, currency, group, month, members, gross, proceeds) in rows.decode(
+                (Int64, String, String, Int64, Int64, String, String).self)
+            {
+                guard let g = Int128(gross), let p = Int128(proceeds) else { throw ReportOverflow(what: "the LTV of \(currency)") }
+                cells.append((cohort, currency, CellScope.group(group), month, .init(members: members, gross: g, proceeds: p)))
+            }
+            return ReportRollup.ltvCohorts(from: from, to: to, months: months, until: until, grouped: s.grouped, cells: cells).map {
+                Grouped(group: $0.group, row: $0.cohort)
+            }
+        }
+    }
+}

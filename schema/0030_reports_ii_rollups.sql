@@ -1,0 +1,70 @@
+-- Reports II kept as rollups (issue 37; docs/reports.md "Reports II from rollups"): refunds, conversion to paying
+-- and realized LTV were computed from the facts of their span, linear in the ledger (3–8 s on a million events).
+-- Their cells are kept like the other rollups (`ReportRollup`, computed by the append and applied by
+-- `ReportRollupWorker`, written afresh by the rebuild). Each cell carries the store, country and product its
+-- fact counts under (`''` where unknown), so a filter or grouping on those dimensions is a sum over cells.
+
+-- Per day (UTC) of the refund or of the transaction's occurrence: refunds, their money, transactions refunded
+-- that day, paid transactions that occurred that day.
+CREATE TABLE report_refund_days (
+    entitlement           text    NOT NULL,
+    day_us                int8    NOT NULL,
+    currency              text    NOT NULL,
+    store                 text    NOT NULL,
+    country               text    NOT NULL,
+    product_id            text    NOT NULL,
+    refunds               int8    NOT NULL,
+    amount                numeric NOT NULL,
+    refunded_transactions int8    NOT NULL,
+    paid_transactions     int8    NOT NULL,
+    PRIMARY KEY (entitlement, day_us, currency, store, country, product_id)
+);
+
+-- A week or month in which one transaction was refunded on several days: the day cells count it once per day,
+-- the period once; `repeats` is the difference.
+CREATE TABLE report_refund_repeats (
+    entitlement     text NOT NULL,
+    period_interval text NOT NULL,
+    period_us       int8 NOT NULL,
+    currency        text NOT NULL,
+    store           text NOT NULL,
+    country         text NOT NULL,
+    product_id      text NOT NULL,
+    repeats         int8 NOT NULL,
+    PRIMARY KEY (entitlement, period_interval, period_us, currency, store, country, product_id)
+);
+
+-- Subscribers first seen per day, by whole days (rounded up) to their first billed paid transaction of the key
+-- (`-1`: none; 3651: more than ten years). Key `''` holds everyone first seen; key `e` those who paid for `e`.
+CREATE TABLE report_conversion_days (
+    entitlement text NOT NULL,
+    day_us      int8 NOT NULL,
+    store       text NOT NULL,
+    country     text NOT NULL,
+    product_id  text NOT NULL,
+    wait_days   int4 NOT NULL,
+    subscribers int8 NOT NULL,
+    PRIMARY KEY (entitlement, day_us, store, country, product_id, wait_days)
+);
+
+-- Per cohort (month of the key's first paid run), currency, the dimensions of the member's first transaction and
+-- month (of the sale or refund, the cohort's at the earliest): money realized, and members paying in the currency.
+CREATE TABLE report_ltv_cells (
+    entitlement text    NOT NULL,
+    cohort_us   int8    NOT NULL,
+    currency    text    NOT NULL,
+    store       text    NOT NULL,
+    country     text    NOT NULL,
+    product_id  text    NOT NULL,
+    month_us    int8    NOT NULL,
+    members     int8    NOT NULL,
+    gross       numeric NOT NULL,
+    proceeds    numeric NOT NULL,
+    PRIMARY KEY (entitlement, cohort_us, currency, store, country, product_id, month_us)
+);
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON report_refund_days, report_refund_repeats, report_conversion_days, report_ltv_cells
+    TO subledger_app;
+
+-- A ledger with events has none of these cells until a rebuild (`subledger migrate` runs one).
+UPDATE report_rollup_state SET complete = false WHERE EXISTS (SELECT 1 FROM events);
