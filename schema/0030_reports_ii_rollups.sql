@@ -1,5 +1,5 @@
--- Reports II kept as rollups (issue 37; docs/reports.md "Reports II from rollups"): refunds, conversion to paying
--- and realized LTV were computed from the facts of their span, linear in the ledger (3–8 s on a million events).
+-- Reports II kept as rollups (issue 37; docs/reports.md "Reports II from rollups"): MRR movement, refunds,
+-- conversion to paying and realized LTV were computed from the facts of their span, linear in the ledger (3–8 s on a million events).
 -- Their cells are kept like the other rollups (`ReportRollup`, computed by the append and applied by
 -- `ReportRollupWorker`, written afresh by the rebuild). Each cell carries the store, country and product its
 -- fact counts under (`''` where unknown), so a filter or grouping on those dimensions is a sum over cells.
@@ -63,8 +63,25 @@ CREATE TABLE report_ltv_cells (
     PRIMARY KEY (entitlement, cohort_us, currency, store, country, product_id, month_us)
 );
 
-GRANT SELECT, INSERT, UPDATE, DELETE ON report_refund_days, report_refund_repeats, report_conversion_days, report_ltv_cells
-    TO subledger_app;
+-- MRR movement per interval ('day', 'week', 'month'), period, key and group (`dimension` '' for every transaction of
+-- the key; 'store', 'country' or 'product_id' with its `value`, for key '' only), currency and part (0 start … 7
+-- transferred_out, `MRRMovementFigures.Part`): the numerators of the exact monthly amounts per denominator, and
+-- (denominator 0) the subscribers making the part. Written only for periods in which a subscriber's MRR changes.
+CREATE TABLE report_mrr_movement (
+    entitlement     text    NOT NULL,
+    dimension       text    NOT NULL,
+    period_interval text    NOT NULL,
+    period_us       int8    NOT NULL,
+    value           text    NOT NULL,
+    currency        text    NOT NULL,
+    part            int2    NOT NULL,
+    denominator     numeric NOT NULL,
+    amount          numeric NOT NULL,
+    PRIMARY KEY (entitlement, dimension, period_interval, period_us, value, currency, part, denominator)
+);
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON report_refund_days, report_refund_repeats, report_conversion_days, report_ltv_cells,
+    report_mrr_movement TO subledger_app;
 
 -- A ledger with events has none of these cells until a rebuild (`subledger migrate` runs one).
 UPDATE report_rollup_state SET complete = false WHERE EXISTS (SELECT 1 FROM events);

@@ -102,7 +102,7 @@ struct ReportRollupTests {
             }
         }
         try await expectSameReportsII(rollups, facts, note)
-        for table in ["report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells"] {
+        for table in ["report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells", "report_mrr_movement"] {
             let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: TestDatabase.logger)
                 .collect().first?.decode(Int64.self)
             #expect(rows ?? 0 > 0, "\(table), \(note)")
@@ -135,12 +135,15 @@ struct ReportRollupTests {
             ReportDimensions(groupBy: .productID), ReportDimensions(groupBy: .entitlement),
             ReportDimensions(entitlements: ["pro", "basic"], groupBy: .entitlement), ReportDimensions(stores: ["apple", "gen"]),
             ReportDimensions(countries: ["DE"], entitlements: ["basic"], groupBy: .store),
-            ReportDimensions(stores: ["google"], countries: ["JP", "US"], groupBy: .productID),
+            ReportDimensions(stores: ["google"], countries: ["JP", "US"], groupBy: .productID), ReportDimensions(countries: ["DE"]),
+            ReportDimensions(entitlements: ["basic"]), ReportDimensions(entitlements: ["pro"], groupBy: .entitlement),
         ]
         let grids: [(ReportInterval, Timestamp, Timestamp)] = [
             (.month, t("2025-11-01"), t("2027-03-01")), (.week, t("2026-01-05"), t("2026-09-07")), (.day, t("2026-02-01"), t("2026-05-01")),
+            // Late starts: MRR movement's level before them sums many day cells.
+            (.month, t("2026-07-01"), t("2026-11-01")), (.day, t("2026-08-10"), t("2026-08-20")),
         ]
-        var seen = (refunds: 0, converted: 0, ltv: 0)
+        var seen = (refunds: 0, converted: 0, ltv: 0, moved: 0)
         for d in shapes {
             let who = "\(note), \(d)"
             for (interval, from, to) in grids {
@@ -148,6 +151,9 @@ struct ReportRollupTests {
                 let refunds = try await rollups.refunds(boundaries: b, dimensions: d)
                 #expect(refunds == (try await facts.refunds(boundaries: b, dimensions: d)), "refunds \(interval) \(who)")
                 seen.refunds += refunds.map(\.row.refunds).reduce(0, +)
+                let movement = try await rollups.mrrMovement(boundaries: b, dimensions: d)
+                #expect(movement == (try await facts.mrrMovement(boundaries: b, dimensions: d)), "mrr movement \(interval) \(who)")
+                seen.moved += movement.map { $0.row.figures.count(.new) + $0.row.figures.count(.expansion) }.reduce(0, +)
                 let conversion = try await rollups.conversion(boundaries: b, days: [1, 7, 30, 3650], dimensions: d)
                 #expect(
                     conversion == (try await facts.conversion(boundaries: b, days: [1, 7, 30, 3650], dimensions: d)), "conversion \(interval) \(who)")
@@ -161,7 +167,7 @@ struct ReportRollupTests {
                 seen.ltv += ltv.count
             }
         }
-        #expect(seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0, "\(seen)")
+        #expect(seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0 && seen.moved > 0, "\(seen)")
     }
 
     /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).
@@ -186,7 +192,7 @@ struct ReportRollupTests {
             ),
             ("report_refund_days", "refunds <> 0 OR amount <> 0 OR refunded_transactions <> 0 OR paid_transactions <> 0"),
             ("report_refund_repeats", "repeats <> 0"), ("report_conversion_days", "subscribers <> 0"),
-            ("report_ltv_cells", "members <> 0 OR gross <> 0 OR proceeds <> 0"),
+            ("report_ltv_cells", "members <> 0 OR gross <> 0 OR proceeds <> 0"), ("report_mrr_movement", "amount <> 0"),
         ] {
             let rows = try await client.query(
                 PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)

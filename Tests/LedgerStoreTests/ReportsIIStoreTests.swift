@@ -25,7 +25,11 @@ struct ReportsIIStoreTests {
                 for key in ["", "pro"] {
                     let entitlement = key.isEmpty ? nil : key
                     let movement = try await reports.mrrMovement(boundaries: boundaries, entitlement: entitlement)
-                    #expect(movement == (try ReportsIIFeed.movement(facts, boundaries, key: key)), "movement \(key) \(boundaries.count)")
+                    let expectedMovement = try ReportsIIFeed.movement(facts, boundaries, key: key)
+                    let firstDifference =
+                        zip(movement, expectedMovement).first { $0 != $1 }.map { "\($0)\n vs \($1)" }
+                        ?? "\(movement.count) vs \(expectedMovement.count) rows"
+                    #expect(movement == expectedMovement, "movement \(key) \(boundaries.count): \(firstDifference)")
                     moved += movement.map { $0.figures.count(.new) + $0.figures.count(.churned) }.reduce(0, +)
                     let refunds = try await reports.refunds(boundaries: boundaries, entitlement: entitlement)
                     #expect(refunds == (try ReportsIIFeed.refunds(facts, boundaries, key: key)), "refunds \(key) \(boundaries.count)")

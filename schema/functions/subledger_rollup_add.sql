@@ -111,4 +111,10 @@ BEGIN
             ON CONFLICT (entitlement, cohort_us, currency, store, country, product_id, month_us) DO UPDATE SET
                 members = t.members + excluded.members, gross = t.gross + excluded.gross, proceeds = t.proceeds + excluded.proceeds;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_mrr_movement', '[]')) > 0 THEN
+        INSERT INTO report_mrr_movement AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_movement, cells -> 'report_mrr_movement')
+            ON CONFLICT (entitlement, dimension, period_interval, period_us, value, currency, part, denominator) DO UPDATE SET
+                amount = t.amount + excluded.amount;
+    END IF;
 END $$;

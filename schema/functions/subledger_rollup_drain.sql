@@ -141,6 +141,15 @@ BEGIN
         GROUP BY r.entitlement, r.cohort_us, r.currency, r.store, r.country, r.product_id, r.month_us
         ON CONFLICT (entitlement, cohort_us, currency, store, country, product_id, month_us) DO UPDATE SET members =
             t.members + excluded.members, gross = t.gross + excluded.gross, proceeds = t.proceeds + excluded.proceeds;
+    INSERT INTO report_mrr_movement AS t (entitlement, dimension, period_interval, period_us, value, currency, part,
+        denominator, amount)
+        SELECT r.entitlement, r.dimension, r.period_interval, r.period_us, r.value, r.currency, r.part, r.denominator,
+            sum(r.amount)::numeric
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_mrr_movement, q.cells -> 'report_mrr_movement') r
+        WHERE q.id = ANY (ids)
+        GROUP BY r.entitlement, r.dimension, r.period_interval, r.period_us, r.value, r.currency, r.part, r.denominator
+        ON CONFLICT (entitlement, dimension, period_interval, period_us, value, currency, part, denominator) DO UPDATE SET
+            amount = t.amount + excluded.amount;
     -- Revenue moves are rows of their own queue (schema 0017), in the order they were queued.
     INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                         occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,

@@ -7,7 +7,7 @@ the state of issue 8's targets computed from them, and writes BENCHMARKS.md (tab
 Environment: BENCH_BIN (release subledger), DATABASE_URL, BENCH_QUICK, RUNS, SECONDS_PER_RUN, BENCH_EVENTS (the
 simulated ledger's size; a list such as 1000000,10000000 measures everything at the first size, then imports
 each further size once and times the reports on it: issue 21's "reports flat in ledger size"),
-BENCH_ONLY (appends or bulk), BENCH_PY (the venv's python with eventsourcing), BENCH_DIR (scratch folder,
+BENCH_ONLY (appends, bulk, delivery, stores; or reports: only the reports, each size imported once), BENCH_PY (the venv's python with eventsourcing), BENCH_DIR (scratch folder,
 git-ignored), BENCH_NOTES (appended to BENCHMARKS.md; default tools/bench.d/notes.md, empty for none),
 BENCH_OUT (where to write instead of BENCHMARKS.md).
 
@@ -810,7 +810,8 @@ def bulk_tables(w, run):
 
 def report_seconds(name, size, run):
     """The median seconds of a report on the ledger of `size` events (the run's first size has no suffix)."""
-    return med(name if size == run["events"] else f"{name} @{size}", "seconds")
+    first = size == run["events"] and name in results
+    return med(name if first else f"{name} @{size}", "seconds")
 
 
 # Every report route of Sources/LedgerServer/Routes/ReportRoutes.swift and ReportsIIRoutes.swift, over the simulation's
@@ -1368,6 +1369,10 @@ def main():
         if "bulk" in ONLY:
             bulk()
             for events in SIZES[1:]:
+                reports_at(events)
+        elif "reports" in ONLY:
+            # Only the reports, on every size: each ledger imported once, then every report timed RUNS times.
+            for events in SIZES:
                 reports_at(events)
         if "delivery" in ONLY:
             deliveries()

@@ -157,6 +157,8 @@ public struct ReportRollup: Sendable, Hashable {
     public var refundRepeats: [RefundRepeatKey: Int64] = [:]
     public var conversion: [ConversionKey: Int64] = [:]
     public var ltv: [LTVKey: LTVCell] = [:]
+    /// MRR movement (`MRRMovementRollup.swift`): exact amounts per part and denominator, subscribers per part.
+    public var movement: [MovementKey: Int128] = [:]
 
     public init() {}
 
@@ -276,6 +278,7 @@ public struct ReportRollup: Sendable, Hashable {
         for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
         for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
         for (k, v) in other.ltv { ltv[k, default: .init()].add(v) }
+        for (k, v) in other.movement { movement[k, default: 0] &+= v }
     }
 
     static func add(_ cells: [RevenueKey: RevenueCell], to sums: inout [RevenueKey: RevenueCell]) {
@@ -303,6 +306,7 @@ public struct ReportRollup: Sendable, Hashable {
         refundRepeats = refundRepeats.filter { $0.value != 0 }
         conversion = conversion.filter { $0.value != 0 }
         ltv = ltv.filter { $0.value != LTVCell() }
+        movement = movement.filter { $0.value != 0 }
     }
 
     /// The entitlement keys a transaction counts under: all entitlements together, then each one once.

@@ -222,14 +222,15 @@ extension ReportRollup {
         return cells
     }
 
-    /// Adds (sign 1) or takes off (−1) the subscriber's conversion and LTV cells.
+    /// Adds (sign 1) or takes off (−1) the subscriber's conversion, LTV and MRR movement cells.
     mutating func addSubscriberCells(_ facts: SubscriberFacts, sign: Int64) {
         for (k, n) in Self.conversionCells(facts) { conversion[k, default: 0] &+= n &* sign }
         for (k, cell) in Self.ltvCells(facts) { ltv[k, default: .init()].add(cell, sign: sign) }
+        for (k, n) in Self.movementCells(facts) { movement[k, default: 0] &+= Int128(sign) &* n }
     }
 
-    /// Whether the subscriber's conversion or LTV cells may differ between `old` and `new`: they depend on when
-    /// the subscriber was first seen, their trials, transactions and paid runs only.
+    /// Whether the subscriber's conversion, LTV or MRR movement cells may differ between `old` and `new`: they
+    /// depend on when the subscriber was first seen, their trials, transactions and paid runs only.
     static func subscriberCellsChanged(_ old: SubscriberFacts?, _ new: SubscriberFacts, transactionsChanged: Bool) -> Bool {
         guard let old else { return true }
         return transactionsChanged || old.firstSeen != new.firstSeen || old.trials != new.trials || old.runs != new.runs

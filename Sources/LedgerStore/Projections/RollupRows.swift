@@ -10,6 +10,7 @@ enum RollupRows {
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
+        "report_mrr_movement",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -199,8 +200,23 @@ enum RollupRows {
             ltv.wide("proceeds", v.proceeds)
             ltv.endRow()
         }
+        var movement = make("report_mrr_movement")
+        for (k, v) in rollup.movement {
+            movement.beginRow()
+            movement.text("entitlement", k.entitlement)
+            movement.text("dimension", k.dimension)
+            movement.text("period_interval", k.interval.rawValue)
+            movement.integer("period_us", k.period)
+            movement.text("value", k.value)
+            movement.text("currency", k.currency)
+            movement.integer("part", Int64(k.part.rawValue))
+            movement.wide("denominator", k.denominator)
+            movement.wide("amount", v)
+            movement.endRow()
+        }
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
+            movement,
         ]
     }
 }

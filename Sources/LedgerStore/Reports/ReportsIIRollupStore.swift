@@ -173,4 +173,89 @@ extension ReportStore {
             }
         }
     }
+
+    /// Which MRR movement cells a report reads (`ReportRollup.movementCells`' groups); nil when they cannot answer.
+    struct MovementScope {
+        var byEntitlement: Bool
+        var key: String
+        var entitlements: TextArray
+        var dimension: String
+        var value: String?
+        /// `entitlement`, `value` or `''` (ungrouped).
+        var groupColumn: String
+
+        init?(_ d: ReportDimensions) {
+            let filters: [(ReportDimension, Set<String>)] = [(.store, d.stores), (.country, d.countries), (.productID, d.productIDs)]
+            let filtered = filters.filter { !$0.1.isEmpty }
+            (byEntitlement, key, entitlements, dimension, value, groupColumn) = (false, "", TextArray(d.entitlements.sorted()), "", nil, "")
+            switch d.groupBy {
+            case .entitlement?:
+                guard filtered.isEmpty else { return nil }
+                (byEntitlement, groupColumn) = (true, "entitlement")
+            case let g?:
+                guard filtered.isEmpty, d.entitlements.isEmpty else { return nil }
+                (dimension, groupColumn) = (g.rawValue, "value")
+            case nil:
+                if filtered.isEmpty {
+                    guard d.entitlements.count <= 1 else { return nil }
+                    key = d.entitlements.first ?? ""
+                } else {
+                    // One value of one dimension: that group of the dimension, answered as the whole report.
+                    guard d.entitlements.isEmpty, filtered.count == 1, filtered[0].1.count == 1 else { return nil }
+                    (dimension, value) = (filtered[0].0.rawValue, filtered[0].1.first)
+                }
+            }
+        }
+    }
+
+    /// MRR movement from the cells; nil when they cannot answer (the caller reads the facts).
+    func mrrMovementFromRollups(boundaries: [Timestamp], dimensions: ReportDimensions) async throws -> [Grouped<MRRMovementPeriod>]? {
+        guard let scope = MovementScope(dimensions), let interval = Self.grid(boundaries), let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds, try await useRollups()
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        return try await database.withConnection { c in
+            var level: [(currency: String, group: String?, denominator: Int128, value: Int128)] = []
+            // The level just before the span: every day cell before it, adds less subtractions (expansion and
+            // contraction move money, not subscribers).
+            let levels = try await c.query(
+                """
+                SELECT currency, CASE \(s.groupColumn) WHEN 'entitlement' THEN entitlement WHEN 'value' THEN value ELSE '' END,
+                       denominator::text,
+                       sum(CASE WHEN denominator = 0 AND part IN (3, 5) THEN 0 WHEN part BETWEEN 1 AND 4 THEN amount ELSE -amount END)::text
+                FROM report_mrr_movement
+                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                  AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
+                  AND period_interval = 'day' AND period_us < \(from)
+                GROUP BY 1, 2, 3
+                """, logger: logger)
+            for try await (currency, group, d, v) in levels.decode((String, String, String, String).self) {
+                guard let d = Int128(d), let v = Int128(v) else { throw ReportOverflow(what: "the MRR of \(currency)") }
+                level.append((currency, CellScope.group(group), d, v))
+            }
+            var cells: [(period: Int64, currency: String, group: String?, part: MRRMovementFigures.Part, denominator: Int128, value: Int128)] = []
+            let rows = try await c.query(
+                """
+                SELECT period_us, currency, CASE \(s.groupColumn) WHEN 'entitlement' THEN entitlement WHEN 'value' THEN value ELSE '' END,
+                       part, denominator::text, sum(amount)::text
+                FROM report_mrr_movement
+                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                  AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
+                  AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
+                GROUP BY 1, 2, 3, 4, 5
+                """, logger: logger)
+            for try await (period, currency, group, part, d, v) in rows.decode((Int64, String, String, Int16, String, String).self) {
+                guard let part = MRRMovementFigures.Part(rawValue: Int(part)), let d = Int128(d), let v = Int128(v) else {
+                    throw ReportOverflow(what: "the MRR movement of \(currency)")
+                }
+                cells.append((period, currency, CellScope.group(group), part, d, v))
+            }
+            return try ReportRollup.movementPeriods(
+                boundaries: boundaries, grouped: s.groupColumn != "", level: level, cells: cells
+            ).map { Grouped(group: $0.group, row: $0.period) }
+        }
+    }
 }

@@ -23,6 +23,7 @@ extension ReportStore {
     public func mrrMovement(boundaries: [Timestamp], dimensions: ReportDimensions, converting fx: FXUse? = nil) async throws
         -> [Grouped<MRRMovementPeriod>]
     {
+        if fx == nil, let cells = try await mrrMovementFromRollups(boundaries: boundaries, dimensions: dimensions) { return cells }
         let initial = GroupedMRRMovementAccumulator(boundaries: boundaries, dimensions: dimensions, reporting: try await reporting(fx))
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return try initial.periods().map { Grouped(group: $0.group, row: $0.period) }
