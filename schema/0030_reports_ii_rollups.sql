@@ -80,8 +80,30 @@ CREATE TABLE report_mrr_movement (
     PRIMARY KEY (entitlement, dimension, period_interval, period_us, value, currency, part, denominator)
 );
 
+-- Revenue per month as `report_revenue_months` keeps it, per store, country and product too: revenue filtered or
+-- grouped by those dimensions on a month grid sums these cells (a transaction has one of each).
+CREATE TABLE report_revenue_month_dims (
+    entitlement           text    NOT NULL,
+    month_us              int8    NOT NULL,
+    currency              text    NOT NULL,
+    store                 text    NOT NULL,
+    country               text    NOT NULL,
+    product_id            text    NOT NULL,
+    transactions          int8    NOT NULL,
+    billings              numeric NOT NULL,
+    tax                   numeric NOT NULL,
+    commission            numeric NOT NULL,
+    refunds               numeric NOT NULL,
+    refunded_unrecognized numeric NOT NULL,
+    refunds_recognized    numeric NOT NULL,
+    recognized            numeric NOT NULL,
+    settled_deferred      numeric NOT NULL,
+    handover              numeric NOT NULL,
+    PRIMARY KEY (entitlement, month_us, currency, store, country, product_id)
+);
+
 GRANT SELECT, INSERT, UPDATE, DELETE ON report_refund_days, report_refund_repeats, report_conversion_days, report_ltv_cells,
-    report_mrr_movement TO subledger_app;
+    report_mrr_movement, report_revenue_month_dims TO subledger_app;
 
 -- A ledger with events has none of these cells until a rebuild (`subledger migrate` runs one).
 UPDATE report_rollup_state SET complete = false WHERE EXISTS (SELECT 1 FROM events);

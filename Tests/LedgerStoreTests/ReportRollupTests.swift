@@ -102,7 +102,10 @@ struct ReportRollupTests {
             }
         }
         try await expectSameReportsII(rollups, facts, note)
-        for table in ["report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells", "report_mrr_movement"] {
+        for table in [
+            "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells", "report_mrr_movement",
+            "report_revenue_month_dims",
+        ] {
             let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: TestDatabase.logger)
                 .collect().first?.decode(Int64.self)
             #expect(rows ?? 0 > 0, "\(table), \(note)")
@@ -143,7 +146,7 @@ struct ReportRollupTests {
             // Late starts: MRR movement's level before them sums many day cells.
             (.month, t("2026-07-01"), t("2026-11-01")), (.day, t("2026-08-10"), t("2026-08-20")),
         ]
-        var seen = (refunds: 0, converted: 0, ltv: 0, moved: 0)
+        var seen = (refunds: 0, converted: 0, ltv: 0, moved: 0, billed: 0)
         for d in shapes {
             let who = "\(note), \(d)"
             for (interval, from, to) in grids {
@@ -151,6 +154,12 @@ struct ReportRollupTests {
                 let refunds = try await rollups.refunds(boundaries: b, dimensions: d)
                 #expect(refunds == (try await facts.refunds(boundaries: b, dimensions: d)), "refunds \(interval) \(who)")
                 seen.refunds += refunds.map(\.row.refunds).reduce(0, +)
+                let revenue = try await rollups.revenue(boundaries: b, interval: interval, dimensions: d)
+                let expectedRevenue = try await facts.revenue(boundaries: b, interval: interval, dimensions: d)
+                let revenueDifference =
+                    zip(revenue, expectedRevenue).first { $0 != $1 }.map { "\($0)\n vs \($1)" } ?? "\(revenue.count) vs \(expectedRevenue.count) rows"
+                #expect(revenue == expectedRevenue, "revenue \(interval) \(who): \(revenueDifference)")
+                seen.billed += revenue.map { Int($0.row.figures.billings) }.reduce(0, +)
                 let movement = try await rollups.mrrMovement(boundaries: b, dimensions: d)
                 #expect(movement == (try await facts.mrrMovement(boundaries: b, dimensions: d)), "mrr movement \(interval) \(who)")
                 seen.moved += movement.map { $0.row.figures.count(.new) + $0.row.figures.count(.expansion) }.reduce(0, +)
@@ -167,7 +176,7 @@ struct ReportRollupTests {
                 seen.ltv += ltv.count
             }
         }
-        #expect(seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0 && seen.moved > 0, "\(seen)")
+        #expect(seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0 && seen.moved > 0 && seen.billed > 0, "\(seen)")
     }
 
     /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).
@@ -193,6 +202,7 @@ struct ReportRollupTests {
             ("report_refund_days", "refunds <> 0 OR amount <> 0 OR refunded_transactions <> 0 OR paid_transactions <> 0"),
             ("report_refund_repeats", "repeats <> 0"), ("report_conversion_days", "subscribers <> 0"),
             ("report_ltv_cells", "members <> 0 OR gross <> 0 OR proceeds <> 0"), ("report_mrr_movement", "amount <> 0"),
+            ("report_revenue_month_dims", "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR settled_deferred <> 0"),
         ] {
             let rows = try await client.query(
                 PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)

@@ -117,4 +117,16 @@ BEGIN
             ON CONFLICT (entitlement, dimension, period_interval, period_us, value, currency, part, denominator) DO UPDATE SET
                 amount = t.amount + excluded.amount;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_revenue_month_dims', '[]')) > 0 THEN
+        INSERT INTO report_revenue_month_dims AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_revenue_month_dims, cells -> 'report_revenue_month_dims')
+            ON CONFLICT (entitlement, month_us, currency, store, country, product_id) DO UPDATE SET
+                transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
+                tax = t.tax + excluded.tax, commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+                refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
+                refunds_recognized = t.refunds_recognized + excluded.refunds_recognized,
+                recognized = t.recognized + excluded.recognized,
+                settled_deferred = t.settled_deferred + excluded.settled_deferred,
+                handover = t.handover + excluded.handover;
+    END IF;
 END $$;

@@ -150,6 +150,21 @@ BEGIN
         GROUP BY r.entitlement, r.dimension, r.period_interval, r.period_us, r.value, r.currency, r.part, r.denominator
         ON CONFLICT (entitlement, dimension, period_interval, period_us, value, currency, part, denominator) DO UPDATE SET
             amount = t.amount + excluded.amount;
+    INSERT INTO report_revenue_month_dims AS t (entitlement, month_us, currency, store, country, product_id, transactions,
+        billings, tax, commission, refunds, refunded_unrecognized, refunds_recognized, recognized, settled_deferred, handover)
+        SELECT r.entitlement, r.month_us, r.currency, r.store, r.country, r.product_id, sum(r.transactions)::bigint,
+            sum(r.billings)::numeric, sum(r.tax)::numeric, sum(r.commission)::numeric, sum(r.refunds)::numeric,
+            sum(r.refunded_unrecognized)::numeric, sum(r.refunds_recognized)::numeric, sum(r.recognized)::numeric,
+            sum(r.settled_deferred)::numeric, sum(r.handover)::numeric
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_revenue_month_dims, q.cells ->
+            'report_revenue_month_dims') r
+        WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.month_us, r.currency, r.store, r.country, r.product_id
+        ON CONFLICT (entitlement, month_us, currency, store, country, product_id) DO UPDATE SET transactions =
+            t.transactions + excluded.transactions, billings = t.billings + excluded.billings, tax = t.tax + excluded.tax,
+            commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+            refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized, refunds_recognized =
+            t.refunds_recognized + excluded.refunds_recognized, recognized = t.recognized + excluded.recognized,
+            settled_deferred = t.settled_deferred + excluded.settled_deferred, handover = t.handover + excluded.handover;
     -- Revenue moves are rows of their own queue (schema 0017), in the order they were queued.
     INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                         occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,

@@ -31,6 +31,14 @@ public struct ReportRollup: Sendable, Hashable {
         public var currency: String
     }
 
+    /// A month's revenue cell of one store, country and product (`CellDimensions`).
+    public struct RevenueDimensionKey: Sendable, Hashable {
+        public var period: Int64
+        public var entitlement: String
+        public var currency: String
+        public var dimensions: CellDimensions
+    }
+
     public struct RevenueCell: Sendable, Hashable {
         /// Transactions whose money moves in the month (the report lists a currency only if one does).
         public var transactions: Int64 = 0
@@ -159,6 +167,8 @@ public struct ReportRollup: Sendable, Hashable {
     public var ltv: [LTVKey: LTVCell] = [:]
     /// MRR movement (`MRRMovementRollup.swift`): exact amounts per part and denominator, subscribers per part.
     public var movement: [MovementKey: Int128] = [:]
+    /// `revenue` per store, country and product too, for filtered and grouped revenue on a month grid.
+    public var revenueDimensions: [RevenueDimensionKey: RevenueCell] = [:]
 
     public init() {}
 
@@ -258,6 +268,11 @@ public struct ReportRollup: Sendable, Hashable {
     /// Adds `other` cell by cell. Counts wrap instead of trapping (they are bounded by the log's size).
     public mutating func add(_ other: ReportRollup) {
         Self.add(other.revenue, to: &revenue)
+        for (k, v) in other.revenueDimensions {
+            revenueDimensions[k, default: .init()].transactions &+= v.transactions
+            revenueDimensions[k, default: .init()].figures += v.figures
+            revenueDimensions[k, default: .init()].settledDeferred += v.settledDeferred
+        }
         revenueDays.add(other.revenueDays)
         for (t, n) in other.pendingRevenue { pendingRevenue[t, default: 0] &+= n }
         for (k, v) in other.trials { trials[k, default: .init()].add(v, sign: 1) }
@@ -307,6 +322,7 @@ public struct ReportRollup: Sendable, Hashable {
         conversion = conversion.filter { $0.value != 0 }
         ltv = ltv.filter { $0.value != LTVCell() }
         movement = movement.filter { $0.value != 0 }
+        revenueDimensions = revenueDimensions.filter { $0.value != RevenueCell() }
     }
 
     /// The entitlement keys a transaction counts under: all entitlements together, then each one once.
@@ -421,11 +437,16 @@ public struct ReportRollup: Sendable, Hashable {
         let (first, changes, deferred) = Self.revenueChanges(t, interval: .month, sign: sign)
         var period = first
         for (i, change) in changes.enumerated() {
+            let dimensions = CellDimensions(t)
             for key in Self.keys(t) {
                 let k = RevenueKey(period: period.microseconds, entitlement: key, currency: t.currency)
                 revenue[k, default: .init()].transactions &+= Int64(sign)
                 revenue[k, default: .init()].figures += change
                 if i == changes.count - 1 { revenue[k, default: .init()].settledDeferred += deferred }
+                let d = RevenueDimensionKey(period: k.period, entitlement: key, currency: t.currency, dimensions: dimensions)
+                revenueDimensions[d, default: .init()].transactions &+= Int64(sign)
+                revenueDimensions[d, default: .init()].figures += change
+                if i == changes.count - 1 { revenueDimensions[d, default: .init()].settledDeferred += deferred }
             }
             period = ReportInterval.month.next(after: period)
         }
@@ -482,12 +503,17 @@ public struct ReportRollup: Sendable, Hashable {
         var month = ReportInterval.month.periodStart(containing: firstDay)
         var next = ReportInterval.month.next(after: month).microseconds
         var sum = RevenueFigures()
+        let dimensions = CellDimensions(t)
         func flush(last: Bool) {
             for key in keys {
                 let k = RevenueKey(period: month.microseconds, entitlement: key, currency: t.currency)
                 revenue[k, default: .init()].transactions &+= Int64(sign)
                 revenue[k, default: .init()].figures += sum
                 if last { revenue[k, default: .init()].settledDeferred += deferred }
+                let d = RevenueDimensionKey(period: k.period, entitlement: key, currency: t.currency, dimensions: dimensions)
+                revenueDimensions[d, default: .init()].transactions &+= Int64(sign)
+                revenueDimensions[d, default: .init()].figures += sum
+                if last { revenueDimensions[d, default: .init()].settledDeferred += deferred }
             }
         }
         var day = firstDay.microseconds

@@ -10,7 +10,7 @@ enum RollupRows {
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
-        "report_mrr_movement",
+        "report_mrr_movement", "report_revenue_month_dims",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -214,9 +214,28 @@ enum RollupRows {
             movement.wide("amount", v)
             movement.endRow()
         }
+        var revenueDimensions = make("report_revenue_month_dims")
+        for (k, v) in rollup.revenueDimensions {
+            revenueDimensions.beginRow()
+            revenueDimensions.text("entitlement", k.entitlement)
+            revenueDimensions.integer("month_us", k.period)
+            revenueDimensions.text("currency", k.currency)
+            dimensions(&revenueDimensions, k.dimensions)
+            revenueDimensions.integer("transactions", v.transactions)
+            revenueDimensions.wide("billings", v.figures.billings)
+            revenueDimensions.wide("tax", v.figures.tax)
+            revenueDimensions.wide("commission", v.figures.commission)
+            revenueDimensions.wide("refunds", v.figures.refunds)
+            revenueDimensions.wide("refunded_unrecognized", v.figures.refundedUnrecognized)
+            revenueDimensions.wide("refunds_recognized", v.figures.refundsRecognized)
+            revenueDimensions.wide("recognized", v.figures.recognized)
+            revenueDimensions.wide("settled_deferred", v.settledDeferred)
+            revenueDimensions.wide("handover", v.figures.handover)
+            revenueDimensions.endRow()
+        }
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
-            movement,
+            movement, revenueDimensions,
         ]
     }
 }

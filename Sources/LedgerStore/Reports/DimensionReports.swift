@@ -36,6 +36,9 @@ extension ReportStore {
                 }
             return rows.map { Grouped(group: nil, row: $0) }
         }
+        if fx == nil, interval == .month, let cells = try await revenueFromRollups(boundaries: boundaries, dimensions: dimensions) {
+            return cells
+        }
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else { return [] }
         var converting: FXFactorCache?
         if let fx { converting = FXFactorCache(table: try await fxTable(version: fx.version), target: fx.currency) }

@@ -258,4 +258,70 @@ extension ReportStore {
             ).map { Grouped(group: $0.group, row: $0.period) }
         }
     }
+
+    /// Revenue on a month grid filtered or grouped by store, country or product, from the month cells kept per
+    /// dimension (`report_revenue_month_dims`) and, beside them, the transactions too long for the cells (read from
+    /// the facts, as the ungrouped report reads them); nil when the cells cannot answer.
+    func revenueFromRollups(boundaries: [Timestamp], dimensions: ReportDimensions) async throws -> [Grouped<RevenuePeriod>]? {
+        guard let scope = CellScope(dimensions), Self.grid(boundaries) == .month, let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds, try await useRollups()
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        return try await database.withConnection { c in
+            var cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]] = [:]
+            let rows = try await c.query(
+                """
+                SELECT month_us, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                       currency, sum(transactions)::int8, sum(billings)::text, sum(commission)::text, sum(refunds)::text,
+                       sum(refunded_unrecognized)::text, sum(refunds_recognized)::text, sum(recognized)::text,
+                       sum(settled_deferred)::text, sum(handover)::text, sum(tax)::text
+                FROM report_revenue_month_dims
+                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                  AND month_us < \(to)
+                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
+                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
+                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                GROUP BY 1, 2, 3
+                """, logger: logger)
+            for try await row in rows {
+                let (period, group, currency, transactions, b, cm, r, ru, rr, rec, sd, ho, tx) = try row.decode(
+                    (Int64, String, String, Int64, String, String, String, String, String, String, String, String, String).self)
+                guard let b = Int128(b), let cm = Int128(cm), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
+                    let rec = Int128(rec), let sd = Int128(sd), let ho = Int128(ho), let tx = Int128(tx)
+                else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
+                var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
+                (cell.figures.billings, cell.figures.commission, cell.figures.refunds, cell.figures.tax) = (b, cm, r, tx)
+                (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
+                cell.figures.handover = ho
+                cells[CellScope.group(group), default: []].append((period, currency, cell))
+            }
+            // Transactions too long for the month cells (`ReportRollup.maxRevenueCells`), from the facts.
+            var long = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions)
+            let facts = try await c.query(
+                """
+                SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
+                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+                  AND NOT revenue_rolled_up
+                  AND subledger_report_matches(store, country, product_id, entitlements, \(s.stores)::text[], \(s.countries)::text[],
+                                                 \(s.products)::text[], \(s.entitlements)::text[])
+                """, logger: logger)
+            for try await row in facts {
+                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                var t = try Self.transaction(&cells)
+                t.entitlements = Self.entitlements(try cells.string())
+                try long.add(t)
+            }
+            var beside: [String?: [RevenuePeriod]] = [:]
+            for (g, row) in long.periods { beside[g, default: []].append(row) }
+            let groups: [String?] = s.grouped ? Set(cells.keys).union(beside.keys).sorted(by: ReportDimensions.groupOrder) : [nil]
+            return groups.flatMap { g in
+                ReportRollup.merge(ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells[g] ?? []), beside[g] ?? []).map {
+                    Grouped(group: g, row: $0)
+                }
+            }
+        }
+    }
 }
