@@ -102,8 +102,20 @@ CREATE TABLE report_revenue_month_dims (
     PRIMARY KEY (entitlement, month_us, currency, store, country, product_id)
 );
 
+-- Trials per day as `report_trial_days` keeps them, per store, country and product of the trial's transaction too.
+CREATE TABLE report_trial_day_dims (
+    entitlement text NOT NULL,
+    day_us      int8 NOT NULL,
+    store       text NOT NULL,
+    country     text NOT NULL,
+    product_id  text NOT NULL,
+    started     int8 NOT NULL,
+    converted   int8 NOT NULL,
+    PRIMARY KEY (entitlement, day_us, store, country, product_id)
+);
+
 GRANT SELECT, INSERT, UPDATE, DELETE ON report_refund_days, report_refund_repeats, report_conversion_days, report_ltv_cells,
-    report_mrr_movement, report_revenue_month_dims TO subledger_app;
+    report_mrr_movement, report_revenue_month_dims, report_trial_day_dims TO subledger_app;
 
 -- A ledger with events has none of these cells until a rebuild (`subledger migrate` runs one).
 UPDATE report_rollup_state SET complete = false WHERE EXISTS (SELECT 1 FROM events);

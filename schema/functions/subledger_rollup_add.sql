@@ -129,4 +129,10 @@ BEGIN
                 settled_deferred = t.settled_deferred + excluded.settled_deferred,
                 handover = t.handover + excluded.handover;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_trial_day_dims', '[]')) > 0 THEN
+        INSERT INTO report_trial_day_dims AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_trial_day_dims, cells -> 'report_trial_day_dims')
+            ON CONFLICT (entitlement, day_us, store, country, product_id) DO UPDATE SET
+                started = t.started + excluded.started, converted = t.converted + excluded.converted;
+    END IF;
 END $$;

@@ -165,6 +165,12 @@ BEGIN
             refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized, refunds_recognized =
             t.refunds_recognized + excluded.refunds_recognized, recognized = t.recognized + excluded.recognized,
             settled_deferred = t.settled_deferred + excluded.settled_deferred, handover = t.handover + excluded.handover;
+    INSERT INTO report_trial_day_dims AS t (entitlement, day_us, store, country, product_id, started, converted)
+        SELECT r.entitlement, r.day_us, r.store, r.country, r.product_id, sum(r.started)::bigint, sum(r.converted)::bigint
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_trial_day_dims, q.cells -> 'report_trial_day_dims') r
+        WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.day_us, r.store, r.country, r.product_id
+        ON CONFLICT (entitlement, day_us, store, country, product_id) DO UPDATE SET started = t.started + excluded.started,
+            converted = t.converted + excluded.converted;
     -- Revenue moves are rows of their own queue (schema 0017), in the order they were queued.
     INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                         occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,

@@ -31,6 +31,13 @@ public struct ReportRollup: Sendable, Hashable {
         public var currency: String
     }
 
+    /// A day's trial cell of one store, country and product (`CellDimensions`).
+    public struct TrialDimensionKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var dimensions: CellDimensions
+    }
+
     /// A month's revenue cell of one store, country and product (`CellDimensions`).
     public struct RevenueDimensionKey: Sendable, Hashable {
         public var period: Int64
@@ -167,6 +174,8 @@ public struct ReportRollup: Sendable, Hashable {
     public var ltv: [LTVKey: LTVCell] = [:]
     /// MRR movement (`MRRMovementRollup.swift`): exact amounts per part and denominator, subscribers per part.
     public var movement: [MovementKey: Int128] = [:]
+    /// `trials` per store, country and product of the trial's transaction too.
+    public var trialDimensions: [TrialDimensionKey: Counts] = [:]
     /// `revenue` per store, country and product too, for filtered and grouped revenue on a month grid.
     public var revenueDimensions: [RevenueDimensionKey: RevenueCell] = [:]
 
@@ -276,6 +285,7 @@ public struct ReportRollup: Sendable, Hashable {
         revenueDays.add(other.revenueDays)
         for (t, n) in other.pendingRevenue { pendingRevenue[t, default: 0] &+= n }
         for (k, v) in other.trials { trials[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.trialDimensions { trialDimensions[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.churn { churn[k, default: .init()].add(v) }
         for (k, v) in other.retention { retention[k, default: 0] &+= v }
@@ -310,6 +320,7 @@ public struct ReportRollup: Sendable, Hashable {
         revenueDays.prune()
         pendingRevenue = pendingRevenue.filter { $0.value != 0 }
         trials = trials.filter { $0.value != Counts() }
+        trialDimensions = trialDimensions.filter { $0.value != Counts() }
         runs = runs.filter { $0.value != Counts() }
         churn = churn.filter { $0.value != ChurnCell() }
         retention = retention.filter { $0.value != 0 }
@@ -572,7 +583,11 @@ public struct ReportRollup: Sendable, Hashable {
     mutating func addTrials(_ facts: [TrialFact], sign: Int64) {
         var all: [UUID: (start: Timestamp, converted: Bool)] = [:]
         var each: [TrialGroup: (start: Timestamp, converted: Bool)] = [:]
+        var dimensions: [UUID: CellDimensions] = [:]
         for t in facts {
+            if dimensions[t.eventID] == nil {
+                dimensions[t.eventID] = CellDimensions(store: t.store, country: t.country ?? "", product: t.productID)
+            }
             if let seen = all[t.eventID] {
                 all[t.eventID] = (min(seen.start, t.start), seen.converted || t.converted)
             } else {
@@ -585,12 +600,15 @@ public struct ReportRollup: Sendable, Hashable {
                 each[g] = (t.start, t.converted)
             }
         }
-        func count(_ start: Timestamp, _ converted: Bool, _ key: String) {
+        func count(_ start: Timestamp, _ converted: Bool, _ key: String, _ id: UUID) {
             let day = ReportInterval.day.periodStart(containing: start).microseconds
-            trials[DayKey(day: day, entitlement: key), default: .init()].add(Counts(first: 1, second: converted ? 1 : 0), sign: sign)
+            let counts = Counts(first: 1, second: converted ? 1 : 0)
+            trials[DayKey(day: day, entitlement: key), default: .init()].add(counts, sign: sign)
+            let k = TrialDimensionKey(day: day, entitlement: key, dimensions: dimensions[id] ?? .unknown)
+            trialDimensions[k, default: .init()].add(counts, sign: sign)
         }
-        for trial in all.values { count(trial.start, trial.converted, "") }
-        for (g, trial) in each { count(trial.start, trial.converted, g.entitlement) }
+        for (id, trial) in all { count(trial.start, trial.converted, "", id) }
+        for (g, trial) in each { count(trial.start, trial.converted, g.entitlement, g.eventID) }
     }
 
     private struct TrialGroup: Hashable {

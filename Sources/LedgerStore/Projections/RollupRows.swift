@@ -10,7 +10,7 @@ enum RollupRows {
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
-        "report_mrr_movement", "report_revenue_month_dims",
+        "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -233,9 +233,19 @@ enum RollupRows {
             revenueDimensions.wide("handover", v.figures.handover)
             revenueDimensions.endRow()
         }
+        var trialDimensions = make("report_trial_day_dims")
+        for (k, v) in rollup.trialDimensions {
+            trialDimensions.beginRow()
+            trialDimensions.text("entitlement", k.entitlement)
+            trialDimensions.integer("day_us", k.day)
+            dimensions(&trialDimensions, k.dimensions)
+            trialDimensions.integer("started", v.first)
+            trialDimensions.integer("converted", v.second)
+            trialDimensions.endRow()
+        }
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
-            movement, revenueDimensions,
+            movement, revenueDimensions, trialDimensions,
         ]
     }
 }

@@ -262,6 +262,7 @@ extension ReportStore {
         if let entitlement = dimensions.rollupEntitlement {
             return try await trials(boundaries: boundaries, interval: interval, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
         }
+        if let cells = try await trialsFromRollups(boundaries: boundaries, dimensions: dimensions) { return cells }
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
         }

@@ -324,4 +324,38 @@ extension ReportStore {
             }
         }
     }
+
+    /// Trials filtered or grouped by store, country or product from the day cells kept per dimension
+    /// (`report_trial_day_dims`); nil when the cells cannot answer.
+    func trialsFromRollups(boundaries: [Timestamp], dimensions: ReportDimensions) async throws -> [Grouped<TrialPeriod>]? {
+        guard let scope = CellScope(dimensions), let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds,
+            boundaries.count > 1, try await useRollups()
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        return try await database.withConnection { c in
+            var days: [String?: [(day: Int64, counts: ReportRollup.Counts)]] = [:]
+            let rows = try await c.query(
+                """
+                SELECT day_us, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                       sum(started)::int8, sum(converted)::int8
+                FROM report_trial_day_dims
+                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                  AND day_us >= \(from) AND day_us < \(to)
+                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
+                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
+                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                GROUP BY 1, 2
+                """, logger: logger)
+            for try await (day, group, started, converted) in rows.decode((Int64, String, Int64, Int64).self) where started != 0 {
+                days[CellScope.group(group), default: []].append((day, .init(first: started, second: converted)))
+            }
+            let groups: [String?] = s.grouped ? days.keys.sorted(by: ReportDimensions.groupOrder) : [nil]
+            return groups.flatMap { g in
+                ReportRollup.trialPeriods(boundaries: boundaries, days: days[g] ?? []).map { Grouped(group: g, row: $0) }
+            }
+        }
+    }
 }
