@@ -35,7 +35,8 @@ CREATE TABLE report_refund_repeats (
 );
 
 -- Subscribers first seen per day, by whole days (rounded up) to their first billed paid transaction of the key
--- (`-1`: none; 3651: more than ten years). Key `''` holds everyone first seen; key `e` those who paid for `e`.
+-- (`-1`: none; 3651: more than ten years). Key `e` holds those who paid for `e`, key `''` everyone first seen; key
+-- `''` also counts everyone once more under `wait_days` −2, the population a report reads without its waits.
 CREATE TABLE report_conversion_days (
     entitlement text NOT NULL,
     day_us      int8 NOT NULL,
@@ -114,8 +115,44 @@ CREATE TABLE report_trial_day_dims (
     PRIMARY KEY (entitlement, day_us, store, country, product_id)
 );
 
+-- Churn per store, country and product (`ChurnDimensionRollup.swift`): per run key (`entitlement`: '' for the runs
+-- over all entitlements, or one entitlement's runs for grouping by entitlement) and `grants` (for the runs over all
+-- entitlements, '' or an entitlement the covering transaction grants: what `entitlement=` filters on), with the
+-- covering transaction's store, country and product. Active spans start and end per day; transitions per grid.
+CREATE TABLE report_churn_active_days (
+    entitlement text NOT NULL,
+    grants      text NOT NULL,
+    store       text NOT NULL,
+    country     text NOT NULL,
+    product_id  text NOT NULL,
+    day_us      int8 NOT NULL,
+    starts      int8 NOT NULL,
+    ends        int8 NOT NULL,
+    PRIMARY KEY (entitlement, grants, day_us, store, country, product_id)
+);
+
+CREATE TABLE report_churn_moves (
+    entitlement         text NOT NULL,
+    grants              text NOT NULL,
+    store               text NOT NULL,
+    country             text NOT NULL,
+    product_id          text NOT NULL,
+    period_interval     text NOT NULL,
+    period_us           int8 NOT NULL,
+    new                 int8 NOT NULL,
+    reactivated         int8 NOT NULL,
+    churned_refund      int8 NOT NULL,
+    churned_involuntary int8 NOT NULL,
+    churned_voluntary   int8 NOT NULL,
+    churned_other       int8 NOT NULL,
+    transferred_in      int8 NOT NULL,
+    transferred_out     int8 NOT NULL,
+    PRIMARY KEY (entitlement, grants, period_interval, period_us, store, country, product_id)
+);
+
 GRANT SELECT, INSERT, UPDATE, DELETE ON report_refund_days, report_refund_repeats, report_conversion_days, report_ltv_cells,
-    report_mrr_movement, report_revenue_month_dims, report_trial_day_dims TO subledger_app;
+    report_mrr_movement, report_revenue_month_dims, report_trial_day_dims, report_churn_active_days, report_churn_moves
+    TO subledger_app;
 
 -- A ledger with events has none of these cells until a rebuild (`subledger migrate` runs one).
 UPDATE report_rollup_state SET complete = false WHERE EXISTS (SELECT 1 FROM events);

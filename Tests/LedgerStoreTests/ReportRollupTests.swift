@@ -104,7 +104,7 @@ struct ReportRollupTests {
         try await expectSameReportsII(rollups, facts, note)
         for table in [
             "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells", "report_mrr_movement",
-            "report_revenue_month_dims",
+            "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days", "report_churn_moves",
         ] {
             let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: TestDatabase.logger)
                 .collect().first?.decode(Int64.self)
@@ -146,7 +146,7 @@ struct ReportRollupTests {
             // Late starts: MRR movement's level before them sums many day cells.
             (.month, t("2026-07-01"), t("2026-11-01")), (.day, t("2026-08-10"), t("2026-08-20")),
         ]
-        var seen = (refunds: 0, converted: 0, ltv: 0, moved: 0, billed: 0, trials: 0)
+        var seen = (refunds: 0, converted: 0, ltv: 0, moved: 0, billed: 0, trials: 0, churned: 0)
         for d in shapes {
             let who = "\(note), \(d)"
             for (interval, from, to) in grids {
@@ -154,6 +154,12 @@ struct ReportRollupTests {
                 let refunds = try await rollups.refunds(boundaries: b, dimensions: d)
                 #expect(refunds == (try await facts.refunds(boundaries: b, dimensions: d)), "refunds \(interval) \(who)")
                 seen.refunds += refunds.map(\.row.refunds).reduce(0, +)
+                let churn = try await rollups.churn(boundaries: b, interval: interval, dimensions: d)
+                let expectedChurn = try await facts.churn(boundaries: b, interval: interval, dimensions: d)
+                let churnDifference =
+                    zip(churn, expectedChurn).first { $0 != $1 }.map { "\($0)\n vs \($1)" } ?? "\(churn.count) vs \(expectedChurn.count) rows"
+                #expect(churn == expectedChurn, "churn \(interval) \(who): \(churnDifference)")
+                seen.churned += churn.map(\.row.churnedTotal).reduce(0, +)
                 let trials = try await rollups.trials(boundaries: b, interval: interval, dimensions: d)
                 #expect(trials == (try await facts.trials(boundaries: b, interval: interval, dimensions: d)), "trials \(interval) \(who)")
                 seen.trials += trials.map(\.row.started).reduce(0, +)
@@ -179,7 +185,9 @@ struct ReportRollupTests {
                 seen.ltv += ltv.count
             }
         }
-        #expect(seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0 && seen.moved > 0 && seen.billed > 0 && seen.trials > 0, "\(seen)")
+        #expect(
+            seen.refunds > 0 && seen.converted > 0 && seen.ltv > 0 && seen.moved > 0 && seen.billed > 0 && seen.trials > 0 && seen.churned > 0,
+            "\(seen)")
     }
 
     /// The rollup tables' non-zero rows, as text (a rebuild leaves no zero rows; appends may).
@@ -206,7 +214,11 @@ struct ReportRollupTests {
             ("report_refund_repeats", "repeats <> 0"), ("report_conversion_days", "subscribers <> 0"),
             ("report_ltv_cells", "members <> 0 OR gross <> 0 OR proceeds <> 0"), ("report_mrr_movement", "amount <> 0"),
             ("report_revenue_month_dims", "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR settled_deferred <> 0"),
-            ("report_trial_day_dims", "started <> 0 OR converted <> 0"),
+            ("report_trial_day_dims", "started <> 0 OR converted <> 0"), ("report_churn_active_days", "starts <> 0 OR ends <> 0"),
+            (
+                "report_churn_moves",
+                "new <> 0 OR reactivated <> 0 OR churned_refund <> 0 OR churned_other <> 0 OR churned_voluntary <> 0 OR churned_involuntary <> 0"
+            ),
         ] {
             let rows = try await client.query(
                 PostgresQuery(unsafeSQL: "SELECT t::text FROM \(table) t WHERE \(nonzero) ORDER BY 1"), logger: TestDatabase.logger)

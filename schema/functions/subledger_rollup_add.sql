@@ -135,4 +135,22 @@ BEGIN
             ON CONFLICT (entitlement, day_us, store, country, product_id) DO UPDATE SET
                 started = t.started + excluded.started, converted = t.converted + excluded.converted;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_churn_active_days', '[]')) > 0 THEN
+        INSERT INTO report_churn_active_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_churn_active_days, cells -> 'report_churn_active_days')
+            ON CONFLICT (entitlement, grants, day_us, store, country, product_id) DO UPDATE SET
+                starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_churn_moves', '[]')) > 0 THEN
+        INSERT INTO report_churn_moves AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_churn_moves, cells -> 'report_churn_moves')
+            ON CONFLICT (entitlement, grants, period_interval, period_us, store, country, product_id) DO UPDATE SET
+                new = t.new + excluded.new, reactivated = t.reactivated + excluded.reactivated,
+                churned_refund = t.churned_refund + excluded.churned_refund,
+                churned_involuntary = t.churned_involuntary + excluded.churned_involuntary,
+                churned_voluntary = t.churned_voluntary + excluded.churned_voluntary,
+                churned_other = t.churned_other + excluded.churned_other,
+                transferred_in = t.transferred_in + excluded.transferred_in,
+                transferred_out = t.transferred_out + excluded.transferred_out;
+    END IF;
 END $$;

@@ -171,6 +171,28 @@ BEGIN
         WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.day_us, r.store, r.country, r.product_id
         ON CONFLICT (entitlement, day_us, store, country, product_id) DO UPDATE SET started = t.started + excluded.started,
             converted = t.converted + excluded.converted;
+    INSERT INTO report_churn_active_days AS t (entitlement, grants, store, country, product_id, day_us, starts, ends)
+        SELECT r.entitlement, r.grants, r.store, r.country, r.product_id, r.day_us, sum(r.starts)::bigint, sum(r.ends)::bigint
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_churn_active_days, q.cells ->
+            'report_churn_active_days') r
+        WHERE q.id = ANY (ids) GROUP BY r.entitlement, r.grants, r.day_us, r.store, r.country, r.product_id
+        ON CONFLICT (entitlement, grants, day_us, store, country, product_id) DO UPDATE SET starts = t.starts +
+            excluded.starts, ends = t.ends + excluded.ends;
+    INSERT INTO report_churn_moves AS t (entitlement, grants, store, country, product_id, period_interval, period_us, new,
+        reactivated, churned_refund, churned_involuntary, churned_voluntary, churned_other, transferred_in, transferred_out)
+        SELECT r.entitlement, r.grants, r.store, r.country, r.product_id, r.period_interval, r.period_us, sum(r.new)::bigint,
+            sum(r.reactivated)::bigint, sum(r.churned_refund)::bigint, sum(r.churned_involuntary)::bigint,
+            sum(r.churned_voluntary)::bigint, sum(r.churned_other)::bigint, sum(r.transferred_in)::bigint,
+            sum(r.transferred_out)::bigint
+        FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_churn_moves, q.cells -> 'report_churn_moves') r
+        WHERE q.id = ANY (ids)
+        GROUP BY r.entitlement, r.grants, r.period_interval, r.period_us, r.store, r.country, r.product_id
+        ON CONFLICT (entitlement, grants, period_interval, period_us, store, country, product_id) DO UPDATE SET new =
+            t.new + excluded.new, reactivated = t.reactivated + excluded.reactivated, churned_refund = t.churned_refund +
+            excluded.churned_refund, churned_involuntary = t.churned_involuntary + excluded.churned_involuntary,
+            churned_voluntary = t.churned_voluntary + excluded.churned_voluntary, churned_other = t.churned_other +
+            excluded.churned_other, transferred_in = t.transferred_in + excluded.transferred_in, transferred_out =
+            t.transferred_out + excluded.transferred_out;
     -- Revenue moves are rows of their own queue (schema 0017), in the order they were queued.
     INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                         occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,

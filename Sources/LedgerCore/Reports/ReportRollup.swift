@@ -174,6 +174,10 @@ public struct ReportRollup: Sendable, Hashable {
     public var ltv: [LTVKey: LTVCell] = [:]
     /// MRR movement (`MRRMovementRollup.swift`): exact amounts per part and denominator, subscribers per part.
     public var movement: [MovementKey: Int128] = [:]
+    /// Churn by store, country and product (`ChurnDimensionRollup.swift`): active spans per day, transitions per
+    /// grid period.
+    public var churnActiveDays: [ActiveDayKey: Counts] = [:]
+    public var churnMoves: [ChurnMoveKey: ChurnCell] = [:]
     /// `trials` per store, country and product of the trial's transaction too.
     public var trialDimensions: [TrialDimensionKey: Counts] = [:]
     /// `revenue` per store, country and product too, for filtered and grouped revenue on a month grid.
@@ -286,6 +290,8 @@ public struct ReportRollup: Sendable, Hashable {
         for (t, n) in other.pendingRevenue { pendingRevenue[t, default: 0] &+= n }
         for (k, v) in other.trials { trials[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.trialDimensions { trialDimensions[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.churnActiveDays { churnActiveDays[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.churnMoves { churnMoves[k, default: .init()].add(v) }
         for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.churn { churn[k, default: .init()].add(v) }
         for (k, v) in other.retention { retention[k, default: 0] &+= v }
@@ -321,6 +327,8 @@ public struct ReportRollup: Sendable, Hashable {
         pendingRevenue = pendingRevenue.filter { $0.value != 0 }
         trials = trials.filter { $0.value != Counts() }
         trialDimensions = trialDimensions.filter { $0.value != Counts() }
+        churnActiveDays = churnActiveDays.filter { $0.value != Counts() }
+        churnMoves = churnMoves.filter { $0.value != ChurnCell() }
         runs = runs.filter { $0.value != Counts() }
         churn = churn.filter { $0.value != ChurnCell() }
         retention = retention.filter { $0.value != 0 }

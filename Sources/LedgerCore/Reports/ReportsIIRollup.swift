@@ -64,14 +64,18 @@ extension ReportRollup {
     }
 
     /// Subscribers first seen on `day`, by whole days (rounded up) to their first billed paid transaction of the
-    /// key (nil: none). Key `""` holds every subscriber first seen; key `e` only those who billed one granting `e`
-    /// (a report with `entitlement=e` takes its population from `""`).
+    /// key (nil: none). Key `""` holds every subscriber first seen, and again under `populationWait`; key `e` only
+    /// those who billed one granting `e` (a report with `entitlement=e` takes its population from `""`).
     public struct ConversionKey: Sendable, Hashable {
         public var day: Int64
         public var entitlement: String
         public var dimensions: CellDimensions
         public var wait: Int32?
     }
+
+    /// The `wait` of the cell counting every subscriber first seen (key `""`) once more, whatever their wait: a report
+    /// reads the population from these cells alone, and only the waits it asks about from the others.
+    public static let populationWait: Int32 = -2
 
     /// Days to the first payment counted exactly up to this; longer waits are kept as this plus one (no report
     /// asks for more than `maxConversionDays`).
@@ -180,7 +184,10 @@ extension ReportRollup {
             let days = (elapsed + 86_399_999_999) / 86_400_000_000
             return Int32(min(days, Int128(maxConversionDays + 1)))
         }
-        var cells: [ConversionKey: Int64] = [ConversionKey(day: day, entitlement: "", dimensions: dimensions, wait: wait(firstPaid[""])): 1]
+        var cells: [ConversionKey: Int64] = [
+            ConversionKey(day: day, entitlement: "", dimensions: dimensions, wait: wait(firstPaid[""])): 1,
+            ConversionKey(day: day, entitlement: "", dimensions: dimensions, wait: populationWait): 1,
+        ]
         for (key, paid) in firstPaid where !key.isEmpty {
             cells[ConversionKey(day: day, entitlement: key, dimensions: dimensions, wait: wait(paid)), default: 0] += 1
         }
@@ -227,6 +234,7 @@ extension ReportRollup {
         for (k, n) in Self.conversionCells(facts) { conversion[k, default: 0] &+= n &* sign }
         for (k, cell) in Self.ltvCells(facts) { ltv[k, default: .init()].add(cell, sign: sign) }
         for (k, n) in Self.movementCells(facts) { movement[k, default: 0] &+= Int128(sign) &* n }
+        addChurnDimensions(facts, sign: sign)
     }
 
     /// Whether the subscriber's conversion, LTV or MRR movement cells may differ between `old` and `new`: they

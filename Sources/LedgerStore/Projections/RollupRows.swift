@@ -10,7 +10,8 @@ enum RollupRows {
         "report_revenue_months", "report_trial_days", "report_run_days", "report_churn_periods", "report_retention_cells",
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
-        "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims",
+        "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
+        "report_churn_moves",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -243,9 +244,39 @@ enum RollupRows {
             trialDimensions.integer("converted", v.second)
             trialDimensions.endRow()
         }
+        func churnScope(_ rows: inout E, _ k: ReportRollup.ChurnDimensionKey) {
+            rows.text("entitlement", k.entitlement)
+            rows.text("grants", k.grants)
+            dimensions(&rows, k.dimensions)
+        }
+        var churnActive = make("report_churn_active_days")
+        for (k, v) in rollup.churnActiveDays {
+            churnActive.beginRow()
+            churnScope(&churnActive, k.scope)
+            churnActive.integer("day_us", k.day)
+            churnActive.integer("starts", v.first)
+            churnActive.integer("ends", v.second)
+            churnActive.endRow()
+        }
+        var churnMoves = make("report_churn_moves")
+        for (k, v) in rollup.churnMoves {
+            churnMoves.beginRow()
+            churnScope(&churnMoves, k.scope)
+            churnMoves.text("period_interval", k.interval.rawValue)
+            churnMoves.integer("period_us", k.period)
+            churnMoves.integer("new", v.new)
+            churnMoves.integer("reactivated", v.reactivated)
+            churnMoves.integer("churned_refund", v.refund)
+            churnMoves.integer("churned_involuntary", v.involuntary)
+            churnMoves.integer("churned_voluntary", v.voluntary)
+            churnMoves.integer("churned_other", v.other)
+            churnMoves.integer("transferred_in", v.transferredIn)
+            churnMoves.integer("transferred_out", v.transferredOut)
+            churnMoves.endRow()
+        }
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
-            movement, revenueDimensions, trialDimensions,
+            movement, revenueDimensions, trialDimensions, churnActive, churnMoves,
         ]
     }
 }

@@ -164,6 +164,7 @@ extension ReportStore {
         if let entitlement = dimensions.rollupEntitlement {
             return try await churn(boundaries: boundaries, interval: interval, entitlement: entitlement).map { Grouped(group: nil, row: $0) }
         }
+        if let cells = try await churnFromRollups(boundaries: boundaries, interval: interval, dimensions: dimensions) { return cells }
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return GroupedChurnAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
         }

@@ -111,14 +111,16 @@ extension ReportStore {
         return try await database.withConnection { c in
             var population: [(day: Int64, group: String?, subscribers: Int64)] = []
             var converted: [(day: Int64, group: String?, wait: Int32, subscribers: Int64)] = []
-            // Everyone first seen is in key '' (once each); the report's key holds those who paid for it.
+            // Everyone first seen is counted once under `populationWait`; the report's key holds those who paid for it,
+            // of whom only the waits up to the longest asked for are read.
             let rows = try await c.query(
                 """
                 SELECT day_us, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
                        WHEN 'product_id' THEN product_id ELSE '' END AS g,
-                       entitlement = '' AS everyone, wait_days, sum(subscribers)::int8
+                       wait_days = \(ReportRollup.populationWait) AS everyone, wait_days, sum(subscribers)::int8
                 FROM report_conversion_days
-                WHERE (entitlement = '' OR (entitlement = \(s.key) AND wait_days >= 0 AND wait_days <= \(longest)))
+                WHERE ((entitlement = '' AND wait_days = \(ReportRollup.populationWait))
+                       OR (entitlement = \(s.key) AND wait_days >= 0 AND wait_days <= \(longest)))
                   AND day_us >= \(from) AND day_us < \(to)
                   AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
                   AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
@@ -127,8 +129,7 @@ extension ReportStore {
                 """, logger: logger)
             for try await (day, group, everyone, wait, n) in rows.decode((Int64, String, Bool, Int32, Int64).self) {
                 let g = CellScope.group(group)
-                if everyone { population.append((day, g, n)) }
-                if everyone == s.key.isEmpty, wait >= 0, wait <= longest { converted.append((day, g, wait, n)) }
+                if everyone { population.append((day, g, n)) } else { converted.append((day, g, wait, n)) }
             }
             return ReportRollup.conversionPeriods(
                 boundaries: boundaries, days: days, grouped: s.grouped, population: population, converted: converted
@@ -357,5 +358,80 @@ extension ReportStore {
                 ReportRollup.trialPeriods(boundaries: boundaries, days: days[g] ?? []).map { Grouped(group: g, row: $0) }
             }
         }
+    }
+
+    /// Churn filtered or grouped by store, country or product from the cells kept per dimension
+    /// (`report_churn_active_days`, `report_churn_moves`); nil when they cannot answer (several `entitlement=`
+    /// values without grouping).
+    func churnFromRollups(boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions) async throws
+        -> [Grouped<ChurnPeriod>]?
+    {
+        let byEntitlement = dimensions.groupBy == .entitlement
+        guard byEntitlement || dimensions.entitlements.count <= 1, Self.grid(boundaries) == interval,
+            let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, try await useRollups()
+        else { return nil }
+        // By entitlement: each entitlement's runs (the group), any transaction. Otherwise the runs over all entitlements,
+        // counted where the covering transaction grants the one `entitlement=` (if any).
+        let grants = byEntitlement ? "" : dimensions.entitlements.first ?? ""
+        let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
+        let groupBy = dimensions.groupBy?.rawValue ?? ""
+        let logger = database.logger
+        return try await database.withConnection { c in
+            var days: [String?: [(day: Int64, counts: ReportRollup.Counts)]] = [:]
+            let rows = try await c.query(
+                """
+                SELECT day_us, CASE \(groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                       sum(starts)::int8, sum(ends)::int8
+                FROM report_churn_active_days
+                WHERE ((\(byEntitlement) AND entitlement <> '' AND (cardinality(\(entitlements)::text[]) = 0 OR entitlement = ANY(\(entitlements)::text[])))
+                       OR (NOT \(byEntitlement) AND entitlement = ''))
+                  AND grants = \(grants) AND day_us < \(to)
+                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
+                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
+                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                GROUP BY 1, 2
+                """, logger: logger)
+            for try await (day, group, starts, ends) in rows.decode((Int64, String, Int64, Int64).self) {
+                days[CellScope.group(group), default: []].append((day, .init(first: starts, second: ends)))
+            }
+            var moves: [String?: [Int64: ReportRollup.ChurnCell]] = [:]
+            let cells = try await c.query(
+                """
+                SELECT period_us, CASE \(groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
+                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                       sum(new)::int8, sum(reactivated)::int8, sum(churned_refund)::int8, sum(churned_involuntary)::int8,
+                       sum(churned_voluntary)::int8, sum(churned_other)::int8, sum(transferred_in)::int8, sum(transferred_out)::int8
+                FROM report_churn_moves
+                WHERE ((\(byEntitlement) AND entitlement <> '' AND (cardinality(\(entitlements)::text[]) = 0 OR entitlement = ANY(\(entitlements)::text[])))
+                       OR (NOT \(byEntitlement) AND entitlement = ''))
+                  AND grants = \(grants) AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
+                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
+                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
+                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                GROUP BY 1, 2
+                """, logger: logger)
+            for try await (period, group, new, reactivated, refund, involuntary, voluntary, other, movedIn, movedOut) in cells.decode(
+                (Int64, String, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
+            {
+                moves[CellScope.group(group), default: [:]][period] = .init(
+                    new: new, reactivated: reactivated, refund: refund, involuntary: involuntary, voluntary: voluntary, other: other,
+                    transferredIn: movedIn, transferredOut: movedOut)
+            }
+            var result: [Grouped<ChurnPeriod>] = []
+            let groups: [String?] = groupBy.isEmpty ? [nil] : Set(days.keys).union(moves.keys).sorted(by: ReportDimensions.groupOrder)
+            for g in groups {
+                let periods = ReportRollup.churnPeriods(boundaries: boundaries, runDays: days[g] ?? [], transitions: moves[g] ?? [:])
+                // A group nobody was counted in over the span has no rows (as the accumulator never creates it).
+                guard groupBy.isEmpty || periods.contains(where: Self.counts) else { continue }
+                result += periods.map { Grouped(group: g, row: $0) }
+            }
+            return result
+        }
+    }
+
+    static func counts(_ p: ChurnPeriod) -> Bool {
+        p.activeStart != 0 || p.activeEnd != 0 || p.new != 0 || p.reactivated != 0 || p.churnedTotal != 0 || p.transferredIn != 0
+            || p.transferredOut != 0
     }
 }
