@@ -9,7 +9,7 @@ import PostgresNIO
 /// grouping conversion by entitlement are read from the facts.
 extension ReportStore {
     /// The cells a report reads: the entitlement keys and the group column, as binds.
-    struct CellScope {
+    struct CellScope: CellKeys {
         var byEntitlement: Bool
         var key: String
         var entitlements: TextArray
@@ -50,16 +50,12 @@ extension ReportStore {
             var days: [(day: Int64, currency: String, group: String?, cell: ReportRollup.RefundCell)] = []
             let rows = try await c.query(
                 """
-                SELECT day_us, currency, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                SELECT day_us, currency, \(groupOf: s),
                        sum(refunds)::int8, sum(amount)::text, sum(refunded_transactions)::int8, sum(paid_transactions)::int8
                 FROM report_refund_days
-                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                WHERE \(keysOf: s)
                   AND day_us >= \(from) AND day_us < \(to)
-                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
-                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
-                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2, 3
                 """, logger: logger)
             for try await (day, currency, group, refunds, amount, refunded, paid) in rows.decode(
@@ -76,15 +72,11 @@ extension ReportStore {
             if interval != .day {
                 let rows = try await c.query(
                     """
-                    SELECT period_us, currency, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                           WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END, sum(repeats)::int8
+                    SELECT period_us, currency, \(groupOf: s), sum(repeats)::int8
                     FROM report_refund_repeats
-                    WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                           OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                    WHERE \(keysOf: s)
                       AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
-                      AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
-                      AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
-                      AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                      AND \(dimensionsOf: s)
                     GROUP BY 1, 2, 3
                     """, logger: logger)
                 for try await (period, currency, group, count) in rows.decode((Int64, String, String, Int64).self) {
@@ -122,9 +114,7 @@ extension ReportStore {
                 WHERE ((entitlement = '' AND wait_days = \(ReportRollup.populationWait))
                        OR (entitlement = \(s.key) AND wait_days >= 0 AND wait_days <= \(longest)))
                   AND day_us >= \(from) AND day_us < \(to)
-                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
-                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
-                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2, 3, 4
                 """, logger: logger)
             for try await (day, group, everyone, wait, n) in rows.decode((Int64, String, Bool, Int32, Int64).self) {
@@ -151,16 +141,12 @@ extension ReportStore {
             var cells: [(cohort: Int64, currency: String, group: String?, month: Int64, cell: ReportRollup.LTVCell)] = []
             let rows = try await c.query(
                 """
-                SELECT cohort_us, currency, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                SELECT cohort_us, currency, \(groupOf: s),
                        month_us, sum(members)::int8, sum(gross)::text, sum(proceeds)::text
                 FROM report_ltv_cells
-                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                WHERE \(keysOf: s)
                   AND cohort_us >= \(lo) AND cohort_us < \(hi)
-                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
-                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
-                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2, 3, 4
                 """, logger: logger)
             for try await (cohort, currency, group, month, members, gross, proceeds) in rows.decode(
@@ -176,7 +162,7 @@ extension ReportStore {
     }
 
     /// Which MRR movement cells a report reads (`ReportRollup.movementCells`' groups); nil when they cannot answer.
-    struct MovementScope {
+    struct MovementScope: CellKeys {
         var byEntitlement: Bool
         var key: String
         var entitlements: TextArray
@@ -226,8 +212,7 @@ extension ReportStore {
                        denominator::text,
                        sum(CASE WHEN denominator = 0 AND part IN (3, 5) THEN 0 WHEN part BETWEEN 1 AND 4 THEN amount ELSE -amount END)::text
                 FROM report_mrr_movement
-                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                WHERE \(keysOf: s)
                   AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
                   AND period_interval = 'day' AND period_us < \(from)
                 GROUP BY 1, 2, 3
@@ -242,8 +227,7 @@ extension ReportStore {
                 SELECT period_us, currency, CASE \(s.groupColumn) WHEN 'entitlement' THEN entitlement WHEN 'value' THEN value ELSE '' END,
                        part, denominator::text, sum(amount)::text
                 FROM report_mrr_movement
-                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                WHERE \(keysOf: s)
                   AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
                   AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
                 GROUP BY 1, 2, 3, 4, 5
@@ -273,18 +257,14 @@ extension ReportStore {
             var cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]] = [:]
             let rows = try await c.query(
                 """
-                SELECT month_us, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                SELECT month_us, \(groupOf: s),
                        currency, sum(transactions)::int8, sum(billings)::text, sum(commission)::text, sum(refunds)::text,
                        sum(refunded_unrecognized)::text, sum(refunds_recognized)::text, sum(recognized)::text,
                        sum(settled_deferred)::text, sum(handover)::text, sum(tax)::text
                 FROM report_revenue_month_dims
-                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                WHERE \(keysOf: s)
                   AND month_us < \(to)
-                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
-                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
-                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2, 3
                 """, logger: logger)
             for try await row in rows {
@@ -338,16 +318,12 @@ extension ReportStore {
             var days: [String?: [(day: Int64, counts: ReportRollup.Counts)]] = [:]
             let rows = try await c.query(
                 """
-                SELECT day_us, CASE \(s.groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                SELECT day_us, \(groupOf: s),
                        sum(started)::int8, sum(converted)::int8
                 FROM report_trial_day_dims
-                WHERE ((\(s.byEntitlement) AND entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
-                       OR (NOT \(s.byEntitlement) AND entitlement = \(s.key)))
+                WHERE \(keysOf: s)
                   AND day_us >= \(from) AND day_us < \(to)
-                  AND (cardinality(\(s.stores)::text[]) = 0 OR store = ANY(\(s.stores)::text[]))
-                  AND (cardinality(\(s.countries)::text[]) = 0 OR country = ANY(\(s.countries)::text[]))
-                  AND (cardinality(\(s.products)::text[]) = 0 OR product_id = ANY(\(s.products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2
                 """, logger: logger)
             for try await (day, group, started, converted) in rows.decode((Int64, String, Int64, Int64).self) where started != 0 {
@@ -366,30 +342,25 @@ extension ReportStore {
     func churnFromRollups(boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions) async throws
         -> [Grouped<ChurnPeriod>]?
     {
-        let byEntitlement = dimensions.groupBy == .entitlement
-        guard byEntitlement || dimensions.entitlements.count <= 1, Self.grid(boundaries) == interval,
-            let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, try await useRollups()
+        guard var scope = CellScope(dimensions), Self.grid(boundaries) == interval, let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds, try await useRollups()
         else { return nil }
         // By entitlement: each entitlement's runs (the group), any transaction. Otherwise the runs over all entitlements,
         // counted where the covering transaction grants the one `entitlement=` (if any).
-        let grants = byEntitlement ? "" : dimensions.entitlements.first ?? ""
-        let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
-        let groupBy = dimensions.groupBy?.rawValue ?? ""
+        let grants = scope.key
+        scope.key = ""
+        let s = scope
         let logger = database.logger
         return try await database.withConnection { c in
             var days: [String?: [(day: Int64, counts: ReportRollup.Counts)]] = [:]
             let rows = try await c.query(
                 """
-                SELECT day_us, CASE \(groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                SELECT day_us, \(groupOf: s),
                        sum(starts)::int8, sum(ends)::int8
                 FROM report_churn_active_days
-                WHERE ((\(byEntitlement) AND entitlement <> '' AND (cardinality(\(entitlements)::text[]) = 0 OR entitlement = ANY(\(entitlements)::text[])))
-                       OR (NOT \(byEntitlement) AND entitlement = ''))
+                WHERE \(keysOf: s)
                   AND grants = \(grants) AND day_us < \(to)
-                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
-                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
-                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2
                 """, logger: logger)
             for try await (day, group, starts, ends) in rows.decode((Int64, String, Int64, Int64).self) {
@@ -398,17 +369,13 @@ extension ReportStore {
             var moves: [String?: [Int64: ReportRollup.ChurnCell]] = [:]
             let cells = try await c.query(
                 """
-                SELECT period_us, CASE \(groupBy) WHEN 'store' THEN store WHEN 'country' THEN country
-                       WHEN 'product_id' THEN product_id WHEN 'entitlement' THEN entitlement ELSE '' END,
+                SELECT period_us, \(groupOf: s),
                        sum(new)::int8, sum(reactivated)::int8, sum(churned_refund)::int8, sum(churned_involuntary)::int8,
                        sum(churned_voluntary)::int8, sum(churned_other)::int8, sum(transferred_in)::int8, sum(transferred_out)::int8
                 FROM report_churn_moves
-                WHERE ((\(byEntitlement) AND entitlement <> '' AND (cardinality(\(entitlements)::text[]) = 0 OR entitlement = ANY(\(entitlements)::text[])))
-                       OR (NOT \(byEntitlement) AND entitlement = ''))
+                WHERE \(keysOf: s)
                   AND grants = \(grants) AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
-                  AND (cardinality(\(stores)::text[]) = 0 OR store = ANY(\(stores)::text[]))
-                  AND (cardinality(\(countries)::text[]) = 0 OR country = ANY(\(countries)::text[]))
-                  AND (cardinality(\(products)::text[]) = 0 OR product_id = ANY(\(products)::text[]))
+                  AND \(dimensionsOf: s)
                 GROUP BY 1, 2
                 """, logger: logger)
             for try await (period, group, new, reactivated, refund, involuntary, voluntary, other, movedIn, movedOut) in cells.decode(
@@ -419,11 +386,11 @@ extension ReportStore {
                     transferredIn: movedIn, transferredOut: movedOut)
             }
             var result: [Grouped<ChurnPeriod>] = []
-            let groups: [String?] = groupBy.isEmpty ? [nil] : Set(days.keys).union(moves.keys).sorted(by: ReportDimensions.groupOrder)
+            let groups: [String?] = s.grouped ? Set(days.keys).union(moves.keys).sorted(by: ReportDimensions.groupOrder) : [nil]
             for g in groups {
                 let periods = ReportRollup.churnPeriods(boundaries: boundaries, runDays: days[g] ?? [], transitions: moves[g] ?? [:])
                 // A group nobody was counted in over the span has no rows (as the accumulator never creates it).
-                guard groupBy.isEmpty || periods.contains(where: Self.counts) else { continue }
+                guard !s.grouped || periods.contains(where: Self.counts) else { continue }
                 result += periods.map { Grouped(group: g, row: $0) }
             }
             return result
@@ -433,5 +400,50 @@ extension ReportStore {
     static func counts(_ p: ChurnPeriod) -> Bool {
         p.activeStart != 0 || p.activeEnd != 0 || p.new != 0 || p.reactivated != 0 || p.churnedTotal != 0 || p.transferredIn != 0
             || p.transferredOut != 0
+    }
+}
+
+/// Which entitlement keys a report's cells are read under: by entitlement every key (within `entitlements`, if any),
+/// otherwise `key`.
+protocol CellKeys {
+    var byEntitlement: Bool { get }
+    var key: String { get }
+    var entitlements: TextArray { get }
+}
+
+/// The predicates and group column every cell query shares, as binds.
+extension PostgresQuery.StringInterpolation {
+    mutating func appendInterpolation(keysOf s: some CellKeys) {
+        appendLiteral("((")
+        appendInterpolation(s.byEntitlement)
+        appendLiteral(" AND entitlement <> '' AND (cardinality(")
+        appendInterpolation(s.entitlements)
+        appendLiteral("::text[]) = 0 OR entitlement = ANY(")
+        appendInterpolation(s.entitlements)
+        appendLiteral("::text[]))) OR (NOT ")
+        appendInterpolation(s.byEntitlement)
+        appendLiteral(" AND entitlement = ")
+        appendInterpolation(s.key)
+        appendLiteral("))")
+    }
+
+    /// The store, country and product filters (an empty one does not filter).
+    mutating func appendInterpolation(dimensionsOf s: ReportStore.CellScope) {
+        for (column, values) in [("store", s.stores), ("country", s.countries), ("product_id", s.products)] {
+            if column != "store" { appendLiteral(" AND ") }
+            appendLiteral("(cardinality(")
+            appendInterpolation(values)
+            appendLiteral("::text[]) = 0 OR \(column) = ANY(")
+            appendInterpolation(values)
+            appendLiteral("::text[]))")
+        }
+    }
+
+    /// The group a cell counts in (`''` without grouping).
+    mutating func appendInterpolation(groupOf s: ReportStore.CellScope) {
+        appendLiteral("CASE ")
+        appendInterpolation(s.groupBy)
+        appendLiteral(" WHEN 'store' THEN store WHEN 'country' THEN country WHEN 'product_id' THEN product_id")
+        appendLiteral(" WHEN 'entitlement' THEN entitlement ELSE '' END")
     }
 }
