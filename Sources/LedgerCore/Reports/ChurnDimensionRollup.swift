@@ -67,10 +67,11 @@ extension ReportRollup {
         return scopes
     }
 
-    /// The subscriber's churn cells by dimension: active spans per day and transitions per grid period.
-    static func churnDimensionCells(_ facts: SubscriberFacts) -> (active: [ActiveDayKey: Counts], moves: [ChurnMoveKey: ChurnCell]) {
-        var active: [ActiveDayKey: Counts] = [:]
-        var moves: [ChurnMoveKey: ChurnCell] = [:]
+    /// The subscriber's churn cells by dimension (active spans per day, transitions per grid period), added `sign`
+    /// times into `active` and `moves`.
+    static func addChurnDimensions(
+        _ facts: SubscriberFacts, sign: Int64, active: inout [ActiveDayKey: Counts], moves: inout [ChurnMoveKey: ChurnCell]
+    ) {
         for (key, runs) in Dictionary(grouping: facts.runs, by: \.entitlement) {
             guard let firstStart = runs.first?.start else { continue }
             let services = runServices(runs, facts.transactions)
@@ -92,8 +93,8 @@ extension ReportRollup {
                     }
                     let t = last >= 0 ? sorted[group] : sorted.first
                     for scope in churnScopes(key: key, t) {
-                        active[ActiveDayKey(day: dayStart(x), scope: scope), default: .init()].first &+= 1
-                        if let y { active[ActiveDayKey(day: dayStart(y), scope: scope), default: .init()].second &+= 1 }
+                        active[ActiveDayKey(day: dayStart(x), scope: scope), default: .init()].first &+= sign
+                        if let y { active[ActiveDayKey(day: dayStart(y), scope: scope), default: .init()].second &+= sign }
                     }
                 }
             }
@@ -119,24 +120,23 @@ extension ReportRollup {
                         let t = ended.map { covering(services[$0], before: runs[$0].end!) } ?? covering(services[before], before: a)
                         for scope in churnScopes(key: key, t) {
                             moves[ChurnMoveKey(interval: interval, period: a.microseconds, scope: scope), default: .init()]
-                                .count(lapse ?? .other, sign: 1)
+                                .count(lapse ?? .other, sign: sign)
                         }
                     } else if before == nil, let r = after {
                         for scope in churnScopes(key: key, covering(services[r], before: b)) {
                             let k = ChurnMoveKey(interval: interval, period: a.microseconds, scope: scope)
                             if runs[r].transferredIn {
-                                moves[k, default: .init()].transferredIn &+= 1
+                                moves[k, default: .init()].transferredIn &+= sign
                             } else if firstStart >= a {
-                                moves[k, default: .init()].new &+= 1
+                                moves[k, default: .init()].new &+= sign
                             } else {
-                                moves[k, default: .init()].reactivated &+= 1
+                                moves[k, default: .init()].reactivated &+= sign
                             }
                         }
                     }
                 }
             }
         }
-        return (active, moves)
     }
 
     /// The index of the run of `list` (sorted by start, disjoint) active just before `t`.
@@ -151,20 +151,6 @@ extension ReportRollup {
 
     /// Adds (sign 1) or takes off (−1) the subscriber's churn cells by dimension.
     mutating func addChurnDimensions(_ facts: SubscriberFacts, sign: Int64) {
-        let (active, moves) = Self.churnDimensionCells(facts)
-        for (k, v) in active { churnActiveDays[k, default: .init()].add(v, sign: sign) }
-        for (k, v) in moves {
-            var cell = churnMoves[k] ?? .init()
-            cell.add(sign < 0 ? v.negated : v)
-            churnMoves[k] = cell
-        }
-    }
-}
-
-extension ReportRollup.ChurnCell {
-    var negated: Self {
-        .init(
-            new: 0 &- new, reactivated: 0 &- reactivated, refund: 0 &- refund, involuntary: 0 &- involuntary, voluntary: 0 &- voluntary,
-            other: 0 &- other, transferredIn: 0 &- transferredIn, transferredOut: 0 &- transferredOut)
+        Self.addChurnDimensions(facts, sign: sign, active: &churnActiveDays, moves: &churnMoves)
     }
 }

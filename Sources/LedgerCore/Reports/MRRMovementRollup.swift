@@ -62,23 +62,65 @@ extension ReportRollup {
         }
     }
 
-    /// The subscriber's MRR movement cells.
-    static func movementCells(_ facts: SubscriberFacts) -> [MovementKey: Int128] {
+    /// The subscriber's MRR movement cells, added `sign` times into `cells`.
+    ///
+    /// Groups that hold the same transactions and runs classify the same way (a subscriber who stays in one store,
+    /// country and product has four identical groups over all entitlements), so each distinct group is classified
+    /// once and its cells written under every group it stands for.
+    static func addMovement(_ facts: SubscriberFacts, sign: Int128, into cells: inout [MovementKey: Int128]) {
         struct Group: Hashable {
             var key: String
             var dimension: String
             var value: String
         }
-        var groups: [Group: [RevenueTransaction]] = [:]
-        for t in facts.transactions where t.monthly != nil {
-            for key in keys(t) { groups[Group(key: key, dimension: "", value: ""), default: []].append(t) }
-            for d in movementGroups(t) { groups[Group(key: "", dimension: d.dimension, value: d.value), default: []].append(t) }
+        struct RunShape: Hashable {
+            var start: Timestamp
+            var end: Timestamp?
+            var lapse: LapseReason?
+            var transferredIn: Bool
         }
-        guard !groups.isEmpty else { return [:] }
+        struct Signature: Hashable {
+            var transactions: [Int]
+            var runs: [RunShape]
+        }
+        struct Cell {
+            var interval: ReportInterval
+            var period: Int64
+            var currency: String
+            var part: MRRMovementFigures.Part
+            var denominator: Int128
+            var value: Int128
+        }
+        var groups: [Group: [Int]] = [:]
+        for (i, t) in facts.transactions.enumerated() where t.monthly != nil {
+            for key in keys(t) { groups[Group(key: key, dimension: "", value: ""), default: []].append(i) }
+            for d in movementGroups(t) { groups[Group(key: "", dimension: d.dimension, value: d.value), default: []].append(i) }
+        }
+        guard !groups.isEmpty else { return }
         let runsByKey = Dictionary(grouping: facts.runs, by: \.entitlement)
-        var cells: [MovementKey: Int128] = [:]
-        for (g, list) in groups {
-            let runs = runsByKey[g.key] ?? []
+        let shapes = runsByKey.mapValues { $0.map { RunShape(start: $0.start, end: $0.end, lapse: $0.lapse, transferredIn: $0.transferredIn) } }
+        var classified: [Signature: [Cell]] = [:]
+        for (g, indices) in groups {
+            let signature = Signature(transactions: indices, runs: shapes[g.key] ?? [])
+            let list: [Cell]
+            if let known = classified[signature] {
+                list = known
+            } else {
+                list = classify(indices.map { facts.transactions[$0] }, runs: runsByKey[g.key] ?? [])
+                classified[signature] = list
+            }
+            for c in list {
+                let k = MovementKey(
+                    interval: c.interval, period: c.period, entitlement: g.key, dimension: g.dimension, value: g.value, currency: c.currency,
+                    part: c.part, denominator: c.denominator)
+                cells[k, default: 0] &+= sign &* c.value
+            }
+        }
+
+        /// One group's cells: its services' MRR per currency just before each end of the periods where a service
+        /// starts or ends, classified as `MRRMovementAccumulator` classifies it.
+        func classify(_ list: [RevenueTransaction], runs: [PaidRun]) -> [Cell] {
+            var cells: [Cell] = []
             let first = runs.first?.start ?? list.map(\.serviceStart).min()!
             // Service starts (+1) and ends (−1): MRR just before `b` holds the services with `start < b <= end`.
             var changes: [(at: Timestamp, sign: Int, currency: String, monthly: MonthlyAmount)] = []
@@ -90,39 +132,40 @@ extension ReportRollup {
             }
             changes.sort { $0.at < $1.at }
             for interval in ReportInterval.allCases {
-                let periods = Set(changes.map { interval.periodStart(containing: $0.at) }).sorted()
-                var instants = Set<Timestamp>()
-                for a in periods { instants.formUnion([a, interval.next(after: a)]) }
-                // One sweep: the MRR per currency just before each period end.
+                var periods: [Timestamp] = []
+                for c in changes {
+                    let p = interval.periodStart(containing: c.at)
+                    if periods.last != p { periods.append(p) }
+                }
+                // One sweep over the periods' ends in order: the MRR per currency just before each.
                 var state: [String: ExactMRR] = [:]
-                var at: [Timestamp: [String: ExactMRR]] = [:]
                 var next = 0
-                for b in instants.sorted() {
+                func advance(to b: Timestamp) -> [String: ExactMRR] {
                     while next < changes.count, changes[next].at < b {
                         let c = changes[next]
                         state[c.currency, default: ExactMRR()].add(c.monthly, sign: c.sign)
                         if state[c.currency]!.services == 0 { state[c.currency] = nil }
                         next += 1
                     }
-                    at[b] = state
+                    return state
                 }
+                var previous: (end: Timestamp, state: [String: ExactMRR])?
                 for a in periods {
                     let b = interval.next(after: a)
-                    let (before, after) = (at[a] ?? [:], at[b] ?? [:])
+                    // Periods are sorted and distinct, so `a` is at or after the previous period's end.
+                    let before = previous.map { $0.end == a } == true ? previous!.state : advance(to: a)
+                    let after = advance(to: b)
+                    previous = (b, after)
                     for currency in Set(before.keys).union(after.keys) {
                         func add(_ part: MRRMovementFigures.Part, _ m: ExactMRR, sign: Int128 = 1) {
                             for (d, n) in m.byDenominator {
-                                let k = MovementKey(
-                                    interval: interval, period: a.microseconds, entitlement: g.key, dimension: g.dimension, value: g.value,
-                                    currency: currency, part: part, denominator: d)
-                                cells[k, default: 0] &+= sign &* n
+                                cells.append(
+                                    Cell(interval: interval, period: a.microseconds, currency: currency, part: part, denominator: d, value: sign &* n)
+                                )
                             }
                         }
                         func count(_ part: MRRMovementFigures.Part) {
-                            let k = MovementKey(
-                                interval: interval, period: a.microseconds, entitlement: g.key, dimension: g.dimension, value: g.value,
-                                currency: currency, part: part, denominator: 0)
-                            cells[k, default: 0] &+= 1
+                            cells.append(Cell(interval: interval, period: a.microseconds, currency: currency, part: part, denominator: 0, value: 1))
                         }
                         switch (before[currency], after[currency]) {
                         case (let x?, let y?):
@@ -153,8 +196,8 @@ extension ReportRollup {
                     }
                 }
             }
+            return cells
         }
-        return cells
     }
 
     /// MRR movement over a calendar grid from the cells: `level`, the day cells before the first boundary summed

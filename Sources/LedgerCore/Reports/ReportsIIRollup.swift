@@ -233,7 +233,7 @@ extension ReportRollup {
     mutating func addSubscriberCells(_ facts: SubscriberFacts, sign: Int64) {
         for (k, n) in Self.conversionCells(facts) { conversion[k, default: 0] &+= n &* sign }
         for (k, cell) in Self.ltvCells(facts) { ltv[k, default: .init()].add(cell, sign: sign) }
-        for (k, n) in Self.movementCells(facts) { movement[k, default: 0] &+= Int128(sign) &* n }
+        Self.addMovement(facts, sign: Int128(sign), into: &movement)
         addChurnDimensions(facts, sign: sign)
     }
 
