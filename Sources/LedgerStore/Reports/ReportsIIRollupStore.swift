@@ -429,11 +429,11 @@ extension PostgresQuery.StringInterpolation {
 
     /// The store, country and product filters (an empty one does not filter).
     mutating func appendInterpolation(dimensionsOf s: ReportStore.CellScope) {
-        for (column, values) in [("store", s.stores), ("country", s.countries), ("product_id", s.products)] {
-            if column != "store" { appendLiteral(" AND ") }
+        for (column, values) in [(ReportDimension.store, s.stores), (.country, s.countries), (.productID, s.products)] {
+            if column != .store { appendLiteral(" AND ") }
             appendLiteral("(cardinality(")
             appendInterpolation(values)
-            appendLiteral("::text[]) = 0 OR \(column) = ANY(")
+            appendLiteral("::text[]) = 0 OR \(column.rawValue) = ANY(")
             appendInterpolation(values)
             appendLiteral("::text[]))")
         }
