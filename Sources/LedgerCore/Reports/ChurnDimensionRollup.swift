@@ -109,13 +109,7 @@ extension ReportRollup {
                     let before = activeRun(justBefore: a, in: runs)
                     let after = activeRun(justBefore: b, in: runs)
                     if let before, after == nil {
-                        // The last run ending in the period (runs are disjoint, so their ends are sorted too).
-                        var (lo, hi) = (0, runs.count)
-                        while lo < hi {
-                            let mid = (lo + hi) / 2
-                            if let end = runs[mid].end, end < b { lo = mid + 1 } else { hi = mid }
-                        }
-                        let ended = lo > 0 && runs[lo - 1].end.map { $0 >= a } == true ? lo - 1 : nil
+                        let ended = lastRunEnded(in: runs, from: a, before: b)
                         let lapse = ended.flatMap { runs[$0].lapse }
                         let t = ended.map { covering(services[$0], before: runs[$0].end!) } ?? covering(services[before], before: a)
                         for scope in churnScopes(key: key, t) {
@@ -137,16 +131,6 @@ extension ReportRollup {
                 }
             }
         }
-    }
-
-    /// The index of the run of `list` (sorted by start, disjoint) active just before `t`.
-    static func activeRun(justBefore t: Timestamp, in list: [PaidRun]) -> Int? {
-        var (lo, hi) = (0, list.count)
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if list[mid].start < t { lo = mid + 1 } else { hi = mid }
-        }
-        return lo > 0 && list[lo - 1].isActive(justBefore: t) ? lo - 1 : nil
     }
 
     /// Adds (sign 1) or takes off (−1) the subscriber's churn cells by dimension.

@@ -176,13 +176,7 @@ extension ReportRollup {
                             add(part, x, sign: Int128(-order))
                             count(part)
                         case (let x?, nil):
-                            // Runs are disjoint and sorted, so their ends are too: the last run ending before b.
-                            var (lo, hi) = (0, runs.count)
-                            while lo < hi {
-                                let mid = (lo + hi) / 2
-                                if let end = runs[mid].end, end < b { lo = mid + 1 } else { hi = mid }
-                            }
-                            let last = lo > 0 && runs[lo - 1].end.map { $0 >= a } == true ? runs[lo - 1] : nil
+                            let last = lastRunEnded(in: runs, from: a, before: b).map { runs[$0] }
                             let part: MRRMovementFigures.Part = last?.lapse == .transferred ? .transferredOut : .churned
                             add(part, x)
                             count(part)
@@ -240,15 +234,12 @@ extension ReportRollup {
             for i in 0..<(boundaries.count - 1) {
                 let p = moves[line]?[i] ?? Parts()
                 var f = MRRMovementFigures()
-                var exact = try x.total()
-                var previous = exact.rounded
+                var previous = try x.total().rounded
                 f.amounts[MRRMovementFigures.Part.start.rawValue] = previous
                 f.subscribers[MRRMovementFigures.Part.start.rawValue] = Int(truncatingIfNeeded: subscribers)
                 for part in MRRMovementFigures.Part.allCases.dropFirst() {
-                    let amount = try p.amounts[part.rawValue].total()
-                    exact = try exact.adding(part.adds ? amount : amount.negated)
                     try x.add(part.adds ? p.amounts[part.rawValue] : p.amounts[part.rawValue].negated)
-                    let now = exact.rounded
+                    let now = try x.total().rounded
                     f.amounts[part.rawValue] = part.adds ? now - previous : previous - now
                     previous = now
                     f.subscribers[part.rawValue] = Int(truncatingIfNeeded: p.counts[part.rawValue])

@@ -660,13 +660,7 @@ public struct ReportRollup: Sendable, Hashable {
                 guard before != after else { continue }
                 let k = ChurnKey(interval: interval, period: a.microseconds, entitlement: key)
                 if before {
-                    // Runs are disjoint and sorted, so their ends are too: the last run ending before b.
-                    var (lo, hi) = (0, list.count)
-                    while lo < hi {
-                        let mid = (lo + hi) / 2
-                        if let end = list[mid].end, end < b { lo = mid + 1 } else { hi = mid }
-                    }
-                    let last = lo > 0 && list[lo - 1].end.map { $0 >= a } == true ? list[lo - 1] : nil
+                    let last = Self.lastRunEnded(in: list, from: a, before: b).map { list[$0] }
                     churn[k, default: .init()].count(last?.lapse ?? .other, sign: sign)
                 } else if Self.runActive(justBefore: b, in: list)?.transferredIn == true {
                     churn[k, default: .init()].transferredIn &+= sign
@@ -699,12 +693,27 @@ public struct ReportRollup: Sendable, Hashable {
 extension ReportRollup {
     /// The run of `list` (sorted by start, disjoint) that is active just before `t`.
     static func runActive(justBefore t: Timestamp, in list: [PaidRun]) -> PaidRun? {
+        activeRun(justBefore: t, in: list).map { list[$0] }
+    }
+
+    /// The index of the run of `list` (sorted by start, disjoint) active just before `t`.
+    static func activeRun(justBefore t: Timestamp, in list: [PaidRun]) -> Int? {
         var (lo, hi) = (0, list.count)
         while lo < hi {
             let mid = (lo + hi) / 2
             if list[mid].start < t { lo = mid + 1 } else { hi = mid }
         }
-        return lo > 0 && list[lo - 1].isActive(justBefore: t) ? list[lo - 1] : nil
+        return lo > 0 && list[lo - 1].isActive(justBefore: t) ? lo - 1 : nil
+    }
+
+    /// The index of the last run of `list` ending in `[a, b)`: runs are disjoint and sorted, so their ends are too.
+    static func lastRunEnded(in list: [PaidRun], from a: Timestamp, before b: Timestamp) -> Int? {
+        var (lo, hi) = (0, list.count)
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if let end = list[mid].end, end < b { lo = mid + 1 } else { hi = mid }
+        }
+        return lo > 0 && list[lo - 1].end.map { $0 >= a } == true ? lo - 1 : nil
     }
 }
 

@@ -181,17 +181,20 @@ public struct ReportStore: Sendable {
         for try await row in try await c.query(query, logger: logger) {
             let (period, currency, transactions, b, c, r, ru, rr, rec, sd, ho, tx) = try row.decode(
                 (Int64, String, Int64, String, String, String, String, String, String, String, String, String).self)
-            guard let b = Int128(b), let c = Int128(c), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
-                let rec = Int128(rec), let sd = Int128(sd), let ho = Int128(ho), let tx = Int128(tx)
-            else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
-            var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
-            cell.figures.handover = ho
-            cell.figures.tax = tx
-            (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (b, c, r)
-            (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
-            cells.append((period, currency, cell))
+            cells.append((period, currency, try revenueCell(currency, transactions, [b, c, r, ru, rr, rec, sd, ho, tx])))
         }
         return cells
+    }
+
+    /// A revenue cell from its transactions and the nine figures of `revenueCellColumns`, in that order, as text.
+    static func revenueCell(_ currency: String, _ transactions: Int64, _ figures: [String]) throws -> ReportRollup.RevenueCell {
+        let n = figures.compactMap { Int128($0) }
+        guard n.count == 9 else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
+        var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: n[6])
+        (cell.figures.billings, cell.figures.commission, cell.figures.refunds) = (n[0], n[1], n[2])
+        (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (n[3], n[4], n[5])
+        (cell.figures.handover, cell.figures.tax) = (n[7], n[8])
+        return cell
     }
 
     /// Revenue from the transaction facts, one transaction at a time.

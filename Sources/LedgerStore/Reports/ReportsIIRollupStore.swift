@@ -257,9 +257,8 @@ extension ReportStore {
             var cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]] = [:]
             let rows = try await c.query(
                 """
-                SELECT month_us, \(groupOf: s),
-                       currency, sum(transactions)::int8, sum(billings)::text, sum(commission)::text, sum(refunds)::text,
-                       sum(refunded_unrecognized)::text, sum(refunds_recognized)::text, sum(recognized)::text,
+                SELECT month_us, \(groupOf: s), currency, sum(transactions)::int8, sum(billings)::text, sum(commission)::text,
+                       sum(refunds)::text, sum(refunded_unrecognized)::text, sum(refunds_recognized)::text, sum(recognized)::text,
                        sum(settled_deferred)::text, sum(handover)::text, sum(tax)::text
                 FROM report_revenue_month_dims
                 WHERE \(keysOf: s)
@@ -270,13 +269,7 @@ extension ReportStore {
             for try await row in rows {
                 let (period, group, currency, transactions, b, cm, r, ru, rr, rec, sd, ho, tx) = try row.decode(
                     (Int64, String, String, Int64, String, String, String, String, String, String, String, String, String).self)
-                guard let b = Int128(b), let cm = Int128(cm), let r = Int128(r), let ru = Int128(ru), let rr = Int128(rr),
-                    let rec = Int128(rec), let sd = Int128(sd), let ho = Int128(ho), let tx = Int128(tx)
-                else { throw ReportOverflow(what: "the revenue rollup of \(currency)") }
-                var cell = ReportRollup.RevenueCell(transactions: transactions, settledDeferred: sd)
-                (cell.figures.billings, cell.figures.commission, cell.figures.refunds, cell.figures.tax) = (b, cm, r, tx)
-                (cell.figures.refundedUnrecognized, cell.figures.refundsRecognized, cell.figures.recognized) = (ru, rr, rec)
-                cell.figures.handover = ho
+                let cell = try Self.revenueCell(currency, transactions, [b, cm, r, ru, rr, rec, sd, ho, tx])
                 cells[CellScope.group(group), default: []].append((period, currency, cell))
             }
             // Transactions too long for the month cells (`ReportRollup.maxRevenueCells`), from the facts.
