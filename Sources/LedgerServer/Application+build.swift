@@ -59,6 +59,7 @@ public func buildApplication(
     services.append(StoreInboxGauges(inbox: intake.inbox, logger: logger))
     services.append(rollups)
     services.append(RevenueDayWorker(database: database))
+    services.append(ConvertedRevenueWorker(database: database, currencies: configuration.reportingCurrencies))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
     }

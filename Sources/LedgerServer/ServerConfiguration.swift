@@ -33,6 +33,9 @@ public struct ServerConfiguration: Sendable {
     public var transferPolicy: TransferPolicy = .transfer
     /// How often `serve` reconciles each configured store (nil: never; docs/switching.md "Reconcile").
     public var reconcileInterval: Duration?
+    /// The reporting currencies whose revenue cells the server keeps (docs/reports.md, "Reporting currency from
+    /// cells"); nil keeps those the database names (EUR and USD from the start).
+    public var reportingCurrencies: [String]?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maxBodyBytes: Int = 8 * 1024 * 1024,

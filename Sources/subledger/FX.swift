@@ -43,9 +43,13 @@ struct FXImport: AsyncParsableCommand {
             throw CommandFailure("\(file): \(error); nothing was stored")
         }
         let label = String((file == "-" ? "stdin" : (file as NSString).lastPathComponent).prefix(200))
-        let result = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 2), logger: logger) { client in
+        let (result, computed) = try await withPostgresClient(try await database.url().clientConfiguration(maximumConnections: 2), logger: logger) {
+            client in
             try await database.requireCurrentSchema(client, logger: logger)
-            return try await FXStore(client: client, logger: logger).upload(rows, origin: "cli", label: label)
+            let result = try await FXStore(client: client, logger: logger).upload(rows, origin: "cli", label: label)
+            // The reporting currency cells follow the new version now, not at a server's next look.
+            let computed = try await ConvertedRevenueCells(database: Database(client: client, logger: logger)).refresh()
+            return (result, computed)
         }
         if result.created {
             print(
@@ -54,5 +58,6 @@ struct FXImport: AsyncParsableCommand {
         } else {
             print("nothing new: all \(result.rates) rates are stored already (version \(result.version.map(String.init) ?? "none"))")
         }
+        if !computed.isEmpty { print("reporting currency cells computed: \(computed.joined(separator: ", "))") }
     }
 }

@@ -83,6 +83,13 @@ struct Serve: AsyncParsableCommand {
             valueName: "policy"))
     var transferPolicy: TransferPolicy?
 
+    @Option(
+        name: .customLong("reporting-currencies"),
+        help: ArgumentHelp(
+            "The reporting currencies whose revenue cells are kept, comma-separated ISO 4217 codes, or none (docs/reports.md; default: $SUBLEDGER_REPORTING_CURRENCIES, else those the database keeps: EUR,USD from the start).",
+            valueName: "codes"))
+    var reportingCurrencies: String?
+
     @OptionGroup(title: "App Store") var apple: AppleServeOptions
     @OptionGroup(title: "Google Play") var google: GoogleOptions
     @OptionGroup(title: "Stripe") var stripe: StripeOptions
@@ -90,6 +97,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup(title: "Reconciliation") var reconcile: ReconcileServeOptions
 
     func validate() throws {
+        _ = try reportingCurrencyList()
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
         _ = try timeout()
         try replicaWait.check(.zero...(.days(1)), option: "replica-wait", expected: "a duration such as 250ms or 2s")
@@ -114,6 +122,7 @@ struct Serve: AsyncParsableCommand {
         configuration.transferPolicy =
             try EnvironmentFallback().value(transferPolicy, "SUBLEDGER_TRANSFER_POLICY", option: "transfer-policy") ?? .transfer
         configuration.reconcileInterval = reconcileInterval
+        configuration.reportingCurrencies = try reportingCurrencyList()
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         do {
@@ -232,5 +241,20 @@ func withTimeout<T: Sendable>(seconds: Int, _ body: @escaping @Sendable () async
         }
         defer { group.cancelAll() }
         return try await group.next()!
+    }
+}
+
+extension Serve {
+    /// `--reporting-currencies` or `$SUBLEDGER_REPORTING_CURRENCIES`: nil when neither is set, `[]` for `none`.
+    func reportingCurrencyList() throws -> [String]? {
+        guard let text = EnvironmentFallback().string(reportingCurrencies, "SUBLEDGER_REPORTING_CURRENCIES") else { return nil }
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.isEmpty || trimmed.lowercased() == "none" { return [] }
+        let codes = trimmed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard codes.count <= 16 else { throw ValidationError("--reporting-currencies: at most 16 currencies") }
+        for code in codes where !Identifiers.isValidCurrency(code) {
+            throw ValidationError("--reporting-currencies: '\(code.prefix(40))' is not an ISO 4217 code such as EUR")
+        }
+        return codes
     }
 }

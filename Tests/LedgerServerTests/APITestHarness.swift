@@ -20,7 +20,7 @@ struct APIHarness {
     static func run(
         maxBodyBytes: Int = 1024 * 1024, appleRootsDER: [[UInt8]] = [], stripeSecrets: [String] = [StripeHelpers.secret],
         stripeAPIKey: String? = nil, stripeAPIBaseURL: String = "https://api.stripe.com", stripe: StripeSettings = StripeSettings(),
-        live: Bool = false, reconcileInterval: Duration? = nil,
+        live: Bool = false, reconcileInterval: Duration? = nil, reportingCurrencies: [String]? = nil,
         metrics: PrometheusCollectorRegistry? = nil,
         prepare: (@Sendable (DatabaseURL) async throws -> Void)? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, APIHarness) async throws -> Void
@@ -46,6 +46,7 @@ struct APIHarness {
                     webhookSecrets: stripeSecrets, apiKey: stripeAPIKey, apiBaseURL: stripeAPIBaseURL,
                     lookupInterval: .milliseconds(100), settings: stripe))
             configuration.reconcileInterval = reconcileInterval
+            configuration.reportingCurrencies = reportingCurrencies
             let app = try buildApplication(
                 configuration: configuration,
                 client: client,

@@ -152,4 +152,49 @@ struct FXAPITests {
             #expect(rates.map(\.rate) == [FXRate("1.0465")!])
         }
     }
+
+    @Test("a running server keeps the reporting currencies it is told: their cells follow rate uploads and answer the worked example")
+    func reportingCurrencyCells() async throws {
+        try await APIHarness.run(maxBodyBytes: 8 * 1024 * 1024, live: true, reportingCurrencies: ["GBP", "EUR"]) { http, api in
+            #expect(
+                try await http.execute(uri: "/v1/events", method: .post, headers: api.headers(.writer), body: body(Self.purchase)).status == .created)
+            var csvHeaders = api.headers(.admin)
+            csvHeaders[.contentType] = "text/csv"
+            #expect(try await http.execute(uri: "/v1/fx/rates", method: .put, headers: csvHeaders, body: body(try Self.sample)).status == .created)
+            let url = try #require(api.url)
+            // The server's workers: the day cells' queue moves the purchase on, the reporting currency cells follow
+            // version 1 for GBP and EUR (USD, kept from the start, is dropped).
+            let kept = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { c in
+                let deadline = ContinuousClock.now + .seconds(30)
+                while true {
+                    let state = try await c.query(
+                        """
+                        SELECT string_agg(reporting_currency || ':' || complete || ':' || coalesce(fx_version, 0), ',' ORDER BY 1),
+                               (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_revenue_pending)
+                                 + (SELECT count(*) FROM report_rollup_queue),
+                               (SELECT sum(billings)::int8 FROM report_fx_revenue_days WHERE reporting_currency = 'GBP' AND entitlement = '')
+                        FROM report_fx_cells
+                        """, logger: TestDatabase.logger
+                    ).collect().first?.decode((String?, Int64, Int64?).self)
+                    if let state, state.0 == "EUR:true:1,GBP:true:1", state.1 == 0, state.2 == 788 { return true }
+                    guard ContinuousClock.now < deadline else {
+                        Issue.record("reporting currency cells: \(String(describing: state))")
+                        return false
+                    }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+            }
+            #expect(kept)
+            // The worked example in GBP (docs/reports.md): 788 billed, 726 recognised in March, 62 in April.
+            let gbp = try Self.rows(
+                try await http.execute(
+                    uri: "/v1/reports/revenue?from=2025-03-01&to=2025-05-01&currency=GBP", method: .get, headers: api.headers(.analyst)))
+            #expect(gbp.map { $0["billings"] } == [788, 0] && gbp.map { $0["recognized"] } == [726, 62])
+            let byStore = try Self.rows(
+                try await http.execute(
+                    uri: "/v1/reports/revenue?from=2025-03-01&to=2025-05-01&interval=week&currency=EUR&group_by=store", method: .get,
+                    headers: api.headers(.analyst)))
+            #expect(byStore.compactMap { $0["billings"] }.filter { $0 != 0 } == [955])
+        }
+    }
 }

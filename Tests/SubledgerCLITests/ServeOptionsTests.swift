@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import LedgerServer
 import Testing
 
@@ -56,8 +57,9 @@ struct ServeOptionsTests {
             "--google-package-name", "p", "--stripe-webhook-secret", "whsec_a", "--stripe-webhook-secret", "whsec_b",
             "--stripe-account", "acct_1", "--stripe-grace-max", "7d", "--stripe-signature-tolerance", "60",
             "--webhooks-allow-http", "--webhook-timeout", "2s", "--webhook-give-up-after", "1d", "--webhook-lease-seconds", "10",
-            "--webhook-endpoint-concurrency", "4",
+            "--webhook-endpoint-concurrency", "4", "--reporting-currencies", "GBP, EUR",
         ])
+        #expect(try serve.reportingCurrencyList() == ["GBP", "EUR"])
         #expect(serve.statementTimeout?.duration == .seconds(5))
         #expect(serve.replicaWait.duration == .milliseconds(100))
         #expect(serve.apple.bundleID == "com.example" && serve.apple.backfillInterval?.duration == .seconds(3600))
@@ -70,8 +72,17 @@ struct ServeOptionsTests {
         for bad in [
             ["--statement-timeout", "2d"], ["--replica-wait", "5x"], ["--apple-backfill-interval", "30s"], ["--stripe-grace-max", "10m"],
             ["--webhook-timeout", "2m"], ["--webhook-lease-seconds", "5"], ["--webhook-endpoint-concurrency", "0"], ["--port", "70000"],
+            ["--reporting-currencies", "EUR,euro"], ["--reporting-currencies", "eur"],
         ] {
             #expect(throws: (any Error).self, "\(bad)") { try Serve.parse(["--database-url", "postgres://u@h/d"] + bad) }
+        }
+    }
+
+    @Test("--reporting-currencies: none keeps none; without it the database's list stands")
+    func reportingCurrencies() throws {
+        #expect(try Serve.parse(["--database-url", "postgres://u@h/d", "--reporting-currencies", "none"]).reportingCurrencyList() == [])
+        if ProcessInfo.processInfo.environment["SUBLEDGER_REPORTING_CURRENCIES"] == nil {
+            #expect(try Serve.parse(["--database-url", "postgres://u@h/d"]).reportingCurrencyList() == nil)
         }
     }
 

@@ -69,9 +69,10 @@ BEGIN
     IF jsonb_array_length(coalesce(cells -> 'report_revenue_pending', '[]')) > 0 THEN
         INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                             occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,
-                                            held_from_us, handed_over_us, tax)
+                                            held_from_us, handed_over_us, tax, country, store, product_id)
             SELECT change, source_event_id, entitlements, kind, currency, gross, commission, occurred_us, start_us, end_us,
-                   stop_us, refund_at_us, refund_amount, refund_cut, held_from_us, handed_over_us, tax
+                   stop_us, refund_at_us, refund_amount, refund_cut, held_from_us, handed_over_us, tax, country, coalesce(store, ''),
+                   coalesce(product_id, '')
             FROM jsonb_populate_recordset(NULL::report_revenue_pending, cells -> 'report_revenue_pending');
     END IF;
     IF jsonb_array_length(coalesce(cells -> 'report_mrr_hours', '[]')) > 0 THEN

@@ -196,9 +196,10 @@ BEGIN
     -- Revenue moves are rows of their own queue (schema 0017), in the order they were queued.
     INSERT INTO report_revenue_pending (change, source_event_id, entitlements, kind, currency, gross, commission,
                                         occurred_us, start_us, end_us, stop_us, refund_at_us, refund_amount, refund_cut,
-                                        held_from_us, handed_over_us, tax)
+                                        held_from_us, handed_over_us, tax, country, store, product_id)
         SELECT r.change, r.source_event_id, r.entitlements, r.kind, r.currency, r.gross, r.commission, r.occurred_us, r.start_us,
-               r.end_us, r.stop_us, r.refund_at_us, r.refund_amount, r.refund_cut, r.held_from_us, r.handed_over_us, r.tax
+               r.end_us, r.stop_us, r.refund_at_us, r.refund_amount, r.refund_cut, r.held_from_us, r.handed_over_us, r.tax,
+               r.country, coalesce(r.store, ''), coalesce(r.product_id, '')
         FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_revenue_pending, q.cells -> 'report_revenue_pending') r
         WHERE q.id = ANY (ids) ORDER BY q.id;
     UPDATE report_rollup_state

@@ -512,7 +512,8 @@ def reports_at(events):
     seconds, rss = timed_process([BIN, "import", "--database-url", url, source], stdout=subprocess.DEVNULL)
     count = int(psql(url, "-At", "-c", "SELECT count(*) FROM events", capture=True))
     record(f"import @{events}", {"events": count, "seconds": seconds, "eps": count / seconds, "rss_peak_mib": rss})
-    bench_rates(url)
+    seconds, rss = bench_rates(url)
+    record(f"fx cells @{events}", {"events": count, "seconds": seconds, "rss_peak_mib": rss})
     admin = key(url, "admin")
     server = Server(url)
     try:
@@ -806,6 +807,11 @@ def bulk_tables(w, run):
             w("\nImports of the further ledgers: " + "; ".join(f"{med(n, 'events'):,.0f} events in {med(n, 'seconds'):,.0f} s "
                                                              f"({med(n, 'eps'):,.0f} events/s, peak RSS {peak(n):.0f} MiB)"
                                                              for n in imports) + ".")
+        cells = [f"fx cells @{size}" for size in sizes[1:] if med(f"fx cells @{size}", "seconds") is not None]
+        if cells:
+            w("\nReporting currency cells (EUR and USD, computed by `subledger fx import` of the bench's rates after each "
+              "import, docs/reports.md): " + "; ".join(f"{med(n, 'events'):,.0f} events in {med(n, 'seconds'):,.0f} s "
+                                                      f"(peak RSS {peak(n):.0f} MiB)" for n in cells) + ".")
 
 
 def report_seconds(name, size, run):
@@ -833,6 +839,8 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
                 # Issue 37: dimensions and a reporting currency (the bench's rates: bench_rates()).
                 ("report revenue by store", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&group_by=store"),
                 ("report revenue in EUR", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
+                ("report revenue by store in EUR", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR&group_by=store"),
+                ("report revenue by week in USD", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=week&currency=USD"),
                 ("report mrr movement by country", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&group_by=country"),
                 ("report mrr movement in EUR", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
                 ("report ltv by store", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12&group_by=store"),
@@ -857,7 +865,9 @@ def bench_rates(url):
         while day < datetime.date(2028, 1, 1):
             out.write(",".join([day.isoformat()] + [latest[i] for i in keep]) + "\n")
             day += datetime.timedelta(days=1)
-    subprocess.run([BIN, "fx", "import", "--database-url", url, path], stdout=subprocess.DEVNULL, check=True)
+    # `fx import` also computes the reporting currency cells (EUR and USD) before it returns: timed.
+    seconds, rss = timed_process([BIN, "fx", "import", "--database-url", url, path], stdout=subprocess.DEVNULL)
+    return seconds, rss
 REPORTS = [name for name, _ in REPORT_PATHS]
 EXPORTS = ["export events.csv"] + REPORTS
 # Issue 21's targets.

@@ -84,6 +84,9 @@ public struct Rebuilder: Sendable {
             for try await s in rows.decode(String.self) { moved.append(s) }
             try await ProjectionWriter(logger: logger).refold(moved, reflectedThrough: seen, on: writer)
             try await writer.query("UPDATE report_rollup_state SET complete = true, applied_position = \(seen)", logger: logger)
+            // The day cells' queue was replaced, not moved on: the reporting currency cells are computed afresh
+            // (`ConvertedRevenueCells.refresh`, which the CLI runs after a rebuild and the server's worker runs).
+            try await writer.query("UPDATE report_fx_cells SET complete = false", logger: logger)
             // Delivered at commit: every server's entitlement cache forgets the old tables' ledgers.
             try await writer.query(
                 "SELECT pg_notify(\(ProjectionChanges.channel), \(ProjectionChanges.resetPayload))", logger: logger)

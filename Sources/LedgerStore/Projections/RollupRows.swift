@@ -73,6 +73,9 @@ enum RollupRows {
             pending.boolArray("refund_cut", t.refunds.map(\.cut))
             pending.integer("held_from_us", t.heldFrom?.microseconds)
             pending.integer("handed_over_us", t.handedOver?.microseconds)
+            pending.text("country", t.country)
+            pending.text("store", t.store)
+            pending.text("product_id", t.productID)
             pending.endRow()
         }
         var trials = make("report_trial_days")

@@ -27,6 +27,9 @@ extension ReportStore {
     public func revenue(
         boundaries: [Timestamp], interval: ReportInterval, dimensions: ReportDimensions, converting fx: FXUse? = nil
     ) async throws -> [Grouped<RevenuePeriod>] {
+        if let fx, let rows = try await revenueFromConvertedCells(boundaries: boundaries, dimensions: dimensions, fx: fx) {
+            return rows
+        }
         if let entitlement = dimensions.rollupEntitlement {
             let rows =
                 if let fx {

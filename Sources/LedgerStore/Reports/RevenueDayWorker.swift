@@ -43,6 +43,11 @@ public struct RevenueDayWorker: Service {
         }
     }
 
+    static let queueColumns = """
+        change, source_event_id, entitlements, kind, currency, gross, commission, occurred_us, start_us, end_us, stop_us,
+        refund_at_us, refund_amount, refund_cut, held_from_us, handed_over_us, tax, country, store, product_id
+        """
+
     /// One batch in one transaction; nil when the lock is taken.
     public func applyBatch() async throws -> Int? {
         let logger = database.logger
@@ -74,7 +79,16 @@ public struct RevenueDayWorker: Service {
             }
             guard !ids.isEmpty else { return 0 }
             try await c.query("SELECT subledger_rollup_add(\(RollupRows.json(rollup.pruned()))::jsonb)", logger: logger)
-            try await c.query("DELETE FROM report_revenue_pending WHERE id = ANY(\(Int64Array(ids))::int8[])", logger: logger)
+            // Applied rows move on to the reporting currency cells' queue while any currency is kept
+            // (`ConvertedRevenueCells`): in one statement, so every snapshot sees each row in exactly one queue.
+            try await c.query(
+                """
+                WITH moved AS (
+                    DELETE FROM report_revenue_pending WHERE id = ANY(\(Int64Array(ids))::int8[])
+                    RETURNING \(unescaped: Self.queueColumns))
+                INSERT INTO report_fx_pending (\(unescaped: Self.queueColumns))
+                SELECT * FROM moved WHERE EXISTS (SELECT 1 FROM report_fx_cells)
+                """, logger: logger)
             logger.debug("revenue day cells added", metadata: ["revenue_days.applied": "\(ids.count)"])
             return ids.count
         }

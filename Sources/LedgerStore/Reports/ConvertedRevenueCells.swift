@@ -1,0 +1,387 @@
+import Foundation
+import LedgerCore
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// Revenue day cells in the reporting currencies the ledger keeps (schema 0031, docs/reports.md "Reporting
+/// currency from cells"): what a `currency=` revenue report reads instead of every transaction of its span.
+///
+/// The cells of a currency are at one rate version, the newest when they were computed. `refresh` recomputes
+/// every currency that is incomplete or at an older version from `report_transactions` less the rows still
+/// queued (with the report cells, in `report_revenue_pending` and in `report_fx_pending`), read in one statement
+/// (one snapshot); `drain` then adds the queued rows as `RevenueDayWorker` moves them over. A lock of their own serializes the two
+/// across servers, so the append, the day cells' worker and the reports' catch-up never wait for a refresh.
+public struct ConvertedRevenueCells: Sendable {
+    static let lockKey: Int64 = 0x5355_424C_4658_4356
+    /// Cells written per statement of a refresh.
+    static let insertBatch = 20_000
+
+    let database: Database
+    let batchSize: Int
+
+    /// The revenue moves appends queued with their report cells (`report_rollup_queue`, schema 0029), not yet
+    /// moved into `report_revenue_pending`: the first of the three queues a transaction's change passes.
+    static let queuedForDays = """
+        (SELECT r.change, r.source_event_id, r.entitlements, r.kind, r.currency, r.gross, r.commission, r.occurred_us, r.start_us,
+                r.end_us, r.stop_us, r.refund_at_us, r.refund_amount, r.refund_cut, r.held_from_us, r.handed_over_us, r.tax,
+                r.country, coalesce(r.store, '') AS store, coalesce(r.product_id, '') AS product_id
+         FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_revenue_pending, q.cells -> 'report_revenue_pending') r) queued
+        """
+
+    public init(database: Database, batchSize: Int = 5000) {
+        self.database = database
+        self.batchSize = max(1, batchSize)
+    }
+
+    /// Keeps exactly `currencies` (ISO 4217 codes): a new one is added incomplete (the next `refresh` computes
+    /// it), one no longer named is dropped with its cells. With none, `RevenueDayWorker` stops queueing for
+    /// them and the queue is emptied.
+    public func keep(_ currencies: [String]) async throws {
+        let logger = database.logger
+        let list = Array(Set(currencies)).sorted()
+        try await database.transaction { c in
+            try await c.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
+            try await c.query(
+                "DELETE FROM report_fx_cells WHERE reporting_currency <> ALL(\(list)::text[])", logger: logger)
+            try await c.query(
+                "DELETE FROM report_fx_revenue_days WHERE reporting_currency <> ALL(\(list)::text[])", logger: logger)
+            try await c.query(
+                "DELETE FROM report_fx_missing WHERE reporting_currency <> ALL(\(list)::text[])", logger: logger)
+            try await c.query(
+                """
+                INSERT INTO report_fx_cells (reporting_currency) SELECT unnest(\(list)::text[])
+                ON CONFLICT (reporting_currency) DO NOTHING
+                """, logger: logger)
+            if list.isEmpty { try await c.query("DELETE FROM report_fx_pending", logger: logger) }
+        }
+    }
+
+    /// Recomputes the currencies that are incomplete or at an older rate version than the newest; returns
+    /// them (empty when all are current, or another server holds the lock).
+    @discardableResult
+    public func refresh() async throws -> [String] {
+        let logger = database.logger
+        let started = ContinuousClock.now
+        let store = ReportStore(database: database)
+        let result = try await database.transaction { c -> (currencies: [String], transactions: Int, version: Int64?) in
+            let locked = try await c.query(
+                """
+                SELECT pg_try_advisory_xact_lock(\(Self.lockKey)) AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))
+                """, logger: logger
+            ).collect().first?.decode(Bool.self)
+            guard locked == true else { return ([], 0, nil) }
+            let newest =
+                try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?
+                .decode(Int64?.self) ?? nil
+            var stale: [String] = []
+            for try await currency in try await c.query(
+                """
+                SELECT reporting_currency FROM report_fx_cells
+                WHERE NOT complete OR fx_version IS DISTINCT FROM \(newest) ORDER BY 1
+                """, logger: logger
+            ).decode(String.self) {
+                stale.append(currency)
+            }
+            guard !stale.isEmpty else { return ([], 0, newest) }
+            let table = try await store.fxTable(version: newest)
+            var rates = stale.map { ReportingCurrency(currency: $0, rates: table) }
+            var cells = Array(repeating: ConvertedRevenueDays(), count: stale.count)
+            var count = 0
+            // One statement, one snapshot: the facts less every row still queued for the day cells or for these
+            // cells, which `drain` adds afterwards.
+            let rows = try await c.query(
+                """
+                SELECT 1::int8, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+                FROM report_transactions WHERE revenue_rolled_up_days
+                UNION ALL
+                SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+                FROM report_revenue_pending
+                UNION ALL
+                SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+                FROM report_fx_pending
+                UNION ALL
+                SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+                FROM \(unescaped: Self.queuedForDays)
+                """, logger: logger)
+            for try await row in rows {
+                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let change = try cell.int64()
+                var t = try ReportStore.transaction(&cell)
+                t.entitlements = ReportStore.entitlements(try cell.string())
+                for i in stale.indices { try cells[i].add(t, change: change, rates: &rates[i]) }
+                count += 1
+            }
+            try await c.query(
+                "DELETE FROM report_fx_revenue_days WHERE reporting_currency = ANY(\(stale)::text[])", logger: logger)
+            try await c.query("DELETE FROM report_fx_missing WHERE reporting_currency = ANY(\(stale)::text[])", logger: logger)
+            for (i, currency) in stale.enumerated() {
+                try await Self.write(cells[i].pruned(), currency: currency, on: c, logger: logger)
+            }
+            try await c.query(
+                """
+                UPDATE report_fx_cells SET complete = true, fx_version = \(newest), computed_at = now()
+                WHERE reporting_currency = ANY(\(stale)::text[])
+                """, logger: logger)
+            return (stale, count, newest)
+        }
+        if !result.currencies.isEmpty {
+            logger.info(
+                "reporting currency cells computed",
+                metadata: [
+                    "fx.currencies": "\(result.currencies.joined(separator: ","))",
+                    "fx.version": "\(result.version.map(String.init) ?? "none")", "report.transactions": "\(result.transactions)",
+                    "report.seconds": "\((ContinuousClock.now - started).components.seconds)",
+                ])
+        }
+        return result.currencies
+    }
+
+    /// Adds the queued rows to every complete currency, batch by batch; returns how many rows were applied
+    /// (nil when another server or a refresh holds the lock).
+    @discardableResult
+    public func drain() async throws -> Int? {
+        var total = 0
+        while true {
+            guard let applied = try await applyBatch() else { return total == 0 ? nil : total }
+            total += applied
+            if applied < batchSize { return total }
+        }
+    }
+
+    /// One batch in one transaction; nil when the lock is taken.
+    public func applyBatch() async throws -> Int? {
+        let logger = database.logger
+        let batchSize = self.batchSize
+        let store = ReportStore(database: database)
+        return try await database.transaction { c -> Int? in
+            let locked = try await c.query(
+                """
+                SELECT pg_try_advisory_xact_lock(\(Self.lockKey)) AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))
+                """, logger: logger
+            ).collect().first?.decode(Bool.self)
+            guard locked == true else { return nil }
+            var kept: [(currency: String, version: Int64?)] = []
+            for try await (currency, version) in try await c.query(
+                "SELECT reporting_currency, fx_version FROM report_fx_cells WHERE complete ORDER BY 1", logger: logger
+            ).decode((String, Int64?).self) {
+                kept.append((currency, version))
+            }
+            var rates: [ReportingCurrency] = []
+            for k in kept { rates.append(ReportingCurrency(currency: k.currency, rates: try await store.fxTable(version: k.version))) }
+            var cells = Array(repeating: ConvertedRevenueDays(), count: kept.count)
+            var ids: [Int64] = []
+            let rows = try await c.query(
+                """
+                SELECT change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31)), id
+                FROM report_fx_pending ORDER BY id LIMIT \(batchSize)
+                """, logger: logger)
+            for try await row in rows {
+                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let change = try cell.int64()
+                var t = try ReportStore.transaction(&cell)
+                t.entitlements = ReportStore.entitlements(try cell.string())
+                ids.append(try cell.int64())
+                for i in kept.indices { try cells[i].add(t, change: change, rates: &rates[i]) }
+            }
+            guard !ids.isEmpty else { return 0 }
+            for (i, k) in kept.enumerated() {
+                try await Self.write(cells[i].pruned(), currency: k.currency, on: c, logger: logger)
+            }
+            try await c.query("DELETE FROM report_fx_pending WHERE id = ANY(\(Int64Array(ids))::int8[])", logger: logger)
+            return ids.count
+        }
+    }
+
+    /// Adds cells to what the currency holds (after a refresh deleted its rows, they are new rows).
+    static func write(
+        _ cells: ConvertedRevenueDays, currency: String, on c: PostgresConnection, logger: Logger
+    ) async throws {
+        let list = cells.cells
+        var start = 0
+        while start < list.count {
+            let part = list[start..<min(list.count, start + insertBatch)]
+            start += insertBatch
+            var (entitlements, days, stores, countries, products, transactions) = (
+                [String](), [Int64](), [String](), [String](), [String](), [Int64]()
+            )
+            var figures = Array(repeating: [String](), count: 9)
+            for (k, cell) in part {
+                entitlements.append(k.entitlement)
+                days.append(k.day)
+                stores.append(k.dimensions.store)
+                countries.append(k.dimensions.country)
+                products.append(k.dimensions.product)
+                transactions.append(cell.transactions)
+                let f = cell.figures
+                for (i, n) in [
+                    f.billings, f.commission, f.refunds, f.refundedUnrecognized, f.refundsRecognized, f.recognized, cell.settledDeferred,
+                    f.handover, f.tax,
+                ].enumerated() {
+                    figures[i].append(String(n))
+                }
+            }
+            try await c.query(
+                """
+                INSERT INTO report_fx_revenue_days AS t
+                SELECT \(currency), * FROM unnest(\(entitlements)::text[], \(days)::int8[], \(stores)::text[], \(countries)::text[],
+                    \(products)::text[], \(transactions)::int8[], \(figures[0])::numeric[], \(figures[1])::numeric[],
+                    \(figures[2])::numeric[], \(figures[3])::numeric[], \(figures[4])::numeric[], \(figures[5])::numeric[],
+                    \(figures[6])::numeric[], \(figures[7])::numeric[], \(figures[8])::numeric[])
+                ON CONFLICT (reporting_currency, entitlement, day_us, store, country, product_id) DO UPDATE SET
+                    transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
+                    commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
+                    refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
+                    refunds_recognized = t.refunds_recognized + excluded.refunds_recognized,
+                    recognized = t.recognized + excluded.recognized, settled_deferred = t.settled_deferred + excluded.settled_deferred,
+                    handover = t.handover + excluded.handover, tax = t.tax + excluded.tax
+                """, logger: logger)
+        }
+        guard !cells.missing.isEmpty else { return }
+        let missing = Array(cells.missing)
+        try await c.query(
+            """
+            INSERT INTO report_fx_missing AS t
+            SELECT \(currency), * FROM unnest(\(missing.map(\.key.currency))::text[], \(missing.map(\.key.firstDay))::int8[],
+                \(missing.map(\.key.settledDay))::int8[], \(missing.map(\.value))::int8[])
+            ON CONFLICT (reporting_currency, currency, first_day_us, settled_day_us) DO UPDATE SET
+                transactions = t.transactions + excluded.transactions
+            """, logger: logger)
+    }
+}
+
+/// Keeps the reporting currency cells (`ConvertedRevenueCells`): names the currencies at start, then recomputes
+/// a currency when rates change and adds what `RevenueDayWorker` moved over, every `interval`.
+public struct ConvertedRevenueWorker: Service {
+    let cells: ConvertedRevenueCells
+    let currencies: [String]?
+    let interval: Duration
+
+    /// `currencies`: the reporting currencies to keep (nil: those the database names).
+    public init(database: Database, currencies: [String]?, interval: Duration = .seconds(1)) {
+        self.cells = ConvertedRevenueCells(database: database)
+        self.currencies = currencies
+        self.interval = interval
+    }
+
+    public func run() async throws {
+        let logger = cells.database.logger
+        let named = Named()
+        await runPeriodically(every: interval, logger: logger, what: "reporting currency cells") {
+            if let currencies = self.currencies, !named.done.withLock({ $0 }) {
+                try await self.cells.keep(currencies)
+                named.done.withLock { $0 = true }
+            }
+            try await self.cells.refresh()
+            try await self.cells.drain()
+        }
+    }
+}
+
+/// Whether the worker has named its currencies yet (once per start).
+private final class Named: Sendable {
+    let done = Mutex(false)
+}
+
+extension ReportStore {
+    /// Revenue in a reporting currency from its cells; nil when they cannot answer (the caller reads the facts):
+    /// the currency is not kept, its cells are at another rate version or still being computed, a transaction
+    /// of the span has no rate, or the filters count several entitlements once each. The day cells answer any
+    /// grid of midnights; what is still queued is converted here and added, in the same snapshot, and the
+    /// transactions too long for day cells come from the facts beside them, as for revenue in own currencies.
+    public func revenueFromConvertedCells(
+        boundaries: [Timestamp], dimensions: ReportDimensions, fx: FXUse
+    ) async throws -> [Grouped<RevenuePeriod>]? {
+        guard rollups, let scope = CellScope(dimensions), Self.grid(boundaries) != nil, let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds
+        else { return nil }
+        let logger = database.logger
+        let s = scope
+        let currency = fx.currency
+        let fromDay = ReportInterval.day.periodStart(containing: Timestamp(microseconds: from)).microseconds
+        let table = try await fxTable(version: fx.version)
+        return try await database.transaction { c -> [Grouped<RevenuePeriod>]? in
+            try await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            let usable = try await c.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM report_fx_cells WHERE reporting_currency = \(currency) AND complete
+                                 AND fx_version IS NOT DISTINCT FROM \(fx.version))
+                   AND NOT EXISTS (SELECT 1 FROM report_fx_missing WHERE reporting_currency = \(currency) AND transactions <> 0
+                                     AND settled_day_us >= \(fromDay) AND first_day_us < \(to))
+                """, logger: logger
+            ).collect().first?.decode(Bool.self)
+            guard usable == true else { return nil }
+            var cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]] = [:]
+            let rows = try await c.query(
+                """
+                SELECT day_us, \(groupOf: s), sum(transactions)::int8, sum(billings)::text, sum(commission)::text,
+                       sum(refunds)::text, sum(refunded_unrecognized)::text, sum(refunds_recognized)::text, sum(recognized)::text,
+                       sum(settled_deferred)::text, sum(handover)::text, sum(tax)::text
+                FROM report_fx_revenue_days
+                WHERE reporting_currency = \(currency) AND \(keysOf: s) AND day_us < \(to) AND \(dimensionsOf: s)
+                GROUP BY 1, 2
+                """, logger: logger)
+            for try await row in rows {
+                let (day, group, transactions, b, cm, r, ru, rr, rec, sd, ho, tx) = try row.decode(
+                    (Int64, String, Int64, String, String, String, String, String, String, String, String, String).self)
+                let cell = try Self.revenueCell(currency, transactions, [b, cm, r, ru, rr, rec, sd, ho, tx])
+                cells[CellScope.group(group), default: []].append((day, currency, cell))
+            }
+            // The rows still queued (with the report cells, for the day cells, or for these): converted here, each in
+            // its groups.
+            var rates = ReportingCurrency(currency: currency, rates: table)
+            for queue in [ConvertedRevenueCells.queuedForDays, "report_revenue_pending", "report_fx_pending"] {
+                let queued = try await c.query(
+                    """
+                    SELECT change, \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31))
+                    FROM \(unescaped: queue)
+                    """, logger: logger)
+                for try await row in queued {
+                    guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                    let change = try cell.int64()
+                    var t = try Self.transaction(&cell)
+                    t.entitlements = Self.entitlements(try cell.string())
+                    guard dimensions.matches(t) else { continue }
+                    guard let days = try ConvertedRevenueDays.dayCells(t, change: change, rates: &rates) else { return nil }
+                    for g in dimensions.groups(of: t) {
+                        for (day, cell) in days where day < to { cells[g, default: []].append((day, currency, cell)) }
+                    }
+                }
+            }
+            // Transactions too long for day cells, from the facts (a missing rate is the facts' 422).
+            var long = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions)
+            var factors = FXFactorCache(table: table, target: currency)
+            let facts = try await c.query(
+                """
+                SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
+                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+                  AND NOT revenue_rolled_up_days
+                  AND subledger_report_matches(store, country, product_id, entitlements, \(s.stores)::text[], \(s.countries)::text[],
+                                                 \(s.products)::text[], \(s.entitlements)::text[])
+                """, logger: logger)
+            for try await row in facts {
+                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                var t = try Self.transaction(&cell)
+                t.entitlements = Self.entitlements(try cell.string())
+                guard dimensions.matches(t) else { continue }
+                try long.add(t, currency: currency, factor: try factors.factor(t))
+            }
+            var beside: [String?: [RevenuePeriod]] = [:]
+            for (g, row) in long.periods { beside[g, default: []].append(row) }
+            let groups: [String?] = s.grouped ? Set(cells.keys).union(beside.keys).sorted(by: ReportDimensions.groupOrder) : [nil]
+            var out: [Grouped<RevenuePeriod>] = []
+            for g in groups {
+                var rows = ReportRollup.merge(ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells[g] ?? []), beside[g] ?? [])
+                if rows.isEmpty, !s.grouped {
+                    // A reporting currency answers every period, as the report from the facts does.
+                    var empty = RevenueAccumulator(boundaries: boundaries)
+                    empty.include(currency: currency)
+                    rows = empty.periods
+                }
+                out += rows.map { Grouped(group: g, row: $0) }
+            }
+            return out
+        }
+    }
+}
