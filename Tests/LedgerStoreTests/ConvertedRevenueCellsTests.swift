@@ -125,13 +125,41 @@ struct ConvertedRevenueCellsTests {
                 fx: FXUse(currency: "EUR", version: 1))
             #expect(older == nil, "an older version reads the facts")
 
+            // Version 3 corrects April's USD rates: the cells move through the transactions of those days (and the
+            // week after) only, to the cells a computation afresh gives.
+            let april = Self.rates(seed: 5, bump: 3).filter { $0.currency == "USD" && $0.day.description.hasPrefix("2026-04") }.map {
+                FXRateRow(day: $0.day, currency: "USD", rate: FXRate(units: $0.rate.units + 11, decimals: $0.rate.decimals))
+            }
+            #expect(try await fx.upload(april, origin: "cli", label: "three").version == 3)
+            _ = try await store.append([
+                try EventDecoder.decode(
+                    [
+                        "subscriber_id": "late-1", "type": "purchase", "occurred_at": "2026-04-12T10:00:00Z", "source": "gen",
+                        "environment": "production", "idempotency_key": "late-1-p",
+                        "data": [
+                            "product_id": "pro.pack", "transaction_id": "late-1-t", "entitlements": ["pro"], "duration": "P1M",
+                            "kind": "non_renewing", "price_minor": 4999, "currency": "USD",
+                        ],
+                    ], path: "")
+            ])
+            #expect(try await cells.refresh() == ["EUR", "USD"])
+            try await Self.expectSame(client, version: 3, "moved to version 3, a late purchase queued")
+            #expect((try await ReportRollupWorker(database: database).drain() ?? 0) > 0)
+            try await RevenueDayWorker(database: database).drain()
+            try await cells.drain()
+            let moved = try await Self.cellRows(client)
+            try await client.query("UPDATE report_fx_cells SET complete = false", logger: TestDatabase.logger)
+            #expect(try await cells.refresh() == ["EUR", "USD"])
+            #expect(try await Self.cellRows(client) == moved)
+            let version = Int64(3)
+
             // A rebuild leaves them to be computed afresh, to the same cells.
             let before = try await Self.cellRows(client)
             try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
-            #expect(try await Self.expectSame(client, version: 2, "after a rebuild, not computed", cellsAnswer: false) == 0)
+            #expect(try await Self.expectSame(client, version: version, "after a rebuild, not computed", cellsAnswer: false) == 0)
             #expect(try await cells.refresh() == ["EUR", "USD"])
             #expect(try await Self.cellRows(client) == before)
-            try await Self.expectSame(client, version: 2, "after a rebuild")
+            try await Self.expectSame(client, version: version, "after a rebuild")
         }
     }
 
@@ -179,6 +207,16 @@ struct ConvertedRevenueCellsTests {
                 #expect((fromCells != nil) == (stage == "applied"), "\(stage)")
             }
             try await Self.expectSame(client, version: 1, "a CHF purchase without rates", cellsAnswer: false, routed: true)
+            // Francs' rates arrive (version 2): the cells move the purchase from missing to converted.
+            let francs = (0..<40).map { FXRateRow(day: FXDay(days: FXDay(iso: "2026-05-01")!.days + $0), currency: "CHF", rate: FXRate("0.9412")!) }
+            #expect(try await FXStore(client: client, logger: TestDatabase.logger).upload(francs, origin: "cli", label: "chf").version == 2)
+            #expect(try await cells.refresh() == ["EUR", "USD"])
+            #expect(try await Self.queued(client, "report_fx_missing WHERE transactions <> 0") == 0)
+            let converted = try await reports.revenueFromConvertedCells(boundaries: may, dimensions: .none, fx: FXUse(currency: "EUR", version: 2))
+            let facts = try await ReportStore(client: client, logger: TestDatabase.logger, rollups: false).revenue(
+                boundaries: may, interval: .day, dimensions: .none, converting: FXUse(currency: "EUR", version: 2))
+            #expect(converted == facts)
+            try await Self.expectSame(client, version: 2, "francs' rates arrived")
         }
     }
 

@@ -75,50 +75,30 @@ public struct ConvertedRevenueCells: Sendable {
             let newest =
                 try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?
                 .decode(Int64?.self) ?? nil
-            var stale: [String] = []
-            for try await currency in try await c.query(
+            // Incomplete currencies are computed afresh; complete ones at an older version are moved to the newest
+            // through the transactions whose date's rate the versions between changed.
+            var fresh: [String] = []
+            var moving: [Int64?: [String]] = [:]
+            for try await (currency, complete, version) in try await c.query(
                 """
-                SELECT reporting_currency FROM report_fx_cells
+                SELECT reporting_currency, complete, fx_version FROM report_fx_cells
                 WHERE NOT complete OR fx_version IS DISTINCT FROM \(newest) ORDER BY 1
                 """, logger: logger
-            ).decode(String.self) {
-                stale.append(currency)
+            ).decode((String, Bool, Int64?).self) {
+                if complete { moving[version, default: []].append(currency) } else { fresh.append(currency) }
             }
-            guard !stale.isEmpty else { return ([], 0, newest) }
+            guard !fresh.isEmpty || !moving.isEmpty else { return ([], 0, newest) }
             let table = try await store.fxTable(version: newest)
-            var rates = stale.map { ReportingCurrency(currency: $0, rates: table) }
-            var cells = Array(repeating: ConvertedRevenueDays(), count: stale.count)
             var count = 0
-            // One statement, one snapshot: the facts less every row still queued for the day cells or for these
-            // cells, which `drain` adds afterwards.
-            let rows = try await c.query(
-                """
-                SELECT 1::int8, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
-                FROM report_transactions WHERE revenue_rolled_up_days
-                UNION ALL
-                SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
-                FROM report_revenue_pending
-                UNION ALL
-                SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
-                FROM report_fx_pending
-                UNION ALL
-                SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
-                FROM \(unescaped: Self.queuedForDays)
-                """, logger: logger)
-            for try await row in rows {
-                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let change = try cell.int64()
-                var t = try ReportStore.transaction(&cell)
-                t.entitlements = ReportStore.entitlements(try cell.string())
-                for i in stale.indices { try cells[i].add(t, change: change, rates: &rates[i]) }
-                count += 1
+            if !fresh.isEmpty {
+                count += try await Self.recompute(fresh, to: table, from: nil, days: nil, on: c, logger: logger)
             }
-            try await c.query(
-                "DELETE FROM report_fx_revenue_days WHERE reporting_currency = ANY(\(stale)::text[])", logger: logger)
-            try await c.query("DELETE FROM report_fx_missing WHERE reporting_currency = ANY(\(stale)::text[])", logger: logger)
-            for (i, currency) in stale.enumerated() {
-                try await Self.write(cells[i].pruned(), currency: currency, on: c, logger: logger)
+            for (old, currencies) in moving {
+                let previous = try await store.fxTable(version: old)
+                let days = try await Self.daysMoved(after: old, through: newest, on: c, logger: logger)
+                count += try await Self.recompute(currencies, to: table, from: previous, days: days, on: c, logger: logger)
             }
+            let stale = (fresh + moving.values.flatMap { $0 }).sorted()
             try await c.query(
                 """
                 UPDATE report_fx_cells SET complete = true, fx_version = \(newest), computed_at = now()
@@ -192,6 +172,79 @@ public struct ConvertedRevenueCells: Sendable {
             try await c.query("DELETE FROM report_fx_pending WHERE id = ANY(\(Int64Array(ids))::int8[])", logger: logger)
             return ids.count
         }
+    }
+
+    /// Computes `currencies` at the rates of `table`: afresh (`previous` nil: their cells are deleted first), or
+    /// from their cells at `previous` by adding, for every transaction that occurred on one of `days` (nil: any),
+    /// its figures at `table` less those at `previous`. The transactions are the facts less every row still
+    /// queued, read in one statement (one snapshot); `drain` adds the queued rows afterwards. Returns how many
+    /// rows were read.
+    static func recompute(
+        _ currencies: [String], to table: FXTable, from previous: FXTable?, days: [(from: Int64, to: Int64)]?, on c: PostgresConnection,
+        logger: Logger
+    ) async throws -> Int {
+        var rates = currencies.map { ReportingCurrency(currency: $0, rates: table) }
+        var before = currencies.map { ReportingCurrency(currency: $0, rates: previous ?? FXTable()) }
+        var cells = Array(repeating: ConvertedRevenueDays(), count: currencies.count)
+        let on = OccurredDays(all: days == nil, starts: days?.map(\.from) ?? [], ends: days?.map(\.to) ?? [])
+        let rows = try await c.query(
+            """
+            SELECT 1::int8, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+            FROM report_transactions WHERE revenue_rolled_up_days AND \(occurredIn: on)
+            UNION ALL
+            SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+            FROM report_revenue_pending WHERE \(occurredIn: on)
+            UNION ALL
+            SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+            FROM report_fx_pending WHERE \(occurredIn: on)
+            UNION ALL
+            SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
+            FROM \(unescaped: Self.queuedForDays) WHERE \(occurredIn: on)
+            """, logger: logger)
+        var count = 0
+        for try await row in rows {
+            guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+            let change = try cell.int64()
+            var t = try ReportStore.transaction(&cell)
+            t.entitlements = ReportStore.entitlements(try cell.string())
+            for i in currencies.indices {
+                try cells[i].add(t, change: change, rates: &rates[i])
+                if previous != nil { try cells[i].add(t, change: -change, rates: &before[i]) }
+            }
+            count += 1
+        }
+        if previous == nil {
+            try await c.query(
+                "DELETE FROM report_fx_revenue_days WHERE reporting_currency = ANY(\(currencies)::text[])", logger: logger)
+            try await c.query("DELETE FROM report_fx_missing WHERE reporting_currency = ANY(\(currencies)::text[])", logger: logger)
+        }
+        for (i, currency) in currencies.enumerated() {
+            try await write(cells[i].pruned(), currency: currency, on: c, logger: logger)
+        }
+        return count
+    }
+
+    /// The occurred days (as microsecond ranges `[from, to)`) whose conversion the rate versions after `old`
+    /// through `new` may change: a rate of day `d` serves transactions of `d` to `d + FXLimits.maxAgeDays`.
+    static func daysMoved(after old: Int64?, through new: Int64?, on c: PostgresConnection, logger: Logger) async throws -> [(
+        from: Int64, to: Int64
+    )] {
+        var ranges: [(from: Int64, to: Int64)] = []
+        let day: Int64 = 86_400_000_000
+        let rows = try await c.query(
+            """
+            SELECT DISTINCT (day - DATE '1970-01-01')::int8 FROM fx_rates
+            WHERE version > \(old ?? 0) AND version <= \(new ?? 0) ORDER BY 1
+            """, logger: logger)
+        for try await d in rows.decode(Int64.self) {
+            let (from, to) = (d * day, (d + Int64(FXLimits.maxAgeDays) + 1) * day)
+            if let last = ranges.last, from <= last.to {
+                ranges[ranges.count - 1].to = max(last.to, to)
+            } else {
+                ranges.append((from, to))
+            }
+        }
+        return ranges
     }
 
     /// Adds cells to what the currency holds (after a refresh deleted its rows, they are new rows).
@@ -383,5 +436,24 @@ extension ReportStore {
             }
             return out
         }
+    }
+}
+
+/// Which transactions a recomputation reads: all, or those that occurred in one of the ranges `[start, end)`.
+struct OccurredDays {
+    var all: Bool
+    var starts: [Int64]
+    var ends: [Int64]
+}
+
+extension PostgresQuery.StringInterpolation {
+    mutating func appendInterpolation(occurredIn d: OccurredDays) {
+        appendLiteral("(")
+        appendInterpolation(d.all)
+        appendLiteral(" OR EXISTS (SELECT 1 FROM unnest(")
+        appendInterpolation(d.starts)
+        appendLiteral("::int8[], ")
+        appendInterpolation(d.ends)
+        appendLiteral("::int8[]) r(a, b) WHERE occurred_us >= r.a AND occurred_us < r.b))")
     }
 }
