@@ -58,6 +58,9 @@ struct FXImport: AsyncParsableCommand {
         } else {
             print("nothing new: all \(result.rates) rates are stored already (version \(result.version.map(String.init) ?? "none"))")
         }
-        if !computed.isEmpty { print("reporting currency cells computed: \(computed.joined(separator: ", "))") }
+        if !computed.isEmpty {
+            let names = computed.map { $0 == ConvertedRevenueDays.ownCurrencies ? "own currencies" : $0 }
+            print("reporting currency cells computed: \(names.joined(separator: ", "))")
+        }
     }
 }

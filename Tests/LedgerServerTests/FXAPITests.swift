@@ -163,20 +163,23 @@ struct FXAPITests {
             #expect(try await http.execute(uri: "/v1/fx/rates", method: .put, headers: csvHeaders, body: body(try Self.sample)).status == .created)
             let url = try #require(api.url)
             // The server's workers: the day cells' queue moves the purchase on, the reporting currency cells follow
-            // version 1 for GBP and EUR (USD, kept from the start, is dropped).
+            // version 1 for GBP and EUR (USD, kept from the start, is dropped; the own-currency cells stay).
             let kept = try await TestDatabase.run(url.clientConfiguration(maximumConnections: 1)) { c in
                 let deadline = ContinuousClock.now + .seconds(30)
                 while true {
                     let state = try await c.query(
                         """
-                        SELECT string_agg(reporting_currency || ':' || complete || ':' || coalesce(fx_version, 0), ',' ORDER BY 1),
+                        SELECT string_agg(
+                                   reporting_currency || ':' || complete || ':'
+                                       || CASE reporting_currency WHEN '' THEN 'any' ELSE coalesce(fx_version, 0)::text END, ','
+                                   ORDER BY 1),
                                (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_revenue_pending)
                                  + (SELECT count(*) FROM report_rollup_queue),
                                (SELECT sum(billings)::int8 FROM report_fx_revenue_days WHERE reporting_currency = 'GBP' AND entitlement = '')
                         FROM report_fx_cells
                         """, logger: TestDatabase.logger
                     ).collect().first?.decode((String?, Int64, Int64?).self)
-                    if let state, state.0 == "EUR:true:1,GBP:true:1", state.1 == 0, state.2 == 788 { return true }
+                    if let state, state.0 == ":true:any,EUR:true:1,GBP:true:1", state.1 == 0, state.2 == 788 { return true }
                     guard ContinuousClock.now < deadline else {
                         Issue.record("reporting currency cells: \(String(describing: state))")
                         return false
@@ -195,6 +198,12 @@ struct FXAPITests {
                     uri: "/v1/reports/revenue?from=2025-03-01&to=2025-05-01&interval=week&currency=EUR&group_by=store", method: .get,
                     headers: api.headers(.analyst)))
             #expect(byStore.compactMap { $0["billings"] }.filter { $0 != 0 } == [955])
+            // By store on a week grid in the transactions' own currencies: the own-currency cells.
+            let own = try Self.rows(
+                try await http.execute(
+                    uri: "/v1/reports/revenue?from=2025-03-01&to=2025-05-01&interval=week&group_by=store", method: .get,
+                    headers: api.headers(.analyst)))
+            #expect(own.compactMap { $0["billings"] }.filter { $0 != 0 } == [999] && own.allSatisfy { $0["currency"] == "USD" })
         }
     }
 }

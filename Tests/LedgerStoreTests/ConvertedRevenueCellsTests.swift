@@ -36,20 +36,27 @@ struct ConvertedRevenueCellsTests {
     /// answered (the rest went to the facts).
     @discardableResult
     static func expectSame(
-        _ client: PostgresClient, version: Int64?, _ note: String, cellsAnswer: Bool = true, routed: Bool = false
+        _ client: PostgresClient, version: Int64?, _ note: String, cellsAnswer: Bool = true, routed: Bool = false, own: Bool = true
     ) async throws -> Int {
         let cells = ReportStore(client: client, logger: TestDatabase.logger)
         let facts = ReportStore(client: client, logger: TestDatabase.logger, rollups: false)
         var answered = 0
         var billed: Int128 = 0
-        for currency in ["EUR", "USD"] {
-            let fx = FXUse(currency: currency, version: version)
+        for currency in ["EUR", "USD"] + (own ? [ConvertedRevenueDays.ownCurrencies] : []) {
+            // '': the cells in the transactions' own currencies, against the unconverted report.
+            let fx: FXUse? = currency.isEmpty ? nil : FXUse(currency: currency, version: version)
             for d in shapes {
                 for (interval, from, to) in grids {
                     let b = ReportCalendar.boundaries(from: from, to: to, interval: interval)
                     let who = "\(currency) \(interval) \(d), \(note)"
                     let expected = await Outcome { try await facts.revenue(boundaries: b, interval: interval, dimensions: d, converting: fx) }
-                    let direct = await Outcome { try await cells.revenueFromConvertedCells(boundaries: b, dimensions: d, fx: fx) }
+                    let direct = await Outcome {
+                        if let fx {
+                            try await cells.revenueFromConvertedCells(boundaries: b, dimensions: d, fx: fx)
+                        } else {
+                            try await cells.revenueFromOwnCurrencyDays(boundaries: b, dimensions: d)
+                        }
+                    }
                     switch (direct, expected) {
                     case (.rows(let found?), .rows(let want)):
                         answered += 1
@@ -93,8 +100,8 @@ struct ConvertedRevenueCellsTests {
             let half = events.count / 2
             for start in stride(from: 0, to: half, by: 9) { _ = try await store.append(Array(events[start..<min(half, start + 9)])) }
             #expect(try await fx.upload(Self.rates(seed: 5), origin: "cli", label: "one").version == 1)
-            // EUR and USD are kept from the start; both are computed at version 1.
-            #expect(try await cells.refresh() == ["EUR", "USD"])
+            // EUR and USD are kept from the start, and the own-currency cells; all are computed at version 1.
+            #expect(try await cells.refresh() == ["", "EUR", "USD"])
             #expect(try await cells.refresh() == [])
             try await Self.expectSame(client, version: 1, "computed, nothing queued for the day cells", routed: true)
 
@@ -117,7 +124,7 @@ struct ConvertedRevenueCellsTests {
             // A new version: until the cells follow it, version 2 reads the facts (and version 1 too).
             let v2 = try await fx.upload(Self.rates(seed: 5, bump: 3), origin: "cli", label: "two")
             #expect(v2.version == 2)
-            #expect(try await Self.expectSame(client, version: 2, "version 2, cells at 1", cellsAnswer: false) == 0)
+            #expect(try await Self.expectSame(client, version: 2, "version 2, cells at 1", cellsAnswer: false, own: false) == 0)
             #expect(try await cells.refresh() == ["EUR", "USD"])
             try await Self.expectSame(client, version: 2, "cells at version 2")
             let older = try await ReportStore(client: client, logger: TestDatabase.logger).revenueFromConvertedCells(
@@ -149,7 +156,7 @@ struct ConvertedRevenueCellsTests {
             try await cells.drain()
             let moved = try await Self.cellRows(client)
             try await client.query("UPDATE report_fx_cells SET complete = false", logger: TestDatabase.logger)
-            #expect(try await cells.refresh() == ["EUR", "USD"])
+            #expect(try await cells.refresh() == ["", "EUR", "USD"])
             #expect(try await Self.cellRows(client) == moved)
             let version = Int64(3)
 
@@ -157,7 +164,7 @@ struct ConvertedRevenueCellsTests {
             let before = try await Self.cellRows(client)
             try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
             #expect(try await Self.expectSame(client, version: version, "after a rebuild, not computed", cellsAnswer: false) == 0)
-            #expect(try await cells.refresh() == ["EUR", "USD"])
+            #expect(try await cells.refresh() == ["", "EUR", "USD"])
             #expect(try await Self.cellRows(client) == before)
             try await Self.expectSame(client, version: version, "after a rebuild")
         }

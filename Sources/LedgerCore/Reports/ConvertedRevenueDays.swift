@@ -7,6 +7,8 @@
 public struct ConvertedRevenueDays: Sendable {
     public struct Key: Sendable, Hashable {
         public var entitlement: String
+        /// The currency of the figures: the reporting currency, or the transaction's own (`ownCurrencies`).
+        public var currency: String
         /// The day's start, in microseconds since the Unix epoch.
         public var day: Int64
         public var dimensions: ReportRollup.CellDimensions
@@ -30,6 +32,7 @@ public struct ConvertedRevenueDays: Sendable {
 
     struct Group: Hashable {
         var entitlement: String
+        var currency: String
         var dimensions: ReportRollup.CellDimensions
     }
 
@@ -43,6 +46,11 @@ public struct ConvertedRevenueDays: Sendable {
 
     public init() {}
 
+    /// The "reporting currency" of the cells kept in each transaction's own currency (`ReportingCurrency` with
+    /// this code converts nothing): revenue by store, country or product on day and week grids, which the day
+    /// cells, kept per entitlement key only, cannot answer.
+    public static let ownCurrencies = ""
+
     /// The cells.
     public var cells: [(key: Key, cell: ReportRollup.RevenueCell)] {
         var out: [(key: Key, cell: ReportRollup.RevenueCell)] = []
@@ -50,7 +58,7 @@ public struct ConvertedRevenueDays: Sendable {
             let g = groupList[k.group]
             for (i, cell) in list.enumerated() where cell != ReportRollup.RevenueCell() {
                 let day = (k.chunk &* Self.chunkDays &+ Int64(i)) &* Self.dayMicroseconds
-                out.append((Key(entitlement: g.entitlement, day: day, dimensions: g.dimensions), cell))
+                out.append((Key(entitlement: g.entitlement, currency: g.currency, day: day, dimensions: g.dimensions), cell))
             }
         }
         return out
@@ -62,7 +70,7 @@ public struct ConvertedRevenueDays: Sendable {
         guard change != 0 else { return }
         let factor: FXFactor
         do {
-            factor = try rates.factor(from: t.currency, occurred: t.occurredAt)
+            factor = rates.currency == Self.ownCurrencies ? .one : try rates.factor(from: t.currency, occurred: t.occurredAt)
         } catch {
             let (first, _, _) = Self.span(t)
             let k = MissingKey(
@@ -77,7 +85,8 @@ public struct ConvertedRevenueDays: Sendable {
         let scaled = sign == 1 ? changes : changes.map { Self.scaled($0, sign) }
         let firstDay = RevenueDayCells.day(first.microseconds)
         for key in ReportRollup.keys(t) {
-            let group = Group(entitlement: key, dimensions: dimensions)
+            let group = Group(
+                entitlement: key, currency: rates.currency == Self.ownCurrencies ? t.currency : rates.currency, dimensions: dimensions)
             let g: Int
             if let known = groups[group] {
                 g = known
@@ -118,7 +127,9 @@ public struct ConvertedRevenueDays: Sendable {
     public static func dayCells(
         _ t: RevenueTransaction, change: Int64, rates: inout ReportingCurrency
     ) throws(ReportOverflow) -> [(day: Int64, cell: ReportRollup.RevenueCell)]? {
-        guard let factor = try? rates.factor(from: t.currency, occurred: t.occurredAt) else { return nil }
+        guard let factor = rates.currency == Self.ownCurrencies ? .one : try? rates.factor(from: t.currency, occurred: t.occurredAt) else {
+            return nil
+        }
         let (first, changes, deferred) = try Self.changes(t, factor: factor)
         let sign = Int128(change)
         var out: [(day: Int64, cell: ReportRollup.RevenueCell)] = []

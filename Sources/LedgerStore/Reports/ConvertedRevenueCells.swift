@@ -35,12 +35,11 @@ public struct ConvertedRevenueCells: Sendable {
         self.batchSize = max(1, batchSize)
     }
 
-    /// Keeps exactly `currencies` (ISO 4217 codes): a new one is added incomplete (the next `refresh` computes
-    /// it), one no longer named is dropped with its cells. With none, `RevenueDayWorker` stops queueing for
-    /// them and the queue is emptied.
+    /// Keeps exactly `currencies` (ISO 4217 codes) besides the own-currency cells (always kept): a new one is
+    /// added incomplete (the next `refresh` computes it), one no longer named is dropped with its cells.
     public func keep(_ currencies: [String]) async throws {
         let logger = database.logger
-        let list = Array(Set(currencies)).sorted()
+        let list = Array(Set(currencies + [ConvertedRevenueDays.ownCurrencies])).sorted()
         try await database.transaction { c in
             try await c.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
             try await c.query(
@@ -54,7 +53,6 @@ public struct ConvertedRevenueCells: Sendable {
                 INSERT INTO report_fx_cells (reporting_currency) SELECT unnest(\(list)::text[])
                 ON CONFLICT (reporting_currency) DO NOTHING
                 """, logger: logger)
-            if list.isEmpty { try await c.query("DELETE FROM report_fx_pending", logger: logger) }
         }
     }
 
@@ -82,7 +80,7 @@ public struct ConvertedRevenueCells: Sendable {
             for try await (currency, complete, version) in try await c.query(
                 """
                 SELECT reporting_currency, complete, fx_version FROM report_fx_cells
-                WHERE NOT complete OR fx_version IS DISTINCT FROM \(newest) ORDER BY 1
+                WHERE NOT complete OR (reporting_currency <> '' AND fx_version IS DISTINCT FROM \(newest)) ORDER BY 1
                 """, logger: logger
             ).decode((String, Bool, Int64?).self) {
                 if complete { moving[version, default: []].append(currency) } else { fresh.append(currency) }
@@ -149,7 +147,10 @@ public struct ConvertedRevenueCells: Sendable {
                 kept.append((currency, version))
             }
             var rates: [ReportingCurrency] = []
-            for k in kept { rates.append(ReportingCurrency(currency: k.currency, rates: try await store.fxTable(version: k.version))) }
+            for k in kept {
+                let table = k.currency == ConvertedRevenueDays.ownCurrencies ? FXTable() : try await store.fxTable(version: k.version)
+                rates.append(ReportingCurrency(currency: k.currency, rates: table))
+            }
             var cells = Array(repeating: ConvertedRevenueDays(), count: kept.count)
             var ids: [Int64] = []
             let rows = try await c.query(
@@ -259,9 +260,11 @@ public struct ConvertedRevenueCells: Sendable {
             var (entitlements, days, stores, countries, products, transactions) = (
                 [String](), [Int64](), [String](), [String](), [String](), [Int64]()
             )
+            var moneys: [String] = []
             var figures = Array(repeating: [String](), count: 9)
             for (k, cell) in part {
                 entitlements.append(k.entitlement)
+                moneys.append(k.currency)
                 days.append(k.day)
                 stores.append(k.dimensions.store)
                 countries.append(k.dimensions.country)
@@ -277,12 +280,14 @@ public struct ConvertedRevenueCells: Sendable {
             }
             try await c.query(
                 """
-                INSERT INTO report_fx_revenue_days AS t
+                INSERT INTO report_fx_revenue_days AS t (
+                    reporting_currency, entitlement, day_us, store, country, product_id, transactions, billings, commission, refunds,
+                    refunded_unrecognized, refunds_recognized, recognized, settled_deferred, handover, tax, currency)
                 SELECT \(currency), * FROM unnest(\(entitlements)::text[], \(days)::int8[], \(stores)::text[], \(countries)::text[],
                     \(products)::text[], \(transactions)::int8[], \(figures[0])::numeric[], \(figures[1])::numeric[],
                     \(figures[2])::numeric[], \(figures[3])::numeric[], \(figures[4])::numeric[], \(figures[5])::numeric[],
-                    \(figures[6])::numeric[], \(figures[7])::numeric[], \(figures[8])::numeric[])
-                ON CONFLICT (reporting_currency, entitlement, day_us, store, country, product_id) DO UPDATE SET
+                    \(figures[6])::numeric[], \(figures[7])::numeric[], \(figures[8])::numeric[], \(moneys)::text[])
+                ON CONFLICT (reporting_currency, entitlement, day_us, currency, store, country, product_id) DO UPDATE SET
                     transactions = t.transactions + excluded.transactions, billings = t.billings + excluded.billings,
                     commission = t.commission + excluded.commission, refunds = t.refunds + excluded.refunds,
                     refunded_unrecognized = t.refunded_unrecognized + excluded.refunded_unrecognized,
@@ -346,20 +351,35 @@ extension ReportStore {
     public func revenueFromConvertedCells(
         boundaries: [Timestamp], dimensions: ReportDimensions, fx: FXUse
     ) async throws -> [Grouped<RevenuePeriod>]? {
+        try await revenueFromDimensionDays(boundaries: boundaries, dimensions: dimensions, fx: fx)
+    }
+
+    /// Revenue in the transactions' own currencies by store, country or product from the same day cells
+    /// (`ConvertedRevenueDays.ownCurrencies`), for the day and week grids the month cells cannot answer; nil
+    /// when they cannot answer.
+    public func revenueFromOwnCurrencyDays(boundaries: [Timestamp], dimensions: ReportDimensions) async throws -> [Grouped<RevenuePeriod>]? {
+        try await revenueFromDimensionDays(boundaries: boundaries, dimensions: dimensions, fx: nil)
+    }
+
+    /// `fx` nil: the cells in own currencies.
+    private func revenueFromDimensionDays(
+        boundaries: [Timestamp], dimensions: ReportDimensions, fx: FXUse?
+    ) async throws -> [Grouped<RevenuePeriod>]? {
         guard rollups, let scope = CellScope(dimensions), Self.grid(boundaries) != nil, let from = boundaries.first?.microseconds,
             let to = boundaries.last?.microseconds
         else { return nil }
         let logger = database.logger
         let s = scope
-        let currency = fx.currency
+        let currency = fx?.currency ?? ConvertedRevenueDays.ownCurrencies
+        let version = fx?.version
         let fromDay = ReportInterval.day.periodStart(containing: Timestamp(microseconds: from)).microseconds
-        let table = try await fxTable(version: fx.version)
+        let table = fx == nil ? FXTable() : try await fxTable(version: version)
         return try await database.transaction { c -> [Grouped<RevenuePeriod>]? in
             try await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             let usable = try await c.query(
                 """
                 SELECT EXISTS (SELECT 1 FROM report_fx_cells WHERE reporting_currency = \(currency) AND complete
-                                 AND fx_version IS NOT DISTINCT FROM \(fx.version))
+                                 AND (\(currency) = '' OR fx_version IS NOT DISTINCT FROM \(version)))
                    AND NOT EXISTS (SELECT 1 FROM report_fx_missing WHERE reporting_currency = \(currency) AND transactions <> 0
                                      AND settled_day_us >= \(fromDay) AND first_day_us < \(to))
                 """, logger: logger
@@ -368,18 +388,18 @@ extension ReportStore {
             var cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]] = [:]
             let rows = try await c.query(
                 """
-                SELECT day_us, \(groupOf: s), sum(transactions)::int8, sum(billings)::text, sum(commission)::text,
+                SELECT day_us, \(groupOf: s), currency, sum(transactions)::int8, sum(billings)::text, sum(commission)::text,
                        sum(refunds)::text, sum(refunded_unrecognized)::text, sum(refunds_recognized)::text, sum(recognized)::text,
                        sum(settled_deferred)::text, sum(handover)::text, sum(tax)::text
                 FROM report_fx_revenue_days
                 WHERE reporting_currency = \(currency) AND \(keysOf: s) AND day_us < \(to) AND \(dimensionsOf: s)
-                GROUP BY 1, 2
+                GROUP BY 1, 2, 3
                 """, logger: logger)
             for try await row in rows {
-                let (day, group, transactions, b, cm, r, ru, rr, rec, sd, ho, tx) = try row.decode(
-                    (Int64, String, Int64, String, String, String, String, String, String, String, String, String).self)
-                let cell = try Self.revenueCell(currency, transactions, [b, cm, r, ru, rr, rec, sd, ho, tx])
-                cells[CellScope.group(group), default: []].append((day, currency, cell))
+                let (day, group, money, transactions, b, cm, r, ru, rr, rec, sd, ho, tx) = try row.decode(
+                    (Int64, String, String, Int64, String, String, String, String, String, String, String, String, String).self)
+                let cell = try Self.revenueCell(money, transactions, [b, cm, r, ru, rr, rec, sd, ho, tx])
+                cells[CellScope.group(group), default: []].append((day, money, cell))
             }
             // The rows still queued (with the report cells, for the day cells, or for these): converted here, each in
             // its groups.
@@ -397,8 +417,9 @@ extension ReportStore {
                     t.entitlements = Self.entitlements(try cell.string())
                     guard dimensions.matches(t) else { continue }
                     guard let days = try ConvertedRevenueDays.dayCells(t, change: change, rates: &rates) else { return nil }
+                    let money = fx == nil ? t.currency : currency
                     for g in dimensions.groups(of: t) {
-                        for (day, cell) in days where day < to { cells[g, default: []].append((day, currency, cell)) }
+                        for (day, cell) in days where day < to { cells[g, default: []].append((day, money, cell)) }
                     }
                 }
             }
@@ -418,7 +439,7 @@ extension ReportStore {
                 var t = try Self.transaction(&cell)
                 t.entitlements = Self.entitlements(try cell.string())
                 guard dimensions.matches(t) else { continue }
-                try long.add(t, currency: currency, factor: try factors.factor(t))
+                if fx == nil { try long.add(t) } else { try long.add(t, currency: currency, factor: try factors.factor(t)) }
             }
             var beside: [String?: [RevenuePeriod]] = [:]
             for (g, row) in long.periods { beside[g, default: []].append(row) }
@@ -426,7 +447,7 @@ extension ReportStore {
             var out: [Grouped<RevenuePeriod>] = []
             for g in groups {
                 var rows = ReportRollup.merge(ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells[g] ?? []), beside[g] ?? [])
-                if rows.isEmpty, !s.grouped {
+                if rows.isEmpty, !s.grouped, fx != nil {
                     // A reporting currency answers every period, as the report from the facts does.
                     var empty = RevenueAccumulator(boundaries: boundaries)
                     empty.include(currency: currency)

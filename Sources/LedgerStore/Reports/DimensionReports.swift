@@ -42,6 +42,9 @@ extension ReportStore {
         if fx == nil, interval == .month, let cells = try await revenueFromRollups(boundaries: boundaries, dimensions: dimensions) {
             return cells
         }
+        if fx == nil, interval != .month, let cells = try await revenueFromOwnCurrencyDays(boundaries: boundaries, dimensions: dimensions) {
+            return cells
+        }
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else { return [] }
         var converting: FXFactorCache?
         if let fx { converting = FXFactorCache(table: try await fxTable(version: fx.version), target: fx.currency) }
