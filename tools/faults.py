@@ -168,13 +168,28 @@ def rollup_cells():
 
 
 def queues_empty(limit=20):
-    """Waits until the server's workers have applied every queued report cell and revenue move."""
+    """Waits until the server's workers have applied every queued report cell and revenue move, and the reporting
+    currency cells (own currencies, EUR and USD: schema 0031) are computed and have taken every move."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if psql("SELECT (SELECT count(*) FROM report_rollup_queue) + (SELECT count(*) FROM report_revenue_pending)") == "0":
+        if psql("SELECT (SELECT count(*) FROM report_rollup_queue) + (SELECT count(*) FROM report_revenue_pending) "
+                "+ (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_fx_cells WHERE NOT complete)") == "0":
             return
         time.sleep(0.1)
     fail(f"the report rollup queues were not emptied within {limit}s")
+
+
+def currency_cells():
+    """The reporting currency cells' non-zero rows and the transactions counted without a rate."""
+    # ',' between the columns: psql's output is stripped, and the own currencies' reporting currency is ''.
+    rows = psql("SELECT concat_ws(',', reporting_currency, entitlement, day_us, currency, store, country, product_id, transactions, "
+                "billings, commission, refunds, refunded_unrecognized, refunds_recognized, recognized, settled_deferred, handover, tax) "
+                "FROM report_fx_revenue_days WHERE transactions <> 0 OR billings <> 0 OR commission <> 0 OR refunds <> 0 "
+                "OR refunded_unrecognized <> 0 OR refunds_recognized <> 0 OR recognized <> 0 OR settled_deferred <> 0 "
+                "OR handover <> 0 OR tax <> 0").splitlines()
+    rows += psql("SELECT concat_ws(',', 'missing', reporting_currency, currency, first_day_us, settled_day_us, transactions) "
+                 "FROM report_fx_missing WHERE transactions <> 0").splitlines()
+    return sorted(rows)
 
 
 # The report cells the killed server's rollup worker had queued or was applying: each applied once, by the
@@ -182,10 +197,21 @@ def queues_empty(limit=20):
 queues_empty()
 applied = rollup_cells()
 if not applied: fail("the appends left no report cells")
+converted = currency_cells()
+if not converted: fail("the appends left no reporting currency cells")
 r = subprocess.run([args.bin, "rebuild", "--database-url", args.url], capture_output=True, text=True)
 if r.returncode != 0: fail("rebuild: " + r.stdout + r.stderr)
 if rollup_cells() != applied: fail("the rollups the worker applied differ from the rebuild's")
-say(f"kill -9: ok (every batch stored exactly once, chains verify, {len(applied)} report cells as a rebuild writes them; "
+# The rebuild leaves the reporting currency cells to be computed afresh (the running server's worker does it): the
+# same cells as the killed and restarted workers' moves gave.
+queues_empty()
+afresh = currency_cells()
+if afresh != converted:
+    moved_only, afresh_only = sorted(set(converted) - set(afresh)), sorted(set(afresh) - set(converted))
+    fail("the reporting currency cells the workers moved differ from a computation afresh: moved only "
+         f"{moved_only[:5]} ({len(moved_only)}), afresh only {afresh_only[:5]} ({len(afresh_only)})")
+say(f"kill -9: ok (every batch stored exactly once, chains verify, {len(applied)} report cells as a rebuild writes them, "
+    f"{len(converted)} reporting currency cells as a computation afresh writes them; "
     f"{time.monotonic() - T0:.0f}s)")
 
 # 2. PostgreSQL stopped while the server runs: quick 503s, /ready 503, recovery without a restart.

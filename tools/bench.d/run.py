@@ -841,6 +841,7 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
                 ("report revenue in EUR", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
                 ("report revenue by store in EUR", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR&group_by=store"),
                 ("report revenue by week in USD", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=week&currency=USD"),
+                ("report revenue by week by store", "/v1/reports/revenue?from=2025-01-01&to=2027-01-01&interval=week&group_by=store"),
                 ("report mrr movement by country", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&group_by=country"),
                 ("report mrr movement in EUR", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
                 ("report ltv by store", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12&group_by=store"),

@@ -5,14 +5,17 @@ import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// Revenue day cells in the reporting currencies the ledger keeps (schema 0031, docs/reports.md "Reporting
-/// currency from cells"): what a `currency=` revenue report reads instead of every transaction of its span.
+/// Revenue day cells with store, country and product, per reporting currency the ledger keeps and in the
+/// transactions' own currencies (schemas 0031 and 0032, docs/reports.md "Revenue in a reporting currency from
+/// cells"): what a `currency=` revenue report, and revenue by a dimension on day and week grids, read instead of
+/// every transaction of their span.
 ///
-/// The cells of a currency are at one rate version, the newest when they were computed. `refresh` recomputes
-/// every currency that is incomplete or at an older version from `report_transactions` less the rows still
-/// queued (with the report cells, in `report_revenue_pending` and in `report_fx_pending`), read in one statement
-/// (one snapshot); `drain` then adds the queued rows as `RevenueDayWorker` moves them over. A lock of their own serializes the two
-/// across servers, so the append, the day cells' worker and the reports' catch-up never wait for a refresh.
+/// A currency's cells are at one rate version. `refresh` computes incomplete currencies afresh and moves those at
+/// an older version through the transactions of the days the newer versions touched, reading the facts less the
+/// rows still queued (with the report cells, in `report_revenue_pending` and in `report_fx_pending`) in one
+/// statement, so one snapshot; `drain` then adds the queued rows as `RevenueDayWorker` moves them over. A lock of
+/// their own serializes the two across servers, so the append, the day cells' worker and the reports' catch-up
+/// never wait for a refresh.
 public struct ConvertedRevenueCells: Sendable {
     static let lockKey: Int64 = 0x5355_424C_4658_4356
     /// Cells written per statement of a refresh.
