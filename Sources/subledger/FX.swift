@@ -47,8 +47,9 @@ struct FXImport: AsyncParsableCommand {
             client in
             try await database.requireCurrentSchema(client, logger: logger)
             let result = try await FXStore(client: client, logger: logger).upload(rows, origin: "cli", label: label)
-            // The reporting currency cells follow the new version now, not at a server's next look.
-            let computed = try await ConvertedRevenueCells(database: Database(client: client, logger: logger)).refresh()
+            // The reporting currency cells follow the new version before this returns: if a server's worker is at it,
+            // wait for it, then do what is left.
+            let computed = try await ConvertedRevenueCells(database: Database(client: client, logger: logger)).refresh(waiting: true)
             return (result, computed)
         }
         if result.created {

@@ -227,6 +227,33 @@ struct ConvertedRevenueCellsTests {
         }
     }
 
+    @Test("a computation is not bound by the server's statement timeout: it may read for minutes, or wait for another's")
+    func computationOutlivesTheStatementTimeout() async throws {
+        try await TestDatabase.withDatabase { url in
+            try await TestDatabase.run(url.clientConfiguration(maximumConnections: 2)) { owner in
+                _ = try await EventStore(client: owner, logger: TestDatabase.logger).append(ReportRollupTests.ledger(seed: 35))
+                _ = try await FXStore(client: owner, logger: TestDatabase.logger).upload(Self.rates(seed: 7), origin: "cli", label: "one")
+                // A server's connections: 50 ms for any statement. Another computation holds the lock for 400 ms
+                // (`ConvertedRevenueCells.lockKey`); `fx import` waits for it, which would take longer than that.
+                let timed = url.clientConfiguration(role: "subledger_app", maximumConnections: 2, statementTimeout: .milliseconds(50))
+                try await TestDatabase.run(timed) { client in
+                    let database = Database(client: client, logger: TestDatabase.logger)
+                    await #expect(throws: (any Error).self, "the timeout applies") {
+                        try await client.query("SELECT pg_sleep(0.2)", logger: TestDatabase.logger).collect()
+                    }
+                    let computed = try await owner.withConnection { holder in
+                        try await holder.query("SELECT pg_advisory_lock(\(Int64(0x5355_424C_4658_4356)))", logger: TestDatabase.logger)
+                        async let waited = ConvertedRevenueCells(database: database).refresh(waiting: true)
+                        try await Task.sleep(for: .milliseconds(400))
+                        try await holder.query("SELECT pg_advisory_unlock(\(Int64(0x5355_424C_4658_4356)))", logger: TestDatabase.logger)
+                        return try await waited
+                    }
+                    #expect(computed == ["", "EUR", "USD"])
+                }
+            }
+        }
+    }
+
     /// The cells' non-zero rows, as text.
     static func cellRows(_ client: PostgresClient) async throws -> [String] {
         var rows: [String] = []

@@ -60,18 +60,22 @@ public struct ConvertedRevenueCells: Sendable {
     }
 
     /// Recomputes the currencies that are incomplete or at an older rate version than the newest; returns
-    /// them (empty when all are current, or another server holds the lock).
+    /// them (empty when all are current, or another server holds the lock). `waiting`: wait for a server's
+    /// worker or a rebuild that holds the lock instead (the CLI, which promises current cells when it returns).
     @discardableResult
-    public func refresh() async throws -> [String] {
+    public func refresh(waiting: Bool = false) async throws -> [String] {
         let logger = database.logger
         let started = ContinuousClock.now
         let store = ReportStore(database: database)
         let result = try await database.transaction { c -> (currencies: [String], transactions: Int, version: Int64?) in
-            let locked = try await c.query(
-                """
-                SELECT pg_try_advisory_xact_lock(\(Self.lockKey)) AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))
-                """, logger: logger
-            ).collect().first?.decode(Bool.self)
+            let lock: PostgresQuery =
+                waiting
+                ? "SELECT true FROM (SELECT pg_advisory_xact_lock(\(Self.lockKey)), pg_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))) taken"
+                : "SELECT pg_try_advisory_xact_lock(\(Self.lockKey)) AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))"
+            // A computation afresh reads every transaction in one statement (minutes on ten million events): not
+            // bound by the server's statement timeout, which is for requests.
+            try await c.query("SET LOCAL statement_timeout = 0", logger: logger)
+            let locked = try await c.query(lock, logger: logger).collect().first?.decode(Bool.self)
             guard locked == true else { return ([], 0, nil) }
             let newest =
                 try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?
