@@ -430,39 +430,10 @@ extension ReportStore {
                     }
                 }
             }
-            // Transactions too long for day cells, from the facts (a missing rate is the facts' 422).
-            var long = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions)
-            var factors = FXFactorCache(table: table, target: currency)
-            let facts = try await c.query(
-                """
-                SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
-                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
-                  AND NOT revenue_rolled_up_days
-                  AND subledger_report_matches(store, country, product_id, entitlements, \(s.stores)::text[], \(s.countries)::text[],
-                                                 \(s.products)::text[], \(s.entitlements)::text[])
-                """, logger: logger)
-            for try await row in facts {
-                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                var t = try Self.transaction(&cell)
-                t.entitlements = Self.entitlements(try cell.string())
-                guard dimensions.matches(t) else { continue }
-                if fx == nil { try long.add(t) } else { try long.add(t, currency: currency, factor: try factors.factor(t)) }
-            }
-            var beside: [String?: [RevenuePeriod]] = [:]
-            for (g, row) in long.periods { beside[g, default: []].append(row) }
-            let groups: [String?] = s.grouped ? Set(cells.keys).union(beside.keys).sorted(by: ReportDimensions.groupOrder) : [nil]
-            var out: [Grouped<RevenuePeriod>] = []
-            for g in groups {
-                var rows = ReportRollup.merge(ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells[g] ?? []), beside[g] ?? [])
-                if rows.isEmpty, !s.grouped, fx != nil {
-                    // A reporting currency answers every period, as the report from the facts does.
-                    var empty = RevenueAccumulator(boundaries: boundaries)
-                    empty.include(currency: currency)
-                    rows = empty.periods
-                }
-                out += rows.map { Grouped(group: g, row: $0) }
-            }
-            return out
+            // Transactions too long for day cells, from the facts.
+            return try await Self.revenueBesideCells(
+                boundaries: boundaries, dimensions: dimensions, scope: s, cells: cells, leftOutOf: .day,
+                fx: fx == nil ? nil : (table, currency), on: c, logger: logger)
         }
     }
 }

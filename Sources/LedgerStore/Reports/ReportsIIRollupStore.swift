@@ -248,8 +248,8 @@ extension ReportStore {
     /// dimension (`report_revenue_month_dims`) and, beside them, the transactions too long for the cells (read from
     /// the facts, as the ungrouped report reads them); nil when the cells cannot answer.
     func revenueFromRollups(boundaries: [Timestamp], dimensions: ReportDimensions) async throws -> [Grouped<RevenuePeriod>]? {
-        guard let scope = CellScope(dimensions), Self.grid(boundaries) == .month, let from = boundaries.first?.microseconds,
-            let to = boundaries.last?.microseconds, try await useRollups()
+        guard let scope = CellScope(dimensions), Self.grid(boundaries) == .month, let to = boundaries.last?.microseconds,
+            try await useRollups()
         else { return nil }
         let logger = database.logger
         let s = scope
@@ -273,29 +273,8 @@ extension ReportStore {
                 cells[CellScope.group(group), default: []].append((period, currency, cell))
             }
             // Transactions too long for the month cells (`ReportRollup.maxRevenueCells`), from the facts.
-            var long = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions)
-            let facts = try await c.query(
-                """
-                SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
-                WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
-                  AND NOT revenue_rolled_up
-                  AND subledger_report_matches(store, country, product_id, entitlements, \(s.stores)::text[], \(s.countries)::text[],
-                                                 \(s.products)::text[], \(s.entitlements)::text[])
-                """, logger: logger)
-            for try await row in facts {
-                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                var t = try Self.transaction(&cells)
-                t.entitlements = Self.entitlements(try cells.string())
-                try long.add(t)
-            }
-            var beside: [String?: [RevenuePeriod]] = [:]
-            for (g, row) in long.periods { beside[g, default: []].append(row) }
-            let groups: [String?] = s.grouped ? Set(cells.keys).union(beside.keys).sorted(by: ReportDimensions.groupOrder) : [nil]
-            return groups.flatMap { g in
-                ReportRollup.merge(ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells[g] ?? []), beside[g] ?? []).map {
-                    Grouped(group: g, row: $0)
-                }
-            }
+            return try await Self.revenueBesideCells(
+                boundaries: boundaries, dimensions: dimensions, scope: s, cells: cells, leftOutOf: .month, on: c, logger: logger)
         }
     }
 
@@ -438,5 +417,55 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(s.groupBy)
         appendLiteral(" WHEN 'store' THEN store WHEN 'country' THEN country WHEN 'product_id' THEN product_id")
         appendLiteral(" WHEN 'entitlement' THEN entitlement ELSE '' END")
+    }
+}
+
+extension ReportStore {
+    /// A revenue report from cells per group (`cells`) and the transactions of the span too long for them, read
+    /// from the facts beside them: those left out of the month cells (`leftOutOf: .month`) or of the day cells.
+    /// With `fx` the long ones are converted (a missing rate is the facts' 422), and a report without grouping
+    /// answers every period in the reporting currency, as the report from the facts does.
+    static func revenueBesideCells(
+        boundaries: [Timestamp], dimensions: ReportDimensions, scope s: CellScope,
+        cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]], leftOutOf grid: ReportInterval,
+        fx: (table: FXTable, currency: String)? = nil, on c: PostgresConnection, logger: Logger
+    ) async throws -> [Grouped<RevenuePeriod>] {
+        guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds else { return [] }
+        let leftOut = grid == .month ? "NOT revenue_rolled_up" : "NOT revenue_rolled_up_days"
+        var long = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions)
+        var factors = fx.map { FXFactorCache(table: $0.table, target: $0.currency) }
+        let facts = try await c.query(
+            """
+            SELECT \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31)) FROM report_transactions
+            WHERE settled_us >= \(from) AND LEAST(occurred_us, start_us, (SELECT min(r) FROM unnest(refund_at_us) r)) < \(to)
+              AND \(unescaped: leftOut)
+              AND subledger_report_matches(store, country, product_id, entitlements, \(s.stores)::text[], \(s.countries)::text[],
+                                             \(s.products)::text[], \(s.entitlements)::text[])
+            """, logger: logger)
+        for try await row in facts {
+            guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+            var t = try Self.transaction(&cell)
+            t.entitlements = Self.entitlements(try cell.string())
+            if var cache = factors {
+                try long.add(t, currency: cache.target, factor: try cache.factor(t))
+                factors = cache
+            } else {
+                try long.add(t)
+            }
+        }
+        var beside: [String?: [RevenuePeriod]] = [:]
+        for (g, row) in long.periods { beside[g, default: []].append(row) }
+        let groups: [String?] = s.grouped ? Set(cells.keys).union(beside.keys).sorted(by: ReportDimensions.groupOrder) : [nil]
+        var out: [Grouped<RevenuePeriod>] = []
+        for g in groups {
+            var rows = ReportRollup.merge(ReportRollup.revenuePeriods(boundaries: boundaries, cells: cells[g] ?? []), beside[g] ?? [])
+            if rows.isEmpty, !s.grouped, let currency = fx?.currency {
+                var empty = RevenueAccumulator(boundaries: boundaries)
+                empty.include(currency: currency)
+                rows = empty.periods
+            }
+            out += rows.map { Grouped(group: g, row: $0) }
+        }
+        return out
     }
 }
