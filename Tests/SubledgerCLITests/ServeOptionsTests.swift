@@ -81,6 +81,13 @@ struct ServeOptionsTests {
     @Test("--reporting-currencies: none keeps none; without it the database's list stands")
     func reportingCurrencies() throws {
         #expect(try Serve.parse(["--database-url", "postgres://u@h/d", "--reporting-currencies", "none"]).reportingCurrencyList() == [])
+        // At most 16 (docs/limits.md): the 16th is kept, a 17th refused naming the option.
+        let codes = ["EUR", "USD", "GBP", "JPY", "CHF", "AUD", "CAD", "BRL", "INR", "KRW", "SEK", "NOK", "DKK", "PLN", "CZK", "HUF", "MXN"]
+        let sixteen = try Serve.parse(["--database-url", "postgres://u@h/d", "--reporting-currencies", codes.prefix(16).joined(separator: ",")])
+        #expect(try sixteen.reportingCurrencyList()?.count == 16)
+        #expect {
+            try Serve.parse(["--database-url", "postgres://u@h/d", "--reporting-currencies", codes.joined(separator: ",")])
+        } throws: { "\($0)".contains("--reporting-currencies") }
         if ProcessInfo.processInfo.environment["SUBLEDGER_REPORTING_CURRENCIES"] == nil {
             #expect(try Serve.parse(["--database-url", "postgres://u@h/d"]).reportingCurrencyList() == nil)
         }
