@@ -12,7 +12,7 @@ CREATE OR REPLACE FUNCTION subledger_append(
     e_subscribers text[], e_versions bigint[], e_positions bigint[], e_ids uuid[], e_types text[], e_occurred text[],
     e_sources text[], e_environments text[], e_keys text[], e_data text[], e_metadata text[],
     e_fingerprints bytea[], e_prev_hashes bytea[], e_hashes bytea[],
-    window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb, rollup_cells jsonb,
+    window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb, rollup_cells text,
     deletions jsonb
 ) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,7 +1,8 @@
 -- The inserts both projection writes share (`subledger_projection_write`, `subledger_projection_patch`). A
--- table with no rows to insert costs no statement; the rollups' cells go to their queue (schema 0029).
+-- table with no rows to insert costs no statement; the rollups' cells go to their queue (schema 0029) as the
+-- text the server sent (NULL: no cells).
 CREATE OR REPLACE FUNCTION subledger_projection_insert(
-    window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb, rollup_cells jsonb
+    window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb, rollup_cells text
 ) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF jsonb_array_length(window_rows) > 0 THEN
@@ -21,8 +22,8 @@ BEGIN
         INSERT INTO report_trials SELECT * FROM jsonb_populate_recordset(NULL::report_trials, trial_rows);
     END IF;
     -- The report cells are queued, not applied: `ReportRollupWorker` applies them off the append path (schema 0029).
-    IF EXISTS (SELECT 1 FROM jsonb_each(rollup_cells) c WHERE jsonb_typeof(c.value) = 'array' AND jsonb_array_length(c.value) > 0)
-    THEN
+    -- They come as text, parsed by the worker only (schema 0033); NULL when there are none.
+    IF rollup_cells IS NOT NULL THEN
         INSERT INTO report_rollup_queue (position, cells) SELECT coalesce(max(e.position), 0), rollup_cells FROM events e;
     END IF;
 END $$;

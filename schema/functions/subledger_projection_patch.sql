@@ -2,7 +2,7 @@
 -- only while the stored rows are the believed streams' fold, which `subledger_append` checks first.
 CREATE OR REPLACE FUNCTION subledger_projection_patch(
     deletions jsonb, window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb,
-    rollup_cells jsonb
+    rollup_cells text
 ) RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
 BEGIN
     IF jsonb_array_length(coalesce(deletions -> 'windows', '[]')) > 0 THEN

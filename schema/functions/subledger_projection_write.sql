@@ -4,7 +4,7 @@
 -- SECURITY INVOKER: the caller's table privileges apply.
 CREATE OR REPLACE FUNCTION subledger_projection_write(
     subscribers text[], window_rows jsonb, state_rows jsonb, run_rows jsonb, transaction_rows jsonb, trial_rows jsonb,
-    rollup_cells jsonb
+    rollup_cells text
 ) RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
 BEGIN
     IF cardinality(subscribers) > 0 THEN

@@ -63,7 +63,7 @@ enum AppendStatements {
             SELECT subledger_append($1, $2, $3::text[], $4::int8[], $5::bytea[], $6::timestamptz,
                 $7::text[], $8::int8[], $9::int8[], $10::uuid[], $11::text[], $12::text[], $13::text[], $14::text[],
                 $15::text[], $16::text[], $17::text[], $18::bytea[], $19::bytea[], $20::bytea[],
-                $21::jsonb, $22::jsonb, $23::jsonb, $24::jsonb, $25::jsonb, $26::jsonb, $27::jsonb)
+                $21::jsonb, $22::jsonb, $23::jsonb, $24::jsonb, $25::jsonb, $26::text, $27::jsonb)
             """
         typealias Row = Bool
 
@@ -106,7 +106,7 @@ enum AppendStatements {
             b.append(JSONBText(projection.text(.reportRuns)))
             b.append(JSONBText(projection.text(.reportTransactions)))
             b.append(JSONBText(projection.text(.reportTrials)))
-            b.append(JSONBText(projection.rollupText))
+            b.append(projection.rollupText)
             b.append(JSONBText(projection.deletionsText))
             return b
         }

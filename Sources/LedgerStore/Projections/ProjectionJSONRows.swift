@@ -12,8 +12,13 @@ struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
     private var deletions = ProjectionTable.allCases.map { _ in JSONRows() }
     private let patched: Bool
 
-    /// The rollups' change, as `subledger_rollup_add` (schema/functions) takes it.
-    var rollupText: String { RollupRows.json(rollup.pruned()) }
+    /// The rollups' change, as `subledger_rollup_add` (schema/functions) takes it, for the append's queue row
+    /// (schema 0033: stored as this text); nil when no cell changes, so nothing is queued.
+    var rollupText: String? {
+        let arrays = RollupRows.arrays(rollup.pruned())
+        guard arrays.contains(where: { $0.rows != "[]" }) else { return nil }
+        return RollupRows.json(arrays)
+    }
 
     /// The stored rows to delete before the rows are inserted, when `patched` (`subledger_append`, schema
     /// 0016): an object of arrays named like the tables, each element the key columns of one row.

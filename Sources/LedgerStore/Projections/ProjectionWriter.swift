@@ -102,7 +102,7 @@ struct ProjectionWriter {
             SELECT subledger_projection_write(
                 \(TextArray(folded.map(\.subscriber)))::text[], \(rows.text(.windows))::jsonb, \(rows.text(.subscriberState))::jsonb,
                 \(rows.text(.reportRuns))::jsonb, \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb,
-                \(rows.rollupText)::jsonb),
+                \(rows.rollupText)::text),
                 set_config('statement_timeout', '0', true)
             """, logger: logger
         ).collect()

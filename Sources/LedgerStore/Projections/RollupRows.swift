@@ -15,8 +15,11 @@ enum RollupRows {
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
-    static func json(_ rollup: ReportRollup) -> String {
-        "{" + arrays(rollup).map { "\"\($0.table)\":\($0.rows)" }.joined(separator: ",") + "}"
+    static func json(_ rollup: ReportRollup) -> String { json(arrays(rollup)) }
+
+    /// The arrays of `arrays(_:)` as that one object.
+    static func json(_ arrays: [(table: String, rows: String)]) -> String {
+        "{" + arrays.map { "\"\($0.table)\":\($0.rows)" }.joined(separator: ",") + "}"
     }
 
     /// Each table's cells as a JSON array, in the order of `tables` (the rebuild sends each to its own table:

@@ -30,7 +30,7 @@ public struct ConvertedRevenueCells: Sendable {
         (SELECT r.change, r.source_event_id, r.entitlements, r.kind, r.currency, r.gross, r.commission, r.occurred_us, r.start_us,
                 r.end_us, r.stop_us, r.refund_at_us, r.refund_amount, r.refund_cut, r.held_from_us, r.handed_over_us, r.tax,
                 r.country, coalesce(r.store, '') AS store, coalesce(r.product_id, '') AS product_id
-         FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_revenue_pending, q.cells -> 'report_revenue_pending') r) queued
+         FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_revenue_pending, q.cells::jsonb -> 'report_revenue_pending') r) queued
         """
 
     public init(database: Database, batchSize: Int = 5000) {
