@@ -33,7 +33,8 @@ let package = Package(
             name: "LedgerCore",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto")
-            ]
+            ],
+            swiftSettings: optimizedInDebug
         ),
         // What every store's adapter shares: the mapper protocol, paging cursors, outbound HTTP hygiene.
         .target(
@@ -86,7 +87,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            swiftSettings: optimizedInDebug
         ),
         .target(
             name: "StripeStore",
@@ -130,7 +132,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/dashboard")]
+            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/dashboard")],
+            swiftSettings: optimizedInDebug
         ),
         .executableTarget(
             name: "subledger",
@@ -239,3 +242,9 @@ let package = Package(
         ),
     ]
 )
+
+/// The fold, the report cells, their encoding and the HTTP edge are optimized in debug builds too: the end-to-end suites of
+/// `tools/test` (the hostile load, webhooks, faults) run the debug binary, and unoptimized generic code made a
+/// 64-entitlement purchase cost 5 times a release build's, so those suites measured the compiler's -Onone
+/// rather than the server's design. The other targets stay debuggable; `-enable-testing` still applies.
+var optimizedInDebug: [SwiftSetting] { [.unsafeFlags(["-O"], .when(configuration: .debug))] }
