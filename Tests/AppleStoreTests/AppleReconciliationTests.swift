@@ -142,7 +142,10 @@ struct AppleReconciliationTests {
         let a = uid()
         try await world.run { _, intake, client in
             try await Self.tell(intake, a, [W.transaction("7500", original: "7500", from: W.month(1), to: W.month(2), token: a)])
-            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            // AsyncHTTPClient retries a refused connection until its connect timeout (10 s by default): short here,
+            // so that each of the two failed runs below does not wait 10 s for what is refused at once.
+            let http = HTTPClient(
+                eventLoopGroupProvider: .singleton, configuration: .init(timeout: .init(connect: .milliseconds(500))))
             let dead = AppStoreServerAPIClient(
                 http: http, credentials: world.credentials, baseURL: "http://127.0.0.1:1", logger: TestDatabase.logger, maxAttempts: 1)
             let store = AppleReconciliation(client: dead, verifier: world.verifier, bundleID: W.bundleID)
