@@ -752,6 +752,19 @@ def main():
     google_flags = subprocess.run([os.path.join(ROOT, "tools", "google-push"), "flags", "--url", BASE, "--stand-in-port", str(free_port())],
                                   capture_output=True, text=True, timeout=120, check=True,
                                   env={**os.environ, "SUBLEDGER_GOOGLE_TRY_DIR": GOOGLE_TRY_DIR}).stdout.split()
+    # The Google stand-in holds its port from now on (the try-it push hands it the purchase, as docs/google.md's
+    # second terminal does): picked free here but bound only when the push ran, minutes later, the port had once been
+    # taken meanwhile by a listener of the browser's, and the push failed.
+    stand_in = subprocess.Popen([os.path.join(ROOT, "tools", "google-push"), "stand-in"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env={**os.environ, "SUBLEDGER_GOOGLE_TRY_DIR": GOOGLE_TRY_DIR})
+    with open(os.path.join(GOOGLE_TRY_DIR, "config.json")) as f:
+        stand_in_port = json.load(f)["stand_in_port"]
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", stand_in_port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
     server = subprocess.Popen([args.bin, "serve", "--database-url", args.url, "--port", str(PORT), "--log-level", "error",
                                "--webhooks-allow-http", "--webhooks-allow-private", "--stripe-webhook-secret", STRIPE_SECRET, *google_flags],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -839,6 +852,8 @@ def main():
         if b: b.close()
         server.terminate()
         server.wait(timeout=15)
+        stand_in.terminate()
+        stand_in.wait(timeout=15)
 
 
 main()
