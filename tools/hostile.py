@@ -313,10 +313,21 @@ def watchdog():
         os._exit(1)
 
 
+_dog = None
+
+
+def arm_watchdog(seconds):
+    """(Re)starts the suite's watchdog to fire `seconds` from now."""
+    global _dog
+    if _dog:
+        _dog.cancel()
+    _dog = threading.Timer(max(1.0, seconds), watchdog)
+    _dog.daemon = True
+    _dog.start()
+
+
 # Until the pace is measured, the longest the suite may take; measure_pace() sets the real one.
-_dog = threading.Timer(SUITE_SECONDS * MAX_STRETCH, watchdog)
-_dog.daemon = True
-_dog.start()
+arm_watchdog(SUITE_SECONDS * MAX_STRETCH)
 
 # ----------------------------------------------------------------------------------------------- events
 PURCHASE_DATA = {"product_id": "pro.monthly", "entitlements": ["pro"], "transaction_id": "t1", "kind": "auto_renewable",
@@ -1133,10 +1144,9 @@ def percentile(values, p):
 def load_worker(port, keys, seconds, connections, out, answered, halt, stretch):
     """In a child process: `connections` threads sending hostile requests until `halt` is set (at most `seconds`);
     puts a status histogram. Sets `answered` once every connection's first request has an outcome (the opening
-    burst is over). On a machine
-    `stretch` times slower than the reference one, each connection pauses (stretch - 1) times its last request's
-    duration before the next: every connection stays open, and the server is asked for the same share of its
-    capacity as on the reference machine, not for more than twice of it."""
+    burst is over). On a machine `stretch` times slower than the reference one, each connection pauses
+    (stretch - 1) times its last request's duration before the next: every connection stays open, and the server
+    is asked for the same share of its capacity as on the reference machine."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler would stop the server from here
     threading.stack_size(512 * 1024)
     deadline = time.monotonic() + seconds
@@ -1173,7 +1183,6 @@ def load_worker(port, keys, seconds, connections, out, answered, halt, stretch):
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=LOAD_REQUEST_TIMEOUT * stretch)
-                t0 = time.monotonic()
                 conn.request(method, path, body=body, headers=headers)
                 r = conn.getresponse(); r.read()
                 status = r.status
@@ -1450,11 +1459,7 @@ def measure_pace():
     median = statistics.median(ok)
     STRETCH = min(MAX_STRETCH, max(1.0, median / REFERENCE_APPEND_SECONDS))
     DEADLINE = T0 + bound(SUITE_SECONDS)
-    global _dog
-    _dog.cancel()
-    _dog = threading.Timer(max(1.0, DEADLINE - time.monotonic()), watchdog)
-    _dog.daemon = True
-    _dog.start()
+    arm_watchdog(DEADLINE - time.monotonic())
     say(f"pace: an ordinary append takes {median * 1000:.1f} ms (median of {PACE_APPENDS}; reference "
         f"{REFERENCE_APPEND_SECONDS * 1000:.0f} ms): time bounds x{STRETCH:.2f}, the suite within {bound(SUITE_SECONDS):.0f}s")
 
