@@ -168,11 +168,13 @@ def rollup_cells():
 
 
 def queues_empty(limit=20):
-    """Waits until the server's workers have applied every queued report cell and revenue move, and the reporting
+    """Waits until the server's workers have followed the log to its end (report facts and cells), applied every
+    queued revenue move, and the reporting
     currency cells (own currencies, EUR and USD: schema 0031) are computed and have taken every move."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if psql("SELECT (SELECT count(*) FROM report_rollup_queue) + (SELECT count(*) FROM report_revenue_pending) "
+        if psql("SELECT (SELECT coalesce(max(position), 0) FROM events) - (SELECT applied_position FROM report_rollup_state) "
+                "+ (SELECT count(*) FROM report_rollup_queue) + (SELECT count(*) FROM report_revenue_pending) "
                 "+ (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_fx_cells WHERE NOT complete)") == "0":
             return
         time.sleep(0.1)

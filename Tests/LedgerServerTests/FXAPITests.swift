@@ -174,7 +174,7 @@ struct FXAPITests {
                                        || CASE reporting_currency WHEN '' THEN 'any' ELSE coalesce(fx_version, 0)::text END, ','
                                    ORDER BY 1),
                                (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_revenue_pending)
-                                 + (SELECT count(*) FROM report_rollup_queue),
+                                 + (SELECT (SELECT max(position) FROM events) - applied_position FROM report_rollup_state),
                                (SELECT sum(billings)::int8 FROM report_fx_revenue_days WHERE reporting_currency = 'GBP' AND entitlement = '')
                         FROM report_fx_cells
                         """, logger: TestDatabase.logger

@@ -8,7 +8,9 @@ import Testing
 @Suite("Projections on PostgreSQL")
 struct ProjectionTests {
     /// Every projection row, in a stable order, as text.
+    /// The report facts are the rollup worker's: it is brought to the log's end first, as a report would.
     static func dump(_ client: PostgresClient) async throws -> [String] {
+        try await ReportRollupWorker.catchUpIfBehind(Database(client: client, logger: TestDatabase.logger))
         var out: [String] = []
         for try await row in try await client.query(
             "SELECT row_to_json(w)::text FROM (SELECT * FROM windows ORDER BY subscriber_id, seq) w", logger: TestDatabase.logger)

@@ -97,8 +97,10 @@ struct RebuildTests {
         }
     }
 
-    /// Every row of the five projection tables as text, in a fixed order.
+    /// Every row of the five projection tables as text, in a fixed order (the report facts once the rollup
+    /// worker has followed the log to its end, as a report reads them).
     static func projection(_ client: PostgresClient) async throws -> [String] {
+        try await ReportRollupWorker.catchUpIfBehind(Database(client: client, logger: TestDatabase.logger))
         var out: [String] = []
         for table in ["windows", "subscriber_state", "report_runs", "report_transactions", "report_trials"] {
             for try await row in try await client.query(

@@ -242,12 +242,12 @@ struct ReportRollupTests {
                 i += batch.count
                 turn += 1
             }
-            // The appends queued their report cells (schema 0029); a worker's batches apply them, the revenue
-            // moves among them going to the day cells' queue, which reports add.
+            // The worker follows the appends (schema 0034) in batches, the revenue moves among their cells going
+            // to the day cells' queue, which reports add.
             let database = Database(client: client, logger: TestDatabase.logger)
-            #expect(try await ReportRollupQueueTests.queued(client) > 0)
+            #expect(try await ReportRollupFollowTests.behind(client) > 0)
             #expect((try await ReportRollupWorker(database: database, batchSize: 7).drain() ?? 0) > 0)
-            #expect(try await ReportRollupQueueTests.queued(client) == 0)
+            #expect(try await ReportRollupFollowTests.behind(client) == 0)
             #expect(try await Self.pending(client) > 0)
             try await Self.expectSameReports(client, "after appends, day cells queued")
             // One small batch applied: reports read part from the cells, part from the queue.

@@ -387,8 +387,8 @@ def appends():
 
 
 # Samples, every 20 ms inside one PostgreSQL session (each statement of the loop a fresh snapshot), how old the
-# oldest append whose report cells are still queued is: now − the `recorded_at` of the event at the least queued
-# position (0 when the queue is empty). Prints the samples' milliseconds.
+# oldest event the rollup worker has not followed yet is: now − the `recorded_at` of the event right after its
+# cursor (0 when it is at the log's end). Prints the samples' milliseconds.
 ROLLUP_LAG_SQL = """
 CREATE TEMP TABLE lag_samples (ms float8);
 DO $$
@@ -397,7 +397,7 @@ DECLARE
 BEGIN
   WHILE clock_timestamp() < stop LOOP
     INSERT INTO lag_samples SELECT coalesce(1000 * extract(epoch FROM clock_timestamp() - (
-      SELECT e.recorded_at FROM events e WHERE e.position = (SELECT min(position) FROM report_rollup_queue))), 0);
+      SELECT e.recorded_at FROM events e WHERE e.position = (SELECT applied_position + 1 FROM report_rollup_state))), 0);
     PERFORM pg_sleep(0.02);
   END LOOP;
 END $$;
@@ -407,7 +407,7 @@ SELECT ms FROM lag_samples;
 
 def rollup_lag(server, url, writer):
     """Issue 38's rollup lag: wrk appends single purchases at 64 clients (at least 10,000 of them) while a session
-    samples the age of the oldest queued report cells; then the seconds until the queue is empty."""
+    samples the age of the oldest event the rollup worker has not followed."""
     env = {"BENCH_MODE": "append", "BENCH_KEY": writer, "BENCH_BATCH": "1", "BENCH_TAG": uuid.uuid4().hex[:8]}
     seconds = max(SECS, 10)
     sampler = subprocess.Popen(["psql", "-X", "-q", "-At", url, "-c", ROLLUP_LAG_SQL.replace("SECONDS", str(seconds + 3))],
@@ -420,7 +420,7 @@ def rollup_lag(server, url, writer):
         return
     record("rollup lag x64", {"appends": r["requests"], "eps": r["rps"], "samples": len(samples),
                               "lag_p50_ms": pct(samples, 50), "lag_p99_ms": pct(samples, 99), "lag_max_ms": max(samples),
-                              "left_queued": int(psql(url, "-At", "-c", "SELECT count(*) FROM report_rollup_queue", capture=True))})
+                              "left_queued": int(psql(url, "-At", "-c", "SELECT (SELECT coalesce(max(position), 0) FROM events) - applied_position FROM report_rollup_state", capture=True))})
 
 
 def simulated_file(subscribers=SUBSCRIBERS):
@@ -707,9 +707,9 @@ def appends_tables(w, run):
     if n in results:
         w(f"Report rollups off the append path (issue 38): while wrk appends single purchases at 64 clients "
           f"({fmt(med(n, 'appends'), ',.0f')} appends per run, {fmt(med(n, 'eps'), ',.0f')}/s), a PostgreSQL session samples every 20 ms the "
-          f"age of the oldest append whose report cells are still queued for `ReportRollupWorker` (0 when none is), "
+          f"age of the oldest event `ReportRollupWorker` has not followed yet (0 when its cursor is at the log's end), "
           f"for three seconds past the burst: p50 {fmt(med(n, 'lag_p50_ms'), ',.0f')} ms, p99 {fmt(med(n, 'lag_p99_ms'), ',.0f')} ms, "
-          f"max {fmt(med(n, 'lag_max_ms'), ',.0f')} ms (medians over runs); rows still queued at the end: "
+          f"max {fmt(med(n, 'lag_max_ms'), ',.0f')} ms (medians over runs); events not followed at the end: "
           f"{fmt(med(n, 'left_queued'), ',.0f')}.\n")
     w("### Peer: Message DB's `write_message`, called by pgbench\n")
     w("[Message DB](https://github.com/message-db/message-db) 1.3.0 (vendored SQL, tools/bench.d/message-db) in a "

@@ -95,6 +95,8 @@ public struct AppleConsumptionResponder: Service {
     /// The subscriber's tenure and lifetime amounts, from production events and the revenue facts.
     func facts(_ subscriber: String) async throws -> AppleConsumptionFacts {
         let logger = database.logger
+        // The revenue facts trail the log by the rollup worker's delay: brought to its end first.
+        try await ReportRollupWorker.catchUpIfBehind(database)
         return try await database.withConnection { c in
             let rows = try await c.query(
                 """

@@ -84,7 +84,7 @@ struct AppendWriter {
         }
         try await insert(group.rows, fingerprints: group.fingerprints, texts: group.texts, on: connection)
         let touched = Self.extend(streams, with: group.rows)
-        try await ProjectionWriter(logger: logger).write(try await Self.fold(touched, previous: streams), on: connection)
+        try await ProjectionWriter(logger: logger).write(try await Self.fold(touched, previous: [:]), parts: .subscriber, on: connection)
         streams.merge(touched) { _, new in new }
         return Written(outcomes: outcomes, end: end, streams: streams)
     }
@@ -118,7 +118,7 @@ struct AppendWriter {
     ) async throws -> ([ProjectionWriter.Folded], ProjectionJSONRows) {
         let shares = await inShares(touched) { share in
             let folded = ProjectionWriter.fold(share, previous: previous, known: known)
-            return (folded, ProjectionJSONRows(folded, patched: true))
+            return (folded, ProjectionJSONRows(folded, patched: true, parts: .subscriber))
         }
         var rows = shares[0].1
         for share in shares.dropFirst() { rows.merge(share.1) }

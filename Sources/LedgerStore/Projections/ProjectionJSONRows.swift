@@ -31,13 +31,29 @@ struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
 
     /// `patched`: each subscriber with a previous fold gets only the rows that changed (`ProjectionPatch`),
     /// and `deletionsText` the keys of its stored rows to replace; otherwise every row is written.
-    init(_ folded: [ProjectionWriter.Folded], patched: Bool = false) {
+    ///
+    /// `parts`: the tables written (the others' arrays stay empty); the rollups' change is computed with the
+    /// report facts only.
+    init(_ folded: [ProjectionWriter.Folded], patched: Bool = false, parts: ProjectionParts = .all) {
         self.patched = patched
+        self.parts = parts
         for f in folded {
             let patch = patched ? f.previous.map { ProjectionPatch(from: $0, to: f) } : nil
-            ProjectionRows.write(f, to: &self, patch: patch)
-            rollup.addChange(from: f.previous?.facts, to: f.facts)
-            if let patch { Self.delete(patch, of: f.subscriber, into: &deletions) }
+            ProjectionRows.write(f, to: &self, patch: patch, parts: parts)
+            if parts.reports { rollup.addChange(from: f.previous?.facts, to: f.facts) }
+            if let patch { Self.delete(patch, of: f.subscriber, parts: parts, into: &deletions) }
+        }
+    }
+
+    /// The tables this value writes.
+    let parts: ProjectionParts
+
+    /// A table's rows as the projection functions take them: NULL for a table outside `parts`, which
+    /// `subledger_projection_write` then leaves alone.
+    func rows(_ table: ProjectionTable) -> String? {
+        switch table {
+        case .windows, .subscriberState: parts.subscriber ? text(table) : nil
+        case .reportRuns, .reportTransactions, .reportTrials: parts.reports ? text(table) : nil
         }
     }
 
@@ -49,29 +65,29 @@ struct ProjectionJSONRows: ProjectionRowEncoder, Sendable {
     }
 
     /// Appends the keys of the stored rows `patch` replaces, one object per row, to each table's array.
-    private static func delete(_ patch: ProjectionPatch, of subscriber: String, into tables: inout [JSONRows]) {
+    private static func delete(_ patch: ProjectionPatch, of subscriber: String, parts: ProjectionParts, into tables: inout [JSONRows]) {
         func row(_ table: ProjectionTable, _ members: (inout JSONRows) -> Void) {
             tables[table.rawValue].beginRow()
             members(&tables[table.rawValue])
             tables[table.rawValue].endRow()
         }
-        for seq in patch.windowSeqs {
+        for seq in patch.windowSeqs where parts.subscriber {
             row(.windows) { r in
                 r.member("subscriber_id", .string(subscriber))
                 r.integer("seq", Int64(seq))
             }
         }
-        for key in patch.runKeys {
+        for key in patch.runKeys where parts.reports {
             row(.reportRuns) { r in
                 r.member("entitlement", .string(key.entitlement))
                 r.member("subscriber_id", .string(subscriber))
                 r.integer("start_us", key.start)
             }
         }
-        for id in patch.transactionIDs {
+        for id in patch.transactionIDs where parts.reports {
             row(.reportTransactions) { $0.member("source_event_id", .string(id.lowercasedString)) }
         }
-        for key in patch.trialKeys {
+        for key in patch.trialKeys where parts.reports {
             row(.reportTrials) { r in
                 r.member("source_event_id", .string(key.eventID.lowercasedString))
                 r.member("entitlement", .string(key.entitlement))

@@ -16,6 +16,20 @@ enum ProjectionTable: Int, CaseIterable {
     }
 }
 
+/// Which projection tables a write covers. The append writes the subscriber's own tables (what entitlement
+/// reads need at once); `ReportRollupWorker` writes the report facts as it follows the log, with the rollup
+/// cells of the same change; a rebuild writes all five.
+enum ProjectionParts: Sendable {
+    case all
+    /// `windows` and `subscriber_state`.
+    case subscriber
+    /// `report_runs`, `report_transactions` and `report_trials`.
+    case reports
+
+    var subscriber: Bool { self != .reports }
+    var reports: Bool { self != .subscriber }
+}
+
 /// Where projection rows go: JSON for the append path (`ProjectionJSONRows`), COPY text for a rebuild
 /// (`ProjectionCopyRows`). Each encodes a column's value its own way; which columns a row has, in which
 /// order and from which part of the fold, is said once, in `ProjectionRows.write`.
@@ -39,7 +53,14 @@ protocol ProjectionRowEncoder {
 /// migrations define the tables; adding a column is that migration plus one line here).
 enum ProjectionRows {
     /// Writes the folded subscriber's rows; with a `patch`, only those its previous fold did not already have.
-    static func write(_ f: ProjectionWriter.Folded, to e: inout some ProjectionRowEncoder, patch: ProjectionPatch? = nil) {
+    static func write(
+        _ f: ProjectionWriter.Folded, to e: inout some ProjectionRowEncoder, patch: ProjectionPatch? = nil, parts: ProjectionParts = .all
+    ) {
+        if parts.subscriber { writeSubscriber(f, to: &e, patch: patch) }
+        if parts.reports { writeReports(f, to: &e, patch: patch) }
+    }
+
+    private static func writeSubscriber(_ f: ProjectionWriter.Folded, to e: inout some ProjectionRowEncoder, patch: ProjectionPatch?) {
         for (seq, w) in f.ledger.windows.enumerated() where patch?.keptWindows.contains(seq) != true {
             let cut = w.effectiveCut
             e.beginRow(.windows)
@@ -69,6 +90,9 @@ enum ProjectionRows {
         e.text("merged_into", f.ledger.mergedInto)
         e.integer("first_seen_us", f.facts.firstSeen?.microseconds)
         e.endRow()
+    }
+
+    private static func writeReports(_ f: ProjectionWriter.Folded, to e: inout some ProjectionRowEncoder, patch: ProjectionPatch?) {
         for (i, (run, firstStart)) in zip(f.facts.runs, f.facts.runFirstStarts).enumerated()
         where patch?.keptRuns.contains(i) != true {
             e.beginRow(.reportRuns)

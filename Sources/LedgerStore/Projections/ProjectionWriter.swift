@@ -12,19 +12,18 @@ import PostgresNIO
 struct ProjectionWriter {
     let logger: Logger
 
-    /// Folds the given subscribers' streams as stored (this transaction's rows included) and writes them;
-    /// `reflected` is the last position the projection already holds (the rollups get the difference the
-    /// events after it make). Returns how many events were folded.
+    /// Folds the given subscribers' streams as stored (this transaction's rows included) and writes their
+    /// own tables (`windows`, `subscriber_state`); their report facts are `ReportRollupWorker`'s, which
+    /// follows the log. Returns how many events were folded.
     @discardableResult
-    func refold(_ subscribers: [String], reflectedThrough reflected: Int64, on connection: PostgresConnection) async throws -> Int {
+    func refold(_ subscribers: [String], on connection: PostgresConnection) async throws -> Int {
         guard !subscribers.isEmpty else { return 0 }
         let streams = try await streams(
             """
             SELECT \(unescaped: EventRow.streamColumns) FROM events
             WHERE subscriber_id = ANY(\(TextArray(subscribers))::text[]) ORDER BY subscriber_id, version
             """, on: connection)
-        let previous = streams.mapValues { $0.filter { $0.position <= reflected } }.filter { !$0.value.isEmpty }
-        try await write(Self.fold(streams, previous: previous), on: connection)
+        try await write(Self.fold(streams, previous: [:]), parts: .subscriber, on: connection)
         return streams.values.reduce(0) { $0 + $1.count }
     }
 
@@ -88,11 +87,11 @@ struct ProjectionWriter {
         var hash: [UInt8]
     }
 
-    /// Replaces the projection rows (windows, state and report facts) of the given subscribers, in one round
+    /// Replaces the projection rows of `parts` of the given subscribers, in one round
     /// trip (`schema/functions/subledger_projection_write.sql`).
-    func write(_ folded: [Folded], on connection: PostgresConnection) async throws {
+    func write(_ folded: [Folded], parts: ProjectionParts, on connection: PostgresConnection) async throws {
         guard !folded.isEmpty else { return }
-        let rows = ProjectionJSONRows(folded)
+        let rows = ProjectionJSONRows(folded, parts: parts)
         // Read, so an error the function raises after its row description is thrown here. The last statement
         // before COMMIT also lifts the statement timeout for the rest of the transaction: a timeout cancels a
         // COMMIT that waits for the synchronous standby into a mere WARNING, leaving the append committed
@@ -100,9 +99,9 @@ struct ProjectionWriter {
         _ = try await connection.query(
             """
             SELECT subledger_projection_write(
-                \(TextArray(folded.map(\.subscriber)))::text[], \(rows.text(.windows))::jsonb, \(rows.text(.subscriberState))::jsonb,
-                \(rows.text(.reportRuns))::jsonb, \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb,
-                \(rows.rollupText)::text),
+                \(TextArray(folded.map(\.subscriber)))::text[], \(rows.rows(.windows))::jsonb, \(rows.rows(.subscriberState))::jsonb,
+                \(rows.rows(.reportRuns))::jsonb, \(rows.rows(.reportTransactions))::jsonb, \(rows.rows(.reportTrials))::jsonb,
+                NULL::text),
                 set_config('statement_timeout', '0', true)
             """, logger: logger
         ).collect()

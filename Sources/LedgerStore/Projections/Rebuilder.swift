@@ -75,14 +75,14 @@ public struct Rebuilder: Sendable {
             phase("analyze")
             try await writer.query("SELECT pg_advisory_xact_lock(\(EventStore.appendLockKey))", logger: logger)
             try await writer.query("SELECT subledger_rebuild_swap()", logger: logger)
-            // The queued report cells were changes to the old tables: the new ones hold every event up to `seen`,
-            // and the refold below queues the changes of the events after it.
+            // The new report facts and cells hold every event up to `seen`: `ReportRollupWorker` follows the log
+            // from there. The subscribers' own tables are brought to the log's end here, under the append lock.
             try await writer.query("DELETE FROM report_rollup_queue", logger: logger)
             var moved: [String] = []
             let rows = try await writer.query(
                 "SELECT DISTINCT subscriber_id FROM events WHERE position > \(seen)", logger: logger)
             for try await s in rows.decode(String.self) { moved.append(s) }
-            try await ProjectionWriter(logger: logger).refold(moved, reflectedThrough: seen, on: writer)
+            try await ProjectionWriter(logger: logger).refold(moved, on: writer)
             try await writer.query("UPDATE report_rollup_state SET complete = true, applied_position = \(seen)", logger: logger)
             // The day cells' queue was replaced, not moved on: the reporting currency cells are computed afresh
             // (`ConvertedRevenueCells.refresh`, which the CLI runs after a rebuild and the server's worker runs).

@@ -65,7 +65,7 @@ extension ReportStore {
         let logger = database.logger
         let key = entitlement ?? ""
         let started = ContinuousClock.now
-        let result = try await database.withConnection { c in
+        let result = try await reading { c in
             var acc = RevenueAccumulator(boundaries: boundaries)
             acc.include(currency: fx.currency)
             var factors = FXFactorCache(table: table, target: fx.currency)
@@ -101,7 +101,7 @@ extension ReportStore {
         let logger = database.logger
         let key = entitlement ?? ""
         let t = at.microseconds
-        return try await database.withConnection { c in
+        return try await reading { c in
             var groups: [ConvertedMRR.Group] = []
             let sums = try await c.query(
                 """

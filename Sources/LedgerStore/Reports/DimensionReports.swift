@@ -51,7 +51,7 @@ extension ReportStore {
         let logger = database.logger
         // The filters in SQL too, so a filtered report reads only its transactions (LedgerCore decides again).
         let (stores, countries, products, entitlements) = Self.filterBinds(dimensions)
-        return try await database.withConnection { [converting] c in
+        return try await reading { [converting] c in
             var acc = GroupedRevenueAccumulator(boundaries: boundaries, dimensions: dimensions, include: fx?.currency)
             var factors = converting
             let rows = try await c.query(
@@ -100,7 +100,7 @@ extension ReportStore {
             var subscribers: Set<String> = []
         }
         // Keyed by group, then by currency (the reporting currency when converting).
-        var cells: [String?: [String: Cell]] = try await database.withConnection { c in
+        var cells: [String?: [String: Cell]] = try await reading { c in
             var cells: [String?: [String: Cell]] = [:]
             let rows = try await c.query(
                 """
@@ -208,7 +208,7 @@ extension ReportStore {
         let keys = perEntitlement ? Array(dimensions.entitlements) : [""]
         let everyKey = perEntitlement && dimensions.entitlements.isEmpty
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             var acc = initial
             let rows = try await c.query(
                 """
@@ -274,7 +274,7 @@ extension ReportStore {
             return GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions).periods.map { Grouped(group: $0.group, row: $0.period) }
         }
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             var acc = GroupedTrialAccumulator(boundaries: boundaries, dimensions: dimensions)
             let rows = try await c.query(
                 """

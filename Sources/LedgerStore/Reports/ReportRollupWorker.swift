@@ -4,16 +4,20 @@ import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// Applies the report cells appends queue in `report_rollup_queue` (schema 0029) to the rollup tables, off the
+/// Keeps the report facts (`report_runs`, `report_transactions`, `report_trials`) and the rollup cells, off the
 /// append path: a backend's entitlement read right after a purchase needs the events, windows and subscriber
-/// state the append writes, not the analysts' cells.
+/// state the append writes, not the analysts' facts and cells (schema 0034, docs/reports.md "Rollups").
 ///
-/// Each batch is one transaction: the oldest queued rows, summed per cell and applied with one statement
-/// (`subledger_rollup_drain`), then deleted, so a worker killed mid-batch leaves its rows queued and nothing
-/// counts twice. The rollup lock makes one batch run at a time across every server (the lease: whichever
-/// instance takes it works, the others find it taken and wait for their next turn); the rebuild's lock, taken
-/// shared, pauses the worker while a rebuild replaces the tables. Reports on the primary apply what is still
-/// queued before reading (`catchUp`), so the worker's delay only bounds how much a report has to apply.
+/// The worker follows the feed from a cursor (`report_rollup_state.applied_position`): the feed is gapless and
+/// commits in position order (docs/event-store.md), and a batch still stops at a gap. Each batch is one
+/// transaction: the subscribers its events touch are folded as they were at the cursor and as they are at the
+/// batch's end; their changed fact rows and the sum of their cells' changes are written by one statement
+/// (`subledger_rollup_follow`), which moves the cursor, so a worker killed mid-batch leaves the cursor where
+/// it was and nothing counts twice. The rollup lock makes one batch run at a time across every server (the
+/// lease: whichever instance takes it works, the others find it taken and wait for their next turn); the
+/// rebuild's lock, taken shared, pauses the worker while a rebuild replaces the tables (and sets the cursor).
+/// Reports on the primary apply what is behind before reading (`catchUp`), so the worker's delay only bounds
+/// how much a report has to apply.
 public struct ReportRollupWorker: Service {
     /// Serializes every writer of the rollup cells after an append: this worker, a report's catch-up and
     /// `RevenueDayWorker`.
@@ -24,11 +28,12 @@ public struct ReportRollupWorker: Service {
     let gather: Duration
     let batchSize: Int
     private let signal = WakeSignal()
+    private let folds = FoldMemory()
 
     /// `interval`: how often the worker looks without being woken (appends through other servers or the
     /// CLI); this server's appends wake it (`wake`), so an idle server keeps no connection busy. `gather`: how
-    /// long a woken worker lets further appends queue before it applies them, so that one batch takes many (a
-    /// batch's statement costs about as much for one queued append as for hundreds: 0.2–0.5 ms).
+    /// long a woken worker lets further appends commit before it follows them, so that one batch takes many
+    /// (a batch's statements cost about as much for one append as for hundreds). `batchSize`: events per batch.
     public init(database: Database, interval: Duration = .seconds(10), gather: Duration = .milliseconds(100), batchSize: Int = 2000) {
         self.database = database
         self.interval = interval
@@ -36,7 +41,7 @@ public struct ReportRollupWorker: Service {
         self.batchSize = max(1, batchSize)
     }
 
-    /// Tells the worker cells were queued (an append of this server committed).
+    /// Tells the worker events were appended (an append of this server committed).
     public func wake() { signal.signal() }
 
     public func run() async throws {
@@ -52,75 +57,160 @@ public struct ReportRollupWorker: Service {
                     logger.warning("report rollups failed; retrying", metadata: ["error.message": "\(error)"])
                 }
                 // Another server's worker (or a rebuild) holds the lock: look again soon, as it may have taken
-                // its batch before this server's cells were queued.
+                // its batch before this server's events committed.
                 await self.signal.wait(timeout: lockTaken ? .milliseconds(50) : self.interval)
                 try? await Task.sleep(for: self.gather)
             }
         }
     }
 
-    /// Applies queued rows batch by batch until the queue is empty; returns how many rows were applied, or
-    /// nil when another worker or a rebuild held the lock before the queue was empty.
+    /// Follows the log batch by batch until the cursor is at its end; returns how many events were applied, or
+    /// nil when another worker or a rebuild held the lock before that.
     @discardableResult
     public func drain() async throws -> Int? {
         var total = 0
-        while try await queued() {
+        while try await behind() {
             guard let applied = try await applyBatch(waiting: false) else { return nil }
             total += applied
-            if applied < batchSize { break }
+            if applied == 0 { break }
         }
         return total
     }
 
-    /// Everything queued when it is called is applied when it returns, unless a rebuild is running (which
-    /// writes every cell afresh). A report calls it, having seen cells queued, before reading the rollups: it
-    /// waits for a worker's batch in flight rather than skipping, so the report includes every event committed
-    /// before it.
+    /// Everything committed when it is called is applied when it returns, unless a rebuild is running (which
+    /// writes every fact and cell afresh). A report calls it, having seen the cursor behind, before reading:
+    /// it waits for a worker's batch in flight rather than skipping, so the report includes every event
+    /// committed before it.
     public func catchUp() async throws {
-        // A batch smaller than asked for took all there was: appends that commit meanwhile are not chased.
-        while let applied = try await applyBatch(waiting: true), applied == batchSize {}
+        let logger = database.logger
+        let head = try await database.withConnection { c in
+            try await c.query("SELECT coalesce(max(position), 0)::int8 FROM events", logger: logger).collect().first?.decode(Int64.self) ?? 0
+        }
+        while let (applied, cursor) = try await follow(waiting: true), applied > 0, cursor < head {}
     }
 
-    /// One batch in one transaction; nil when the lock is taken (`waiting`: only by a rebuild).
+    /// `catchUp` when the cursor is behind the log on a primary whose rollups are complete: what every reader
+    /// of the report facts or cells calls first. Returns whether the rollups are complete.
+    @discardableResult
+    public static func catchUpIfBehind(_ database: Database) async throws -> Bool {
+        let logger = database.logger
+        let (complete, behind) = try await database.withConnection { c in
+            try await c.query(
+                """
+                SELECT complete, NOT pg_is_in_recovery() AND applied_position < (SELECT coalesce(max(position), 0) FROM events)
+                FROM report_rollup_state
+                """, logger: logger
+            ).collect().first?.decode((Bool, Bool).self) ?? (false, false)
+        }
+        if complete && behind { try await ReportRollupWorker(database: database).catchUp() }
+        return complete
+    }
+
+    /// One batch in one transaction: how many events it applied (0: none after the cursor, or the rollups are
+    /// incomplete until a rebuild); nil when the lock is taken (`waiting`: only by a rebuild).
     public func applyBatch(waiting: Bool = false) async throws -> Int? {
+        try await follow(waiting: waiting)?.applied
+    }
+
+    /// `applyBatch`, also saying where it left the cursor.
+    private func follow(waiting: Bool) async throws -> (applied: Int, cursor: Int64)? {
         let logger = database.logger
         let batchSize = self.batchSize
-        return try await database.transaction { c -> Int? in
+        let folds = self.folds
+        return try await database.transaction { c -> (Int, Int64)? in
+            // A batch is bounded (its events, and each touched stream by the limits), yet follows the log for
+            // every report that waits for it: not bound by the server's statement timeout, which is for requests.
+            try await c.query("SET LOCAL statement_timeout = 0", logger: logger)
             let lock: PostgresQuery =
                 waiting
                 ? "SELECT pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey)) FROM (SELECT pg_advisory_xact_lock(\(Self.rollupLockKey))) waited"
                 : "SELECT pg_try_advisory_xact_lock(\(Self.rollupLockKey)) AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))"
             guard try await c.query(lock, logger: logger).collect().first?.decode(Bool.self) == true else { return nil }
-            let applied =
-                try await c.query("SELECT subledger_rollup_drain(\(Int32(clamping: batchSize)))", logger: logger)
-                .collect().first?.decode(Int32.self) ?? 0
-            if applied > 0 { logger.debug("report rollups applied", metadata: ["report_rollups.applied": "\(applied)"]) }
-            return Int(applied)
+            guard
+                let (complete, cursor) = try await c.query(
+                    "SELECT complete, applied_position FROM report_rollup_state", logger: logger
+                ).collect().first?.decode((Bool, Int64).self), complete
+            else { return (0, 0) }
+            // The batch: the events after the cursor, up to the first gap (none is expected: see above).
+            var end = cursor
+            var subscribers = Set<String>()
+            let batch = try await c.query(
+                "SELECT position, subscriber_id FROM events WHERE position > \(cursor) ORDER BY position LIMIT \(Int64(batchSize))",
+                logger: logger
+            ).collect()
+            for row in batch {
+                let (position, subscriber) = try row.decode((Int64, String).self)
+                guard position == end + 1 else { break }
+                end = position
+                subscribers.insert(subscriber)
+            }
+            guard end > cursor else { return (0, cursor) }
+            let writer = ProjectionWriter(logger: logger)
+            let streams = try await writer.streams(
+                """
+                SELECT \(unescaped: EventRow.streamColumns) FROM events
+                WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) AND position <= \(end)
+                ORDER BY subscriber_id, version
+                """, on: c)
+            let previous = streams.mapValues { $0.filter { $0.position <= cursor } }.filter { !$0.value.isEmpty }
+            let folded = ProjectionWriter.fold(streams, previous: previous, known: folds.known(Array(subscribers)))
+            let rows = ProjectionJSONRows(folded, patched: true, parts: .reports)
+            let moved =
+                try await c.query(
+                    """
+                    SELECT subledger_rollup_follow(\(cursor), \(end), \(rows.deletionsText)::jsonb, \(rows.text(.reportRuns))::jsonb,
+                        \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb, \(rows.rollupText)::text)
+                    """, logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
+            guard moved else { return (0, cursor) }
+            folds.keep(folded)
+            logger.debug(
+                "report rollups applied",
+                metadata: ["report_rollups.events": "\(end - cursor)", "report_rollups.subscribers": "\(subscribers.count)"])
+            return (Int(end - cursor), end)
         }
     }
 
-    /// Whether any cells wait (a read outside a transaction: an idle worker costs one index probe).
-    func queued() async throws -> Bool {
-        let logger = database.logger
-        return try await database.withConnection { c in
-            // The oldest row through the primary key: a queue emptied as fast as it fills is mostly dead rows,
-            // which a scan of the table would read (0.24 ms a look, measured) and the index skips.
-            try await c.query("SELECT id FROM report_rollup_queue ORDER BY id LIMIT 1", logger: logger).collect().isEmpty == false
-        }
-    }
-
-    /// The position the rollups of `database` hold: every event up to it is in the cells (while cells are
-    /// queued, the log's end the last applied row was queued at; else the log's end). On a replica, where
-    /// nothing is applied, a report answers it.
-    public static func position(of database: Database) async throws -> Int64 {
+    /// Whether the cursor is behind the log (a read outside a transaction: an idle worker costs two index probes).
+    func behind() async throws -> Bool {
         let logger = database.logger
         return try await database.withConnection { c in
             try await c.query(
                 """
-                SELECT CASE WHEN EXISTS (SELECT 1 FROM report_rollup_queue ORDER BY id LIMIT 1) THEN (SELECT applied_position FROM report_rollup_state)
-                            ELSE (SELECT coalesce(max(position), 0) FROM events) END::int8
+                SELECT complete AND applied_position < (SELECT coalesce(max(position), 0) FROM events) FROM report_rollup_state
                 """, logger: logger
-            ).collect().first?.decode(Int64.self) ?? 0
+            ).collect().first?.decode(Bool.self) == true
+        }
+    }
+
+    /// The position the report facts and rollups of `database` hold: every event up to it is in them, none
+    /// after it. On a replica, where nothing is applied, a report answers it.
+    public static func position(of database: Database) async throws -> Int64 {
+        let logger = database.logger
+        return try await database.withConnection { c in
+            try await c.query("SELECT applied_position FROM report_rollup_state", logger: logger).collect().first?.decode(Int64.self) ?? 0
+        }
+    }
+}
+
+/// The worker's last folds of the subscribers it followed, so that a subscriber touched again is not folded
+/// twice per batch (its fold at the cursor is the one kept, when its head matches). Bounded: emptied when full.
+final class FoldMemory: Sendable {
+    static let capacity = 4096
+    private let folds = Mutex([String: ProjectionWriter.Previous]())
+
+    func known(_ subscribers: [String]) -> [String: ProjectionWriter.Previous] {
+        folds.withLock { f in
+            var out: [String: ProjectionWriter.Previous] = [:]
+            for s in subscribers { if let p = f[s] { out[s] = p } }
+            return out
+        }
+    }
+
+    func keep(_ folded: [ProjectionWriter.Folded]) {
+        folds.withLock { f in
+            if f.count + folded.count > Self.capacity { f.removeAll(keepingCapacity: true) }
+            for x in folded { f[x.subscriber] = x.asPrevious }
         }
     }
 }

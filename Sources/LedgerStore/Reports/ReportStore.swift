@@ -29,22 +29,28 @@ public struct ReportStore: Sendable {
         self.init(database: Database(client: client, logger: logger), rollups: rollups)
     }
 
+    /// A connection for reading the report facts or cells, once the rollup worker has followed the log to its
+    /// end (on the primary): both are its (`ReportRollupWorker`, docs/reports.md "Rollups"), so a report right
+    /// after an append includes it.
+    func reading<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await ReportRollupWorker.catchUpIfBehind(database)
+        return try await database.withConnection(body)
+    }
+
+    /// `reading`, in a transaction.
+    func readingTransaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await ReportRollupWorker.catchUpIfBehind(database)
+        return try await database.transaction(body)
+    }
+
     /// Whether the rollups can answer: asked for, and complete (a migration on a ledger with events leaves
-    /// them empty until the rebuild `subledger migrate` runs). On the primary, the cells appends queued are
-    /// applied first (`ReportRollupWorker.catchUp`), so the report includes every event committed before it;
-    /// a replica answers what it holds (`ReadRouter.readReports` says which position that is).
+    /// them empty until the rebuild `subledger migrate` runs). On the primary, the events the rollup worker has
+    /// not followed yet are applied first (`ReportRollupWorker.catchUpIfBehind`: the report facts are its too),
+    /// so the report includes every event committed before it; a replica answers what it holds
+    /// (`ReadRouter.readReports` says which position that is).
     func useRollups() async throws -> Bool {
-        guard rollups else { return false }
-        let logger = database.logger
-        let (complete, queued) = try await database.withConnection { c in
-            try await c.query(
-                """
-                SELECT complete, NOT pg_is_in_recovery() AND EXISTS (SELECT 1 FROM report_rollup_queue ORDER BY id LIMIT 1) FROM report_rollup_state
-                """, logger: logger
-            ).collect().first?.decode((Bool, Bool).self) ?? (false, false)
-        }
-        if complete && queued { try await ReportRollupWorker(database: database).catchUp() }
-        return complete
+        let complete = try await ReportRollupWorker.catchUpIfBehind(database)
+        return rollups && complete
     }
 
     /// Churn per period between consecutive `boundaries`, the calendar grid of `interval`; `entitlement`
@@ -55,7 +61,7 @@ public struct ReportStore: Sendable {
         else { return try await churn(boundaries: boundaries, entitlement: entitlement) }
         let logger = database.logger
         let key = entitlement ?? ""
-        return try await database.withConnection { c in
+        return try await reading { c in
             var days: [(day: Int64, counts: ReportRollup.Counts)] = []
             let rows = try await c.query(
                 "SELECT day_us, starts, ends FROM report_run_days WHERE entitlement = \(key) AND day_us < \(to)", logger: logger)
@@ -104,7 +110,7 @@ public struct ReportStore: Sendable {
         if try await useRollups() {
             let logger = database.logger
             let key = entitlement ?? ""
-            return try await database.withConnection { c in
+            return try await reading { c in
                 var cells: [(cohort: Int64, month: Int64, delta: Int64)] = []
                 let rows = try await c.query(
                     """
@@ -135,7 +141,7 @@ public struct ReportStore: Sendable {
         let logger = database.logger
         let key = entitlement ?? ""
         if interval == .month {
-            return try await database.withConnection { c in
+            return try await reading { c in
                 let cells = try await Self.revenueCells(
                     "SELECT month_us, \(unescaped: Self.revenueCellColumns) FROM report_revenue_months WHERE entitlement = \(key) AND month_us < \(to)",
                     on: c, logger: logger)
@@ -145,7 +151,7 @@ public struct ReportStore: Sendable {
             }
         }
         // One snapshot: the worker moves rows from the queue into the day cells in one transaction.
-        return try await database.transaction { c in
+        return try await readingTransaction { c in
             try await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             var cells = try await Self.revenueCells(
                 "SELECT day_us, \(unescaped: Self.revenueCellColumns) FROM report_revenue_days WHERE entitlement = \(key) AND day_us < \(to)",
@@ -201,7 +207,7 @@ public struct ReportStore: Sendable {
     public func revenue(boundaries: [Timestamp], entitlement: String?) async throws -> [RevenuePeriod] {
         guard boundaries.count > 1 else { return [] }
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             try await Self.revenue(boundaries: boundaries, entitlement: entitlement, beside: nil, on: c, logger: logger)
         }
     }
@@ -285,7 +291,7 @@ public struct ReportStore: Sendable {
         }
         let logger = database.logger
         let key = entitlement ?? ""
-        return try await database.withConnection { c in
+        return try await reading { c in
             var days: [(day: Int64, counts: ReportRollup.Counts)] = []
             let rows = try await c.query(
                 """
@@ -305,7 +311,7 @@ public struct ReportStore: Sendable {
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds else { return initial.periods }
         let logger = database.logger
         let key = entitlement ?? ""
-        let acc = try await database.withConnection { c in
+        let acc = try await reading { c in
             var acc = initial
             let rows = try await c.query(
                 """
@@ -334,7 +340,7 @@ public struct ReportStore: Sendable {
             let boundary = t &- hour <= hour &+ 3_600_000_000 &- t ? hour : hour &+ 3_600_000_000
             let midnight = ReportInterval.day.periodStart(containing: Timestamp(microseconds: boundary)).microseconds
             let (lo, hi) = (min(boundary, t), max(boundary, t))
-            return try await database.withConnection { c in
+            return try await reading { c in
                 // The days before the boundary's midnight, then that day's hours before the boundary.
                 var amounts: [(currency: String, amount: MonthlyAmount)] = []
                 let sums = try await c.query(
@@ -404,7 +410,7 @@ public struct ReportStore: Sendable {
         }
         let key = entitlement ?? ""
         let t = at.microseconds
-        return try await database.withConnection { c in
+        return try await reading { c in
             var amounts: [String: [MonthlyAmount]] = [:]
             let sums = try await c.query(
                 """
@@ -439,7 +445,7 @@ public struct ReportStore: Sendable {
     /// Streams runs ordered by subscriber and hands each subscriber's runs to the accumulator.
     private func streamRuns<A: RunAccumulating>(_ query: PostgresQuery, into initial: A) async throws -> A {
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             var acc = initial
             var current: String?
             var runs: [PaidRun] = []

@@ -46,7 +46,7 @@ extension ReportStore {
         else { return nil }
         let logger = database.logger
         let s = scope
-        return try await database.withConnection { c in
+        return try await reading { c in
             var days: [(day: Int64, currency: String, group: String?, cell: ReportRollup.RefundCell)] = []
             let rows = try await c.query(
                 """
@@ -100,7 +100,7 @@ extension ReportStore {
         let logger = database.logger
         let s = scope
         let longest = Int32(clamping: days.max() ?? 0)
-        return try await database.withConnection { c in
+        return try await reading { c in
             var population: [(day: Int64, group: String?, subscribers: Int64)] = []
             var converted: [(day: Int64, group: String?, wait: Int32, subscribers: Int64)] = []
             // Everyone first seen is counted once under `populationWait`; the report's key holds those who paid for it,
@@ -137,7 +137,7 @@ extension ReportStore {
         else { return nil }
         let logger = database.logger
         let s = scope
-        return try await database.withConnection { c in
+        return try await reading { c in
             var cells: [(cohort: Int64, currency: String, group: String?, month: Int64, cell: ReportRollup.LTVCell)] = []
             let rows = try await c.query(
                 """
@@ -202,7 +202,7 @@ extension ReportStore {
         else { return nil }
         let logger = database.logger
         let s = scope
-        return try await database.withConnection { c in
+        return try await reading { c in
             var level: [(currency: String, group: String?, denominator: Int128, value: Int128)] = []
             // The level just before the span: every day cell before it, adds less subtractions (expansion and
             // contraction move money, not subscribers).
@@ -253,7 +253,7 @@ extension ReportStore {
         else { return nil }
         let logger = database.logger
         let s = scope
-        return try await database.withConnection { c in
+        return try await reading { c in
             var cells: [String?: [(period: Int64, currency: String, cell: ReportRollup.RevenueCell)]] = [:]
             let rows = try await c.query(
                 """
@@ -286,7 +286,7 @@ extension ReportStore {
         else { return nil }
         let logger = database.logger
         let s = scope
-        return try await database.withConnection { c in
+        return try await reading { c in
             var days: [String?: [(day: Int64, counts: ReportRollup.Counts)]] = [:]
             let rows = try await c.query(
                 """
@@ -323,7 +323,7 @@ extension ReportStore {
         scope.key = ""
         let s = scope
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             var days: [String?: [(day: Int64, counts: ReportRollup.Counts)]] = [:]
             let rows = try await c.query(
                 """

@@ -53,7 +53,7 @@ extension ReportStore {
             ORDER BY 1, 2, 3
             """
         return try await Self.refusingMissingRates {
-            try await database.withConnection { c in
+            try await reading { c in
                 var acc = initial
                 var current: String?
                 var runs: [PaidRun] = []
@@ -149,7 +149,7 @@ extension ReportStore {
             ORDER BY s.subscriber_id
             """
         return try await Self.refusingMissingRates {
-            try await database.withConnection { c in
+            try await reading { c in
                 var acc = initial
                 var current: String?
                 var firstStarts: [String: Timestamp] = [:]
@@ -205,7 +205,7 @@ extension ReportStore {
                    OR EXISTS (SELECT 1 FROM unnest(refund_at_us) r WHERE r >= \(from) AND r < \(to)))
             """
         return try await Self.refusingMissingRates {
-            try await database.withConnection { c in
+            try await reading { c in
                 var acc = initial
                 for try await row in try await c.query(query, logger: logger) {
                     guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
@@ -237,7 +237,7 @@ extension ReportStore {
             }
         }
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             var acc = initial
             // One row per subscriber first seen in the span and transaction (trial: tag 0; paid: tag 1, `held`
             // when a transferred copy); a subscriber without any comes once with NULLs.
@@ -290,7 +290,7 @@ extension ReportStore {
     /// trials and transactions for their dimensions). Same answer as the grouped accumulator's ungrouped row.
     private func conversion(from: Int64, to: Int64, boundaries: [Timestamp], days: [Int], key: String) async throws -> [ConversionPeriod] {
         let logger = database.logger
-        return try await database.withConnection { c in
+        return try await reading { c in
             var acc = ConversionAccumulator(boundaries: boundaries, days: days)
             let rows = try await c.query(
                 """
