@@ -61,6 +61,39 @@ struct ReportRollupFollowTests {
         }
     }
 
+    @Test("a batch of heavy purchases is cut by its weight (an event and its entitlements), and still ends equal to the rebuild")
+    func heavyBatchesAreCut() async throws {
+        try await TestDatabase.with { client, _ in
+            let database = Database(client: client, logger: TestDatabase.logger)
+            let entitlements = (0..<64).map { JSONValue.string("e\($0)") }
+            let events = try (0..<80).map { i -> NewEvent in
+                let day = String(format: "%02d", i % 28 + 1)
+                return try EventDecoder.decode(
+                    [
+                        "subscriber_id": .string("heavy-\(i % 20)"), "type": "purchase",
+                        "occurred_at": .string("2026-0\(i % 9 + 1)-\(day)T10:00:00Z"), "source": "gen", "environment": "production",
+                        "idempotency_key": .string("heavy-\(i)"),
+                        "data": [
+                            "product_id": "pro.pack", "transaction_id": .string("heavy-\(i)"), "entitlements": .array(entitlements),
+                            "duration": "P1M", "kind": "non_renewing", "price_minor": 999, "currency": "USD",
+                        ],
+                    ], path: "")
+            }
+            _ = try await EventStore(database: database).append(events)
+            let perBatch = ReportRollupWorker.batchWeight / 65
+            let worker = ReportRollupWorker(database: database)
+            #expect(try await worker.applyBatch() == perBatch)
+            #expect(try await worker.drain() == 80 - perBatch, "the drain goes on past a batch cut by its weight")
+            #expect(try await Self.behind(client) == 0)
+            try await RevenueDayWorker(database: database).drain()
+            let applied = try await ReportRollupTests.tables(client)
+            let facts = try await ProjectionTests.dump(client)
+            try await Rebuilder(database: database).rebuild()
+            #expect(try await ReportRollupTests.tables(client) == applied)
+            #expect(try await ProjectionTests.dump(client) == facts)
+        }
+    }
+
     @Test("a batch that fails after writing part of its rows (a killed worker) leaves the cursor, facts and cells as they were")
     func failedBatchLosesAndDoublesNothing() async throws {
         try await TestDatabase.with { client, _ in

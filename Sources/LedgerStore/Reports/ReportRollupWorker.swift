@@ -1,4 +1,5 @@
 import Foundation
+import LedgerCore
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -22,6 +23,10 @@ public struct ReportRollupWorker: Service {
     /// Serializes every writer of the rollup cells after an append: this worker, a report's catch-up and
     /// `RevenueDayWorker`.
     static let rollupLockKey: Int64 = 0x5355_424C_524F_4C4C
+
+    /// The most a batch weighs, one per event plus one per entitlement it names (the first event always goes):
+    /// 2,000 ordinary purchases, or about 60 of 64 entitlements.
+    public static let batchWeight = 4096
 
     let database: Database
     let interval: Duration
@@ -70,12 +75,12 @@ public struct ReportRollupWorker: Service {
     public func drain() async throws -> Int? {
         var total = 0
         while try await behind() {
-            guard let applied = try await applyBatch(waiting: false) else { return nil }
-            total += applied
-            // A batch smaller than asked for took all there was: what commits meanwhile waits for the next
+            guard let batch = try await follow(waiting: false) else { return nil }
+            total += batch.applied
+            // A batch that was not full took all there was: what commits meanwhile waits for the next
             // gathering, so that under steady appends batches stay large (each costs about as much for one
             // event as for hundreds).
-            if applied < batchSize { break }
+            if !batch.full { break }
         }
         return total
     }
@@ -89,7 +94,7 @@ public struct ReportRollupWorker: Service {
         let head = try await database.withConnection { c in
             try await c.query("SELECT coalesce(max(position), 0)::int8 FROM events", logger: logger).collect().first?.decode(Int64.self) ?? 0
         }
-        while let (applied, cursor) = try await follow(waiting: true), applied > 0, cursor < head {}
+        while let batch = try await follow(waiting: true), batch.applied > 0, batch.cursor < head {}
     }
 
     /// `catchUp` when the cursor is behind the log on a primary whose rollups are complete: what every reader
@@ -115,12 +120,13 @@ public struct ReportRollupWorker: Service {
         try await follow(waiting: waiting)?.applied
     }
 
-    /// `applyBatch`, also saying where it left the cursor.
-    private func follow(waiting: Bool) async throws -> (applied: Int, cursor: Int64)? {
+    /// `applyBatch`, also saying where it left the cursor and whether the batch was full (cut at its size or
+    /// weight, so more may follow at once).
+    private func follow(waiting: Bool) async throws -> (applied: Int, cursor: Int64, full: Bool)? {
         let logger = database.logger
         let batchSize = self.batchSize
         let folds = self.folds
-        return try await database.transaction { c -> (Int, Int64)? in
+        return try await database.transaction { c -> (Int, Int64, Bool)? in
             // A batch is bounded (its events, and each touched stream by the limits), yet follows the log for
             // every report that waits for it: not bound by the server's statement timeout, which is for requests.
             try await c.query("SET LOCAL statement_timeout = 0", logger: logger)
@@ -133,21 +139,35 @@ public struct ReportRollupWorker: Service {
                 let (complete, cursor) = try await c.query(
                     "SELECT complete, applied_position FROM report_rollup_state", logger: logger
                 ).collect().first?.decode((Bool, Int64).self), complete
-            else { return (0, 0) }
-            // The batch: the events after the cursor, up to the first gap (none is expected: see above).
+            else { return (0, 0, false) }
+            // The batch: the events after the cursor, up to the first gap (none is expected: see above), and
+            // while their weight fits: an event's cells grow with its entitlements (a purchase with 64 of them
+            // changes about 1,600 cells), so a batch of heavy purchases is cut short to bound the cells it sums.
             var end = cursor
             var subscribers = Set<String>()
+            var weight = 0
             let batch = try await c.query(
-                "SELECT position, subscriber_id FROM events WHERE position > \(cursor) ORDER BY position LIMIT \(Int64(batchSize))",
+                """
+                SELECT position, subscriber_id,
+                       CASE jsonb_typeof(data -> \(EventDataKey.entitlements)) WHEN 'array'
+                            THEN jsonb_array_length(data -> \(EventDataKey.entitlements)) ELSE 0 END
+                FROM events WHERE position > \(cursor) ORDER BY position LIMIT \(Int64(batchSize))
+                """,
                 logger: logger
             ).collect()
+            var full = batch.count == batchSize
             for row in batch {
-                let (position, subscriber) = try row.decode((Int64, String).self)
+                let (position, subscriber, entitlements) = try row.decode((Int64, String, Int32).self)
+                weight += 1 + Int(entitlements)
                 guard position == end + 1 else { break }
+                guard end == cursor || weight <= Self.batchWeight else {
+                    full = true
+                    break
+                }
                 end = position
                 subscribers.insert(subscriber)
             }
-            guard end > cursor else { return (0, cursor) }
+            guard end > cursor else { return (0, cursor, false) }
             let writer = ProjectionWriter(logger: logger)
             let streams = try await writer.streams(
                 """
@@ -165,12 +185,12 @@ public struct ReportRollupWorker: Service {
                         \(rows.text(.reportTransactions))::jsonb, \(rows.text(.reportTrials))::jsonb, \(rows.rollupText)::text)
                     """, logger: logger
                 ).collect().first?.decode(Bool.self) ?? false
-            guard moved else { return (0, cursor) }
+            guard moved else { return (0, cursor, false) }
             folds.keep(folded)
             logger.debug(
                 "report rollups applied",
                 metadata: ["report_rollups.events": "\(end - cursor)", "report_rollups.subscribers": "\(subscribers.count)"])
-            return (Int(end - cursor), end)
+            return (Int(end - cursor), end, full)
         }
     }
 
