@@ -26,6 +26,16 @@ struct ReportRollupFollowTests {
             .decode(Int64.self) ?? -1
     }
 
+    /// The facts and cells the worker wrote (the day cells' queue applied) are those a rebuild writes.
+    static func expectRebuildEqual(_ client: PostgresClient, _ database: Database) async throws {
+        try await RevenueDayWorker(database: database).drain()
+        let applied = try await ReportRollupTests.tables(client)
+        let facts = try await ProjectionTests.dump(client)
+        try await Rebuilder(database: database).rebuild()
+        #expect(try await ReportRollupTests.tables(client) == applied)
+        #expect(try await ProjectionTests.dump(client) == facts)
+    }
+
     @Test("an append writes no report fact and no cell; batches of any size equal the rebuild's facts and cells")
     func batchesEqualRebuild() async throws {
         try await TestDatabase.with { client, _ in
@@ -85,12 +95,7 @@ struct ReportRollupFollowTests {
             #expect(try await worker.applyBatch() == perBatch)
             #expect(try await worker.drain() == 80 - perBatch, "the drain goes on past a batch cut by its weight")
             #expect(try await Self.behind(client) == 0)
-            try await RevenueDayWorker(database: database).drain()
-            let applied = try await ReportRollupTests.tables(client)
-            let facts = try await ProjectionTests.dump(client)
-            try await Rebuilder(database: database).rebuild()
-            #expect(try await ReportRollupTests.tables(client) == applied)
-            #expect(try await ProjectionTests.dump(client) == facts)
+            try await Self.expectRebuildEqual(client, database)
         }
     }
 
@@ -116,12 +121,7 @@ struct ReportRollupFollowTests {
             try await client.query("DROP TRIGGER fail_cells ON report_revenue_months", logger: TestDatabase.logger)
             try await client.query("DROP FUNCTION pg_temp_fail_cells()", logger: TestDatabase.logger)
             #expect(try await ReportRollupWorker(database: database).drain() == Int(head))
-            try await RevenueDayWorker(database: database).drain()
-            let applied = try await ReportRollupTests.tables(client)
-            let facts = try await ProjectionTests.dump(client)
-            try await Rebuilder(database: database).rebuild()
-            #expect(try await ReportRollupTests.tables(client) == applied)
-            #expect(try await ProjectionTests.dump(client) == facts)
+            try await Self.expectRebuildEqual(client, database)
         }
     }
 
