@@ -149,7 +149,7 @@ public final class ReadRouter: Sendable {
     }
 
     /// `read` for the reports of the rollups, which trail the log (`ReportRollupWorker`): on the primary the
-    /// report applies what the worker has not followed yet before reading; a replica's rollups hold the position
+    /// report applies what the worker has not followed yet before reading (`ReportStore.reading`); a replica's rollups hold the position
     /// `ReportRollupWorker.position` says, which the answer names, and a replica whose rollups lack `need` is
     /// passed over for the primary.
     public func readReports<T: Sendable>(
@@ -167,11 +167,8 @@ public final class ReadRouter: Sendable {
             }
             counts.fallback.wrappingAdd(1, ordering: .relaxed)
             let primary = try await primaryRoute(atLeast: need)
-            try await ReportRollupWorker.catchUpIfBehind(primary.database)
             return (try await body(primary.database), primary.position)
         }
-        // Every report reads the report facts or cells, which the rollup worker writes as it follows the log.
-        try await ReportRollupWorker.catchUpIfBehind(route.database)
         return (try await body(route.database), route.position)
     }
 

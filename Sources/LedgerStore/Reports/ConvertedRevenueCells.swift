@@ -12,7 +12,8 @@ import Synchronization
 ///
 /// A currency's cells are at one rate version. `refresh` computes incomplete currencies afresh and moves those at
 /// an older version through the transactions of the days the newer versions touched, reading the facts less the
-/// rows still queued (with the report cells, in `report_revenue_pending` and in `report_fx_pending`) in one
+/// rows still queued (in `report_revenue_pending` and in `report_fx_pending`; the facts and the first queue are
+/// written together by `ReportRollupWorker`) in one
 /// statement, so one snapshot; `drain` then adds the queued rows as `RevenueDayWorker` moves them over. A lock of
 /// their own serializes the two across servers, so the append, the day cells' worker and the reports' catch-up
 /// never wait for a refresh.
@@ -23,15 +24,6 @@ public struct ConvertedRevenueCells: Sendable {
 
     let database: Database
     let batchSize: Int
-
-    /// The revenue moves appends queued with their report cells (`report_rollup_queue`, schema 0029), not yet
-    /// moved into `report_revenue_pending`: the first of the three queues a transaction's change passes.
-    static let queuedForDays = """
-        (SELECT r.change, r.source_event_id, r.entitlements, r.kind, r.currency, r.gross, r.commission, r.occurred_us, r.start_us,
-                r.end_us, r.stop_us, r.refund_at_us, r.refund_amount, r.refund_cut, r.held_from_us, r.handed_over_us, r.tax,
-                r.country, coalesce(r.store, '') AS store, coalesce(r.product_id, '') AS product_id
-         FROM report_rollup_queue q, jsonb_populate_recordset(NULL::report_revenue_pending, q.cells::jsonb -> 'report_revenue_pending') r) queued
-        """
 
     public init(database: Database, batchSize: Int = 5000) {
         self.database = database
@@ -205,9 +197,6 @@ public struct ConvertedRevenueCells: Sendable {
             UNION ALL
             SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
             FROM report_fx_pending WHERE \(occurredIn: on)
-            UNION ALL
-            SELECT -change, \(unescaped: ReportStore.transactionColumns), array_to_string(entitlements, chr(31))
-            FROM \(unescaped: Self.queuedForDays) WHERE \(occurredIn: on)
             """, logger: logger)
         var count = 0
         for try await row in rows {
@@ -381,7 +370,7 @@ extension ReportStore {
         let version = fx?.version
         let fromDay = ReportInterval.day.periodStart(containing: Timestamp(microseconds: from)).microseconds
         let table = fx == nil ? FXTable() : try await fxTable(version: version)
-        return try await database.transaction { c -> [Grouped<RevenuePeriod>]? in
+        return try await readingTransaction { c -> [Grouped<RevenuePeriod>]? in
             try await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             let usable = try await c.query(
                 """
@@ -408,10 +397,9 @@ extension ReportStore {
                 let cell = try Self.revenueCell(money, transactions, [b, cm, r, ru, rr, rec, sd, ho, tx])
                 cells[CellScope.group(group), default: []].append((day, money, cell))
             }
-            // The rows still queued (with the report cells, for the day cells, or for these): converted here, each in
-            // its groups.
+            // The rows still queued (for the day cells, or for these): converted here, each in its groups.
             var rates = ReportingCurrency(currency: currency, rates: table)
-            for queue in [ConvertedRevenueCells.queuedForDays, "report_revenue_pending", "report_fx_pending"] {
+            for queue in ["report_revenue_pending", "report_fx_pending"] {
                 let queued = try await c.query(
                     """
                     SELECT change, \(unescaped: Self.transactionColumns), array_to_string(entitlements, chr(31))
