@@ -51,8 +51,9 @@ struct ConvertedReportStoreTests {
                     let stored = try await reports.revenue(
                         boundaries: months, entitlement: nil, converting: FXUse(currency: target, version: version))
                     #expect(stored == acc.periods, "revenue in \(target) at version \(version)")
-                    for at in ["2026-03-15", "2026-04-20", "2026-09-01"] {
-                        let instant = ReportStoreTests.t(at)
+                    // Midnights, and instants nearer the day's start or end (the cells' boundary is the nearest midnight).
+                    for at in ["2026-03-15T00:00:00Z", "2026-04-20T13:45:00Z", "2026-09-01T06:00:00Z", "2026-06-30T23:59:59.999999Z"] {
+                        let instant = try Timestamp(rfc3339: at)
                         var groups: [ConvertedMRR.Group] = []
                         var subscribers = Set<String>()
                         for (n, f) in facts.enumerated() {
@@ -70,6 +71,35 @@ struct ConvertedReportStoreTests {
                     }
                 }
             }
+            // From the cells (schema 0035) as from the facts, for every entitlement key, at the instants where
+            // services start and end (the edges of "covers") and a microsecond either side of them.
+            let facts2 = ReportStore(client: client, logger: TestDatabase.logger, rollups: false)
+            let entitlements = Set(transactions.flatMap(\.entitlements)).sorted()
+            var instants = Set<Int64>()
+            for t in transactions.prefix(40) {
+                for x in [t.serviceStart.microseconds] + (t.serviceEnd.map { [$0.microseconds] } ?? []) {
+                    instants.formUnion([x - 1, x, x + 1])
+                }
+            }
+            var compared = 0
+            for us in instants.sorted() {
+                for key in [nil] + entitlements.map(Optional.some) {
+                    let use = FXUse(currency: "EUR", version: 2)
+                    let instant = Timestamp(microseconds: us)
+                    var fromFacts: MRRLine?
+                    var refused = false
+                    do { fromFacts = try await facts2.mrr(at: instant, entitlement: key, converting: use) } catch is FXRequestError { refused = true }
+                    if refused {
+                        await #expect(throws: FXRequestError.self) { _ = try await reports.mrr(at: instant, entitlement: key, converting: use) }
+                    } else {
+                        #expect(
+                            try await reports.mrr(at: instant, entitlement: key, converting: use) == fromFacts, "MRR in EUR at \(us), \(key ?? "all")"
+                        )
+                        compared += 1
+                    }
+                }
+            }
+            #expect(compared > 100)
             // A date without a rate refuses the report, naming the currency and the date.
             await #expect(throws: FXRequestError.self) {
                 _ = try await reports.revenue(boundaries: months, entitlement: nil, converting: FXUse(currency: "GBP", version: 2))

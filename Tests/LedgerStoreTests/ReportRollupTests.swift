@@ -206,6 +206,7 @@ struct ReportRollupTests {
             ("report_retention_cells", "delta <> 0"), ("report_mrr_days", "started <> 0 OR ended <> 0"),
             ("report_paid_days", "starts <> 0 OR ends <> 0"),
             ("report_mrr_hours", "started <> 0 OR ended <> 0"), ("report_paid_hours", "starts <> 0 OR ends <> 0"),
+            ("report_mrr_rate_days", "started <> 0 OR ended <> 0"), ("report_paid_any_days", "starts <> 0 OR ends <> 0"),
             (
                 "report_revenue_days",
                 "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"

@@ -154,4 +154,15 @@ BEGIN
                 transferred_in = t.transferred_in + excluded.transferred_in,
                 transferred_out = t.transferred_out + excluded.transferred_out;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_mrr_rate_days', '[]')) > 0 THEN
+        INSERT INTO report_mrr_rate_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_rate_days, cells -> 'report_mrr_rate_days')
+            ON CONFLICT (entitlement, day_us, currency, occurred_day_us, denominator) DO UPDATE SET
+                started = t.started + excluded.started, ended = t.ended + excluded.ended;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_paid_any_days', '[]')) > 0 THEN
+        INSERT INTO report_paid_any_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_paid_any_days, cells -> 'report_paid_any_days')
+            ON CONFLICT (entitlement, day_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
+    END IF;
 END $$;

@@ -103,6 +103,20 @@ BEGIN
         GROUP BY r.entitlement, r.hour_us, r.currency
         ON CONFLICT (entitlement, hour_us, currency) DO UPDATE SET starts = t.starts + excluded.starts, ends =
             t.ends + excluded.ends;
+    INSERT INTO report_mrr_rate_days AS t (entitlement, day_us, currency, occurred_day_us, denominator, started, ended)
+        SELECT r.entitlement, r.day_us, r.currency, r.occurred_day_us, r.denominator, sum(r.started)::numeric,
+            sum(r.ended)::numeric
+        FROM unnest(batch) WITH ORDINALITY AS q(cells, n), jsonb_populate_recordset(NULL::report_mrr_rate_days, q.cells ->
+            'report_mrr_rate_days') r
+        GROUP BY r.entitlement, r.day_us, r.currency, r.occurred_day_us, r.denominator
+        ON CONFLICT (entitlement, day_us, currency, occurred_day_us, denominator) DO UPDATE SET started = t.started +
+            excluded.started, ended = t.ended + excluded.ended;
+    INSERT INTO report_paid_any_days AS t (entitlement, day_us, starts, ends)
+        SELECT r.entitlement, r.day_us, sum(r.starts)::bigint, sum(r.ends)::bigint
+        FROM unnest(batch) WITH ORDINALITY AS q(cells, n), jsonb_populate_recordset(NULL::report_paid_any_days, q.cells ->
+            'report_paid_any_days') r
+        GROUP BY r.entitlement, r.day_us
+        ON CONFLICT (entitlement, day_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
     INSERT INTO report_refund_days AS t (entitlement, day_us, currency, store, country, product_id, refunds, amount,
         refunded_transactions, paid_transactions)
         SELECT r.entitlement, r.day_us, r.currency, r.store, r.country, r.product_id, sum(r.refunds)::bigint,

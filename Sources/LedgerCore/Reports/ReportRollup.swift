@@ -142,6 +142,17 @@ public struct ReportRollup: Sendable, Hashable {
         }
     }
 
+    /// `MRRKey` with the UTC date its transaction occurred on, whose exchange rate converts it (semantics.md
+    /// section 6): converted MRR rounds once per conversion factor, so the cells keep the amounts apart per date.
+    public struct MRRRateKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var currency: String
+        /// Midnight (UTC, microseconds) of the day the transaction occurred.
+        public var occurredDay: Int64
+        public var denominator: Int128
+    }
+
     public struct CurrencyDayKey: Sendable, Hashable {
         public var day: Int64
         public var entitlement: String
@@ -163,6 +174,10 @@ public struct ReportRollup: Sendable, Hashable {
     /// transactions.
     public var mrrHours: [MRRKey: MRRCell] = [:]
     public var paidHours: [CurrencyDayKey: Counts] = [:]
+    /// `mrr` per date of the conversion rate, and the paid coverage over every currency: MRR in a reporting
+    /// currency (its `active_paid` counts a subscriber paying in two currencies once).
+    public var mrrRates: [MRRRateKey: MRRCell] = [:]
+    public var paidAny: [DayKey: Counts] = [:]
     public var trials: [DayKey: Counts] = [:]
     public var runs: [DayKey: Counts] = [:]
     public var churn: [ChurnKey: ChurnCell] = [:]
@@ -305,6 +320,11 @@ public struct ReportRollup: Sendable, Hashable {
             mrrHours[k, default: .init()].ended += v.ended
         }
         for (k, v) in other.paidHours { paidHours[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.mrrRates {
+            mrrRates[k, default: .init()].started += v.started
+            mrrRates[k, default: .init()].ended += v.ended
+        }
+        for (k, v) in other.paidAny { paidAny[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.refundDays { refundDays[k, default: .init()].add(v) }
         for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
         for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
@@ -336,6 +356,8 @@ public struct ReportRollup: Sendable, Hashable {
         paid = paid.filter { $0.value != Counts() }
         mrrHours = mrrHours.filter { $0.value != MRRCell() }
         paidHours = paidHours.filter { $0.value != Counts() }
+        mrrRates = mrrRates.filter { $0.value != MRRCell() }
+        paidAny = paidAny.filter { $0.value != Counts() }
         refundDays = refundDays.filter { $0.value != RefundCell() }
         refundRepeats = refundRepeats.filter { $0.value != 0 }
         conversion = conversion.filter { $0.value != 0 }
@@ -364,7 +386,18 @@ public struct ReportRollup: Sendable, Hashable {
         let end = service.end.map { ReportInterval.day.periodStart(containing: $0).microseconds }
         let startHour = Self.hourStart(service.start)
         let endHour = service.end.map(Self.hourStart)
+        let occurred = ReportInterval.day.periodStart(containing: t.occurredAt).microseconds
         for key in Self.keys(t) {
+            mrrRates[
+                MRRRateKey(day: start, entitlement: key, currency: t.currency, occurredDay: occurred, denominator: monthly.denominator),
+                default: .init()
+            ].started += sign * monthly.numerator
+            if let end {
+                mrrRates[
+                    MRRRateKey(day: end, entitlement: key, currency: t.currency, occurredDay: occurred, denominator: monthly.denominator),
+                    default: .init()
+                ].ended += sign * monthly.numerator
+            }
             mrr[MRRKey(day: start, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
                 .started += sign * monthly.numerator
             mrrHours[MRRKey(day: startHour, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
@@ -397,6 +430,7 @@ public struct ReportRollup: Sendable, Hashable {
             guard let service = Self.service(t) else { continue }
             for key in Self.keys(t) {
                 intervals[CoverageKey(entitlement: key, currency: t.currency), default: []].append(service)
+                intervals[CoverageKey(entitlement: key, currency: nil), default: []].append(service)
             }
         }
         return intervals.mapValues(Self.union)
@@ -404,15 +438,26 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// One key's coverage spans: paid subscribers starting and ending, per day and per hour.
     mutating func addCoverage(_ key: CoverageKey, _ spans: [(start: Timestamp, end: Timestamp?)], sign: Int64) {
+        guard let currency = key.currency else {
+            for (start, end) in spans {
+                paidAny[DayKey(day: ReportInterval.day.periodStart(containing: start).microseconds, entitlement: key.entitlement), default: .init()]
+                    .first &+= sign
+                if let end {
+                    paidAny[DayKey(day: ReportInterval.day.periodStart(containing: end).microseconds, entitlement: key.entitlement), default: .init()]
+                        .second &+= sign
+                }
+            }
+            return
+        }
         for (start, end) in spans {
             let day = ReportInterval.day.periodStart(containing: start).microseconds
-            paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].first &+= sign
-            paidHours[CurrencyDayKey(day: Self.hourStart(start), entitlement: key.entitlement, currency: key.currency), default: .init()]
+            paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: currency), default: .init()].first &+= sign
+            paidHours[CurrencyDayKey(day: Self.hourStart(start), entitlement: key.entitlement, currency: currency), default: .init()]
                 .first &+= sign
             if let end {
                 let day = ReportInterval.day.periodStart(containing: end).microseconds
-                paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: key.currency), default: .init()].second &+= sign
-                paidHours[CurrencyDayKey(day: Self.hourStart(end), entitlement: key.entitlement, currency: key.currency), default: .init()]
+                paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: currency), default: .init()].second &+= sign
+                paidHours[CurrencyDayKey(day: Self.hourStart(end), entitlement: key.entitlement, currency: currency), default: .init()]
                     .second &+= sign
             }
         }
@@ -420,7 +465,8 @@ public struct ReportRollup: Sendable, Hashable {
 
     struct CoverageKey: Hashable {
         var entitlement: String
-        var currency: String
+        /// nil: every currency together (`paidAny`).
+        var currency: String?
     }
 
     /// The union of half-open intervals (`end` nil: never ends) as disjoint intervals, sorted.

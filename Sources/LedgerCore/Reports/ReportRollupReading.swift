@@ -132,13 +132,18 @@ public struct MRRService: Sendable, Hashable {
     /// When service ends (nil: never).
     public var end: Timestamp?
     public var monthly: MonthlyAmount
+    /// The UTC date the transaction occurred on (its exchange rate's), for MRR in a reporting currency.
+    public var occurred: FXDay?
 
-    public init(subscriber: String, currency: String, start: Timestamp, end: Timestamp?, monthly: MonthlyAmount) {
+    public init(
+        subscriber: String, currency: String, start: Timestamp, end: Timestamp?, monthly: MonthlyAmount, occurred: FXDay? = nil
+    ) {
         self.subscriber = subscriber
         self.currency = currency
         self.start = start
         self.end = end
         self.monthly = monthly
+        self.occurred = occurred
     }
 
     func covers(_ t: Timestamp) -> Bool { start <= t && (end.map { t < $0 } ?? true) }
@@ -179,6 +184,46 @@ extension ReportRollup {
 }
 
 extension ReportRollup {
+    /// What MRR in a reporting currency converts at `at`, from the cells (`report_mrr_rate_days` and
+    /// `report_paid_any_days` summed up to the midnight `boundary`: the state just before it) and `changed`, every
+    /// monthly transaction of the subscribers whose service starts or ends between the boundary and `at` (each
+    /// with its `occurred` date). The exact monthly amounts per currency, rate date and denominator (none
+    /// zero), and the subscribers holding any of them: `ConvertedMRR.total` converts the groups as from the facts.
+    /// `cells` keep the numerators per denominator as stored (each transaction's reduced one), unreduced.
+    public static func convertedMRR(
+        at: Timestamp, boundary: Timestamp, cells: [(currency: String, day: FXDay, denominator: Int128, numerator: Int128)],
+        subscribers: Int64, changed: [MRRService]
+    ) throws(ReportOverflow) -> (groups: [ConvertedMRR.Group], activePaid: Int) {
+        struct Slot: Hashable {
+            var currency: String
+            var day: FXDay
+            var denominator: Int128
+        }
+        let before = Timestamp(microseconds: boundary.microseconds &- 1)
+        var sums: [Slot: Int128] = [:]
+        func add(_ slot: Slot, _ n: Int128) throws(ReportOverflow) {
+            let (sum, overflow) = sums[slot, default: 0].addingReportingOverflow(n)
+            guard !overflow else { throw ReportOverflow(what: "the monthly amounts of \(slot.currency)") }
+            sums[slot] = sum
+        }
+        for c in cells { try add(Slot(currency: c.currency, day: c.day, denominator: c.denominator), c.numerator) }
+        var count = subscribers
+        for (_, services) in Dictionary(grouping: changed, by: \.subscriber) {
+            count &+= (services.contains { $0.covers(at) } ? 1 : 0) &- (services.contains { $0.covers(before) } ? 1 : 0)
+            for s in services {
+                guard let day = s.occurred else { throw ReportOverflow(what: "the rate date of a monthly amount") }
+                let slot = Slot(currency: s.currency, day: day, denominator: s.monthly.denominator)
+                if s.covers(at) { try add(slot, s.monthly.numerator) }
+                if s.covers(before) { try add(slot, 0 - s.monthly.numerator) }
+            }
+        }
+        let out = sums.compactMap { slot, n in
+            n == 0
+                ? nil : ConvertedMRR.Group(currency: slot.currency, day: slot.day, amount: MonthlyAmount(numerator: n, denominator: slot.denominator))
+        }
+        return (out, Int(truncatingIfNeeded: count))
+    }
+
     /// Revenue rows of two disjoint sets of transactions over the same boundaries, added per period and
     /// currency (a currency listed in either is listed).
     public static func merge(_ a: [RevenuePeriod], _ b: [RevenuePeriod]) -> [RevenuePeriod] {

@@ -11,7 +11,7 @@ enum RollupRows {
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
         "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
-        "report_churn_moves",
+        "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -155,6 +155,27 @@ enum RollupRows {
         let paid = paidRows(rollup.paid, table: "report_paid_days", period: "day_us")
         let mrrHours = mrrRows(rollup.mrrHours, table: "report_mrr_hours", period: "hour_us")
         let paidHours = paidRows(rollup.paidHours, table: "report_paid_hours", period: "hour_us")
+        var mrrRates = make("report_mrr_rate_days")
+        for (k, v) in rollup.mrrRates {
+            mrrRates.beginRow()
+            mrrRates.text("entitlement", k.entitlement)
+            mrrRates.integer("day_us", k.day)
+            mrrRates.text("currency", k.currency)
+            mrrRates.integer("occurred_day_us", k.occurredDay)
+            mrrRates.wide("denominator", k.denominator)
+            mrrRates.wide("started", v.started)
+            mrrRates.wide("ended", v.ended)
+            mrrRates.endRow()
+        }
+        var paidAny = make("report_paid_any_days")
+        for (k, v) in rollup.paidAny {
+            paidAny.beginRow()
+            paidAny.text("entitlement", k.entitlement)
+            paidAny.integer("day_us", k.day)
+            paidAny.integer("starts", v.first)
+            paidAny.integer("ends", v.second)
+            paidAny.endRow()
+        }
         func dimensions(_ rows: inout E, _ d: ReportRollup.CellDimensions) {
             rows.text("store", d.store)
             rows.text("country", d.country)
@@ -282,7 +303,7 @@ enum RollupRows {
         }
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
-            movement, revenueDimensions, trialDimensions, churnActive, churnMoves,
+            movement, revenueDimensions, trialDimensions, churnActive, churnMoves, mrrRates, paidAny,
         ]
     }
 }

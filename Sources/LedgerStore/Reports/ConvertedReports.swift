@@ -98,6 +98,7 @@ extension ReportStore {
     /// rounded once per rate), and the subscribers with any such transaction.
     public func mrr(at: Timestamp, entitlement: String?, converting fx: FXUse) async throws -> MRRLine {
         let table = try await fxTable(version: fx.version)
+        if try await useRollups() { return try await mrrFromCells(at: at, key: entitlement ?? "", converting: fx, rates: table) }
         let logger = database.logger
         let key = entitlement ?? ""
         let t = at.microseconds
@@ -134,6 +135,48 @@ extension ReportStore {
                     """, logger: logger
                 ).collect().first?.decode(Int64.self) ?? 0
             return MRRLine(currency: fx.currency, mrrMinor: total, activePaid: Int(count))
+        }
+    }
+
+    /// Converted MRR from the cells (schema 0035): the rate-dated monthly amounts and the paying subscribers up
+    /// to the midnight nearest the instant, then the subscribers whose service starts or ends between the two,
+    /// read from the facts (at most twelve hours of them), as unconverted MRR reads the half hour to its boundary.
+    private func mrrFromCells(at: Timestamp, key: String, converting fx: FXUse, rates table: FXTable) async throws -> MRRLine {
+        let logger = database.logger
+        let t = at.microseconds
+        let day: Int64 = 86_400_000_000
+        let midnight = ReportInterval.day.periodStart(containing: at).microseconds
+        let boundary = t &- midnight <= day / 2 ? midnight : midnight &+ day
+        let (lo, hi) = (min(boundary, t), max(boundary, t))
+        let (groups, activePaid) = try await reading { c in
+            var cells: [(currency: String, day: FXDay, denominator: Int128, numerator: Int128)] = []
+            let sums = try await c.query(
+                """
+                SELECT currency, occurred_day_us, denominator::text, (sum(started) - sum(ended))::text FROM report_mrr_rate_days
+                WHERE entitlement = \(key) AND day_us < \(boundary)
+                GROUP BY currency, occurred_day_us, denominator HAVING sum(started) <> sum(ended)
+                """, logger: logger)
+            for try await (currency, occurred, den, num) in sums.decode((String, Int64, String, String).self) {
+                guard let n = Int128(num), let d = Int128(den), d > 0, let days = Int(exactly: occurred / day) else {
+                    throw ReportOverflow(what: "the monthly amounts of \(currency)")
+                }
+                cells.append((currency, FXDay(days: days), d, n))
+            }
+            let subscribers =
+                try await c.query(
+                    """
+                    SELECT coalesce(sum(starts) - sum(ends), 0)::int8 FROM report_paid_any_days
+                    WHERE entitlement = \(key) AND day_us < \(boundary)
+                    """, logger: logger
+                ).collect().first?.decode(Int64.self) ?? 0
+            let changed = try await Self.movedServices(c, key: key, between: lo, and: hi, logger: logger).map(\.service)
+            return try ReportRollup.convertedMRR(
+                at: at, boundary: Timestamp(microseconds: boundary), cells: cells, subscribers: subscribers, changed: changed)
+        }
+        do {
+            return MRRLine(currency: fx.currency, mrrMinor: try ConvertedMRR.total(groups, into: fx.currency, rates: table), activePaid: activePaid)
+        } catch let missing as MissingFXRate {
+            throw FXRequestError(missing: missing)
         }
     }
 }

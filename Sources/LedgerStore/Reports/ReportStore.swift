@@ -370,37 +370,7 @@ public struct ReportStore: Sendable {
                     ) cells GROUP BY currency
                     """, logger: logger)
                 for try await (currency, n) in counts.decode((String, Int64).self) { subscribers[currency] = n }
-                // Between the boundary and the instant: the subscribers whose service starts or ends there (two
-                // index ranges), then their monthly transactions covering either instant. Two queries, so no
-                // plan can turn the second into a scan of the table.
-                var moved: [String] = []
-                let ids = try await c.query(
-                    """
-                    SELECT DISTINCT subscriber_id FROM report_transactions
-                    WHERE (start_us BETWEEN \(lo) AND \(hi) OR service_end_us BETWEEN \(lo) AND \(hi) OR held_from_us BETWEEN \(lo) AND \(hi))
-                      AND monthly_num IS NOT NULL
-                    """, logger: logger)
-                for try await id in ids.decode(String.self) { moved.append(id) }
-                var changed: [MRRService] = []
-                let rows = try await c.query(
-                    """
-                    SELECT subscriber_id, currency, greatest(start_us, held_from_us), service_end_us, monthly_num::text, monthly_den::text
-                    FROM report_transactions
-                    WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
-                      AND (\(key) = '' OR \(key) = ANY(entitlements))
-                      AND greatest(start_us, held_from_us) <= \(hi) AND coalesce(service_end_us, 9223372036854775807) >= \(lo)
-                    """, logger: logger)
-                for try await (subscriber, currency, start, end, num, den) in rows.decode(
-                    (String, String, Int64, Int64?, String, String).self)
-                {
-                    guard let n = Int128(num), let d = Int128(den), d > 0 else {
-                        throw ReportOverflow(what: "the monthly amounts of \(currency)")
-                    }
-                    changed.append(
-                        MRRService(
-                            subscriber: subscriber, currency: currency, start: .init(microseconds: start),
-                            end: end.map(Timestamp.init(microseconds:)), monthly: MonthlyAmount(numerator: n, denominator: d)))
-                }
+                let changed = try await Self.movedServices(c, key: key, between: lo, and: hi, logger: logger).map(\.service)
                 return try ReportRollup.mrr(
                     at: at, boundary: Timestamp(microseconds: boundary), amounts: amounts, subscribers: subscribers, changed: changed
                 ).map {
@@ -440,6 +410,44 @@ public struct ReportStore: Sendable {
             }
             return lines
         }
+    }
+
+    /// Every monthly transaction of `key` of the subscribers whose service starts or ends within `[lo, hi]`
+    /// (between an MRR report's cell boundary and its instant) that reaches into that span, with its rate date and
+    /// dimensions. Two queries, so no plan can turn the second into a scan of the table.
+    static func movedServices(
+        _ c: PostgresConnection, key: String, between lo: Int64, and hi: Int64, logger: Logger
+    ) async throws -> [(service: MRRService, dimensions: ReportRollup.CellDimensions)] {
+        var moved: [String] = []
+        let ids = try await c.query(
+            """
+            SELECT DISTINCT subscriber_id FROM report_transactions
+            WHERE (start_us BETWEEN \(lo) AND \(hi) OR service_end_us BETWEEN \(lo) AND \(hi) OR held_from_us BETWEEN \(lo) AND \(hi))
+              AND monthly_num IS NOT NULL
+            """, logger: logger)
+        for try await id in ids.decode(String.self) { moved.append(id) }
+        var services: [(service: MRRService, dimensions: ReportRollup.CellDimensions)] = []
+        let rows = try await c.query(
+            """
+            SELECT subscriber_id, currency, greatest(start_us, held_from_us), service_end_us, monthly_num::text, monthly_den::text,
+                   floor(occurred_us / 86400000000.0)::int8, store, coalesce(country, ''), product_id
+            FROM report_transactions
+            WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
+              AND (\(key) = '' OR \(key) = ANY(entitlements))
+              AND greatest(start_us, held_from_us) <= \(hi) AND coalesce(service_end_us, 9223372036854775807) >= \(lo)
+            """, logger: logger)
+        for try await (subscriber, currency, start, end, num, den, occurred, store, country, product) in rows.decode(
+            (String, String, Int64, Int64?, String, String, Int64, String, String, String).self)
+        {
+            guard let n = Int128(num), let d = Int128(den), d > 0, let day = Int(exactly: occurred) else {
+                throw ReportOverflow(what: "the monthly amounts of \(currency)")
+            }
+            let service = MRRService(
+                subscriber: subscriber, currency: currency, start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
+                monthly: MonthlyAmount(numerator: n, denominator: d), occurred: FXDay(days: day))
+            services.append((service, ReportRollup.CellDimensions(store: store, country: country, product: product)))
+        }
+        return services
     }
 
     /// Streams runs ordered by subscriber and hands each subscriber's runs to the accumulator.
