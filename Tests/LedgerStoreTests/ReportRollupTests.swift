@@ -84,24 +84,39 @@ struct ReportRollupTests {
                 #expect(a == (try await facts.retention(from: from, to: to, until: until, entitlement: entitlement)), "retention \(who)")
             }
         }
+        var instants = [
+            t("2026-03-01"), t("2026-06-17"), try! Timestamp(rfc3339: "2026-05-09T13:45:07Z"),
+            try! Timestamp(rfc3339: "2026-05-09T13:00:00Z"), try! Timestamp(rfc3339: "2026-05-09T12:59:59.999999Z"),
+            try! Timestamp(rfc3339: "2026-07-01T23:59:59.999999Z"), try! Timestamp(rfc3339: "2026-04-20T12:00:00Z"),
+            try! Timestamp(rfc3339: "2026-04-20T05:30:00Z"),
+        ]
+        // Instants where service starts or ends, and just before and after them.
+        let rows = try await client.query(
+            "SELECT start_us, service_end_us FROM report_transactions ORDER BY source_event_id LIMIT 12", logger: TestDatabase.logger)
+        for try await (start, end) in rows.decode((Int64, Int64?).self) {
+            for us in [start, end].compactMap({ $0 }) { instants += [us - 1, us, us + 1].map(Timestamp.init(microseconds:)) }
+        }
         for entitlement in [nil, "pro", "basic"] as [String?] {
-            var instants = [
-                t("2026-03-01"), t("2026-06-17"), try! Timestamp(rfc3339: "2026-05-09T13:45:07Z"),
-                try! Timestamp(rfc3339: "2026-05-09T13:00:00Z"), try! Timestamp(rfc3339: "2026-05-09T12:59:59.999999Z"),
-                try! Timestamp(rfc3339: "2026-07-01T23:59:59.999999Z"),
-            ]
-            // Instants where service starts or ends, and just before and after them.
-            let rows = try await client.query(
-                "SELECT start_us, service_end_us FROM report_transactions ORDER BY source_event_id LIMIT 12", logger: TestDatabase.logger)
-            for try await (start, end) in rows.decode((Int64, Int64?).self) {
-                for us in [start, end].compactMap({ $0 }) { instants += [us - 1, us, us + 1].map(Timestamp.init(microseconds:)) }
-            }
             for at in instants {
                 let a = try await rollups.mrr(at: at, entitlement: entitlement)
                 #expect(a == (try await facts.mrr(at: at, entitlement: entitlement)), "mrr at \(at.rfc3339), \(note), \(entitlement ?? "all")")
             }
         }
         try await expectSameReportsII(rollups, facts, note)
+        // MRR at an instant by dimension (schema 0036's cells where they answer), every shape above and more.
+        var grouped = 0
+        for d in reportsIIShapes + [
+            ReportDimensions(stores: ["gen"]), ReportDimensions(productIDs: ["pro.long"]),
+            ReportDimensions(countries: ["DE", "JP", "US"], groupBy: .country), ReportDimensions(entitlements: ["pro"], groupBy: .productID),
+            ReportDimensions(stores: ["gen"], groupBy: .entitlement), ReportDimensions(countries: ["DE"], groupBy: .country),
+        ] {
+            for at in instants {
+                let a = try await rollups.mrr(at: at, dimensions: d)
+                #expect(a == (try await facts.mrr(at: at, dimensions: d)), "mrr at \(at.rfc3339), \(note), \(d)")
+                grouped += a.filter { $0.group != nil && $0.row.activePaid > 0 }.count
+            }
+        }
+        #expect(grouped > 100)
         for table in [
             "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells", "report_mrr_movement",
             "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days", "report_churn_moves",
@@ -132,15 +147,17 @@ struct ReportRollupTests {
 
     /// Refunds, conversion and LTV from their cells (schema 0030) equal the same reports from the facts, with the
     /// filters and groupings the cells answer.
+    static let reportsIIShapes: [ReportDimensions] = [
+        .none, ReportDimensions(entitlements: ["pro"]), ReportDimensions(groupBy: .store), ReportDimensions(groupBy: .country),
+        ReportDimensions(groupBy: .productID), ReportDimensions(groupBy: .entitlement),
+        ReportDimensions(entitlements: ["pro", "basic"], groupBy: .entitlement), ReportDimensions(stores: ["apple", "gen"]),
+        ReportDimensions(countries: ["DE"], entitlements: ["basic"], groupBy: .store),
+        ReportDimensions(stores: ["google"], countries: ["JP", "US"], groupBy: .productID), ReportDimensions(countries: ["DE"]),
+        ReportDimensions(entitlements: ["basic"]), ReportDimensions(entitlements: ["pro"], groupBy: .entitlement),
+    ]
+
     static func expectSameReportsII(_ rollups: ReportStore, _ facts: ReportStore, _ note: String) async throws {
-        let shapes: [ReportDimensions] = [
-            .none, ReportDimensions(entitlements: ["pro"]), ReportDimensions(groupBy: .store), ReportDimensions(groupBy: .country),
-            ReportDimensions(groupBy: .productID), ReportDimensions(groupBy: .entitlement),
-            ReportDimensions(entitlements: ["pro", "basic"], groupBy: .entitlement), ReportDimensions(stores: ["apple", "gen"]),
-            ReportDimensions(countries: ["DE"], entitlements: ["basic"], groupBy: .store),
-            ReportDimensions(stores: ["google"], countries: ["JP", "US"], groupBy: .productID), ReportDimensions(countries: ["DE"]),
-            ReportDimensions(entitlements: ["basic"]), ReportDimensions(entitlements: ["pro"], groupBy: .entitlement),
-        ]
+        let shapes = reportsIIShapes
         let grids: [(ReportInterval, Timestamp, Timestamp)] = [
             (.month, t("2025-11-01"), t("2027-03-01")), (.week, t("2026-01-05"), t("2026-09-07")), (.day, t("2026-02-01"), t("2026-05-01")),
             // Late starts: MRR movement's level before them sums many day cells.
@@ -207,6 +224,7 @@ struct ReportRollupTests {
             ("report_paid_days", "starts <> 0 OR ends <> 0"),
             ("report_mrr_hours", "started <> 0 OR ended <> 0"), ("report_paid_hours", "starts <> 0 OR ends <> 0"),
             ("report_mrr_rate_days", "started <> 0 OR ended <> 0"), ("report_paid_any_days", "starts <> 0 OR ends <> 0"),
+            ("report_mrr_dimension_days", "started <> 0 OR ended <> 0"), ("report_paid_dimension_days", "starts <> 0 OR ends <> 0"),
             (
                 "report_revenue_days",
                 "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"

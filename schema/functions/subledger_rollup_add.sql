@@ -165,4 +165,16 @@ BEGIN
             SELECT * FROM jsonb_populate_recordset(NULL::report_paid_any_days, cells -> 'report_paid_any_days')
             ON CONFLICT (entitlement, day_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_mrr_dimension_days', '[]')) > 0 THEN
+        INSERT INTO report_mrr_dimension_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_dimension_days, cells -> 'report_mrr_dimension_days')
+            ON CONFLICT (entitlement, dimension, day_us, currency, value, denominator) DO UPDATE SET
+                started = t.started + excluded.started, ended = t.ended + excluded.ended;
+    END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_paid_dimension_days', '[]')) > 0 THEN
+        INSERT INTO report_paid_dimension_days AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_paid_dimension_days, cells -> 'report_paid_dimension_days')
+            ON CONFLICT (entitlement, dimension, day_us, currency, value) DO UPDATE SET
+                starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
+    END IF;
 END $$;

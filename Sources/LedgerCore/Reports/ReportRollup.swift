@@ -153,6 +153,26 @@ public struct ReportRollup: Sendable, Hashable {
         public var denominator: Int128
     }
 
+    /// `MRRKey` per value of one of store, country and product (`''`: not known): MRR grouped or filtered by one
+    /// of them. A transaction has one value of each, so it counts once per dimension.
+    public struct MRRDimensionKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var currency: String
+        public var dimension: ReportDimension
+        public var value: String
+        public var denominator: Int128
+    }
+
+    /// `CurrencyDayKey` per value of one dimension: the paid coverage of the subscriber's transactions of that value.
+    public struct PaidDimensionKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var currency: String
+        public var dimension: ReportDimension
+        public var value: String
+    }
+
     public struct CurrencyDayKey: Sendable, Hashable {
         public var day: Int64
         public var entitlement: String
@@ -178,6 +198,9 @@ public struct ReportRollup: Sendable, Hashable {
     /// currency (its `active_paid` counts a subscriber paying in two currencies once).
     public var mrrRates: [MRRRateKey: MRRCell] = [:]
     public var paidAny: [DayKey: Counts] = [:]
+    /// `mrr` and `paid` per store, country and product, one dimension at a time (schema 0036).
+    public var mrrDimensions: [MRRDimensionKey: MRRCell] = [:]
+    public var paidDimensions: [PaidDimensionKey: Counts] = [:]
     public var trials: [DayKey: Counts] = [:]
     public var runs: [DayKey: Counts] = [:]
     public var churn: [ChurnKey: ChurnCell] = [:]
@@ -325,6 +348,11 @@ public struct ReportRollup: Sendable, Hashable {
             mrrRates[k, default: .init()].ended += v.ended
         }
         for (k, v) in other.paidAny { paidAny[k, default: .init()].add(v, sign: 1) }
+        for (k, v) in other.mrrDimensions {
+            mrrDimensions[k, default: .init()].started += v.started
+            mrrDimensions[k, default: .init()].ended += v.ended
+        }
+        for (k, v) in other.paidDimensions { paidDimensions[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.refundDays { refundDays[k, default: .init()].add(v) }
         for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
         for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
@@ -358,6 +386,8 @@ public struct ReportRollup: Sendable, Hashable {
         paidHours = paidHours.filter { $0.value != Counts() }
         mrrRates = mrrRates.filter { $0.value != MRRCell() }
         paidAny = paidAny.filter { $0.value != Counts() }
+        mrrDimensions = mrrDimensions.filter { $0.value != MRRCell() }
+        paidDimensions = paidDimensions.filter { $0.value != Counts() }
         refundDays = refundDays.filter { $0.value != RefundCell() }
         refundRepeats = refundRepeats.filter { $0.value != 0 }
         conversion = conversion.filter { $0.value != 0 }
@@ -387,7 +417,22 @@ public struct ReportRollup: Sendable, Hashable {
         let startHour = Self.hourStart(service.start)
         let endHour = service.end.map(Self.hourStart)
         let occurred = ReportInterval.day.periodStart(containing: t.occurredAt).microseconds
+        let values = Self.dimensionValues(t)
         for key in Self.keys(t) {
+            for (dimension, value) in values {
+                mrrDimensions[
+                    MRRDimensionKey(
+                        day: start, entitlement: key, currency: t.currency, dimension: dimension, value: value, denominator: monthly.denominator),
+                    default: .init()
+                ].started += sign * monthly.numerator
+                if let end {
+                    mrrDimensions[
+                        MRRDimensionKey(
+                            day: end, entitlement: key, currency: t.currency, dimension: dimension, value: value, denominator: monthly.denominator),
+                        default: .init()
+                    ].ended += sign * monthly.numerator
+                }
+            }
             mrrRates[
                 MRRRateKey(day: start, entitlement: key, currency: t.currency, occurredDay: occurred, denominator: monthly.denominator),
                 default: .init()
@@ -431,6 +476,10 @@ public struct ReportRollup: Sendable, Hashable {
             for key in Self.keys(t) {
                 intervals[CoverageKey(entitlement: key, currency: t.currency), default: []].append(service)
                 intervals[CoverageKey(entitlement: key, currency: nil), default: []].append(service)
+                for (dimension, value) in Self.dimensionValues(t) {
+                    intervals[CoverageKey(entitlement: key, currency: t.currency, dimension: dimension, value: value), default: []]
+                        .append(service)
+                }
             }
         }
         return intervals.mapValues(Self.union)
@@ -438,6 +487,23 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// One key's coverage spans: paid subscribers starting and ending, per day and per hour.
     mutating func addCoverage(_ key: CoverageKey, _ spans: [(start: Timestamp, end: Timestamp?)], sign: Int64) {
+        if let dimension = key.dimension, let currency = key.currency {
+            for (start, end) in spans {
+                let day = ReportInterval.day.periodStart(containing: start).microseconds
+                paidDimensions[
+                    PaidDimensionKey(day: day, entitlement: key.entitlement, currency: currency, dimension: dimension, value: key.value),
+                    default: .init()
+                ].first &+= sign
+                if let end {
+                    let day = ReportInterval.day.periodStart(containing: end).microseconds
+                    paidDimensions[
+                        PaidDimensionKey(day: day, entitlement: key.entitlement, currency: currency, dimension: dimension, value: key.value),
+                        default: .init()
+                    ].second &+= sign
+                }
+            }
+            return
+        }
         guard let currency = key.currency else {
             for (start, end) in spans {
                 paidAny[DayKey(day: ReportInterval.day.periodStart(containing: start).microseconds, entitlement: key.entitlement), default: .init()]
@@ -467,6 +533,14 @@ public struct ReportRollup: Sendable, Hashable {
         var entitlement: String
         /// nil: every currency together (`paidAny`).
         var currency: String?
+        /// With a dimension, the coverage of the transactions of `value` only (`paidDimensions`).
+        var dimension: ReportDimension? = nil
+        var value: String = ""
+    }
+
+    /// A transaction's value of each dimension MRR keeps cells for (`''`: not known).
+    static func dimensionValues(_ t: RevenueTransaction) -> [(ReportDimension, String)] {
+        [(.store, t.store), (.country, t.country ?? ""), (.productID, t.productID)]
     }
 
     /// The union of half-open intervals (`end` nil: never ends) as disjoint intervals, sorted.

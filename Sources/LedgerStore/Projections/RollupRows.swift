@@ -11,7 +11,8 @@ enum RollupRows {
         "report_mrr_days", "report_paid_days", "report_revenue_days", "report_revenue_pending", "report_mrr_hours",
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
         "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
-        "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days",
+        "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days", "report_mrr_dimension_days",
+        "report_paid_dimension_days",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -176,6 +177,31 @@ enum RollupRows {
             paidAny.integer("ends", v.second)
             paidAny.endRow()
         }
+        var mrrDimensions = make("report_mrr_dimension_days")
+        for (k, v) in rollup.mrrDimensions {
+            mrrDimensions.beginRow()
+            mrrDimensions.text("entitlement", k.entitlement)
+            mrrDimensions.text("dimension", k.dimension.rawValue)
+            mrrDimensions.integer("day_us", k.day)
+            mrrDimensions.text("currency", k.currency)
+            mrrDimensions.text("value", k.value)
+            mrrDimensions.wide("denominator", k.denominator)
+            mrrDimensions.wide("started", v.started)
+            mrrDimensions.wide("ended", v.ended)
+            mrrDimensions.endRow()
+        }
+        var paidDimensions = make("report_paid_dimension_days")
+        for (k, v) in rollup.paidDimensions {
+            paidDimensions.beginRow()
+            paidDimensions.text("entitlement", k.entitlement)
+            paidDimensions.text("dimension", k.dimension.rawValue)
+            paidDimensions.integer("day_us", k.day)
+            paidDimensions.text("currency", k.currency)
+            paidDimensions.text("value", k.value)
+            paidDimensions.integer("starts", v.first)
+            paidDimensions.integer("ends", v.second)
+            paidDimensions.endRow()
+        }
         func dimensions(_ rows: inout E, _ d: ReportRollup.CellDimensions) {
             rows.text("store", d.store)
             rows.text("country", d.country)
@@ -304,6 +330,7 @@ enum RollupRows {
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
             movement, revenueDimensions, trialDimensions, churnActive, churnMoves, mrrRates, paidAny,
+            mrrDimensions, paidDimensions,
         ]
     }
 }

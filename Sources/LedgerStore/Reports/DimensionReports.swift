@@ -89,6 +89,7 @@ extension ReportStore {
                 }
             return lines.map { Grouped(group: nil, row: $0) }
         }
+        if fx == nil, let lines = try await mrrFromCells(at: at, dimensions: dimensions) { return lines }
         var table: FXTable?
         if let fx { table = try await fxTable(version: fx.version) }
         let logger = database.logger
@@ -154,6 +155,120 @@ extension ReportStore {
             }
         }
         return result
+    }
+
+    /// MRR grouped by entitlement, or grouped or filtered by one of store, country and product, from the cells
+    /// (`report_mrr_days` and `report_paid_days` per key; schema 0036's per value of one dimension); nil when they
+    /// cannot answer, and the facts are read: two of those dimensions at once, several values of one without
+    /// grouping by it, or several `entitlement=` values without grouping by entitlement (a subscriber is counted
+    /// once over the values, which no sum of cells says). The cells give each group's state just before the
+    /// midnight nearest the instant; the subscribers whose service starts or ends between the two are read from
+    /// the facts and their difference added, as for MRR without dimensions.
+    func mrrFromCells(at: Timestamp, dimensions d: ReportDimensions) async throws -> [Grouped<MRRLine>]? {
+        func filter(_ dimension: ReportDimension) -> Set<String> {
+            switch dimension {
+            case .store: d.stores
+            case .country: d.countries
+            case .productID: d.productIDs
+            case .entitlement: d.entitlements
+            }
+        }
+        let used = [ReportDimension.store, .country, .productID].filter { !filter($0).isEmpty || d.groupBy == $0 }
+        guard used.count <= 1 else { return nil }
+        let dimension = used.first
+        let values = dimension.map { filter($0).sorted() } ?? []
+        if dimension != nil, d.groupBy != dimension, values.count != 1 { return nil }
+        let byEntitlement = d.groupBy == .entitlement
+        guard byEntitlement || d.entitlements.count <= 1, dimension != nil || byEntitlement, try await useRollups() else { return nil }
+        let logger = database.logger
+        let t = at.microseconds
+        let day: Int64 = 86_400_000_000
+        let midnight = ReportInterval.day.periodStart(containing: at).microseconds
+        let boundary = t &- midnight <= day / 2 ? midnight : midnight &+ day
+        let (lo, hi) = (min(boundary, t), max(boundary, t))
+        struct Group: Hashable {
+            var key: String
+            var value: String
+        }
+        return try await reading { c in
+            var keys = byEntitlement ? d.entitlements.sorted() : [d.entitlements.first ?? ""]
+            if byEntitlement, keys.isEmpty {
+                // Every entitlement key (the paid coverage's table is small: days × keys × currencies).
+                let rows = try await c.query("SELECT DISTINCT entitlement FROM report_paid_days WHERE entitlement > ''", logger: logger)
+                for try await key in rows.decode(String.self) { keys.append(key) }
+            }
+            var amounts: [Group: [(currency: String, amount: MonthlyAmount)]] = [:]
+            var subscribers: [Group: [String: Int64]] = [:]
+            let sums =
+                if let dimension {
+                    try await c.query(
+                        """
+                        SELECT entitlement, value, currency, denominator::text, (sum(started) - sum(ended))::text
+                        FROM report_mrr_dimension_days
+                        WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue) AND day_us < \(boundary)
+                          AND (cardinality(\(TextArray(values))::text[]) = 0 OR value = ANY(\(TextArray(values))::text[]))
+                        GROUP BY 1, 2, 3, 4 HAVING sum(started) <> sum(ended)
+                        """, logger: logger)
+                } else {
+                    try await c.query(
+                        """
+                        SELECT entitlement, '', currency, denominator::text, (sum(started) - sum(ended))::text FROM report_mrr_days
+                        WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND day_us < \(boundary)
+                        GROUP BY 1, 2, 3, 4 HAVING sum(started) <> sum(ended)
+                        """, logger: logger)
+                }
+            for try await (key, value, currency, den, num) in sums.decode((String, String, String, String, String).self) {
+                guard let n = Int128(num), let d = Int128(den), d > 0 else { throw ReportOverflow(what: "the monthly amounts of \(currency)") }
+                amounts[Group(key: key, value: value), default: []].append((currency, MonthlyAmount(numerator: n, denominator: d)))
+            }
+            let counts =
+                if let dimension {
+                    try await c.query(
+                        """
+                        SELECT entitlement, value, currency, (sum(starts) - sum(ends))::int8 FROM report_paid_dimension_days
+                        WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue) AND day_us < \(boundary)
+                          AND (cardinality(\(TextArray(values))::text[]) = 0 OR value = ANY(\(TextArray(values))::text[]))
+                        GROUP BY 1, 2, 3 HAVING sum(starts) <> sum(ends)
+                        """, logger: logger)
+                } else {
+                    try await c.query(
+                        """
+                        SELECT entitlement, '', currency, (sum(starts) - sum(ends))::int8 FROM report_paid_days
+                        WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND day_us < \(boundary)
+                        GROUP BY 1, 2, 3 HAVING sum(starts) <> sum(ends)
+                        """, logger: logger)
+                }
+            for try await (key, value, currency, n) in counts.decode((String, String, String, Int64).self) {
+                subscribers[Group(key: key, value: value), default: [:]][currency] = n
+            }
+            var changed: [Group: [MRRService]] = [:]
+            for moved in try await Self.movedServices(c, key: "", between: lo, and: hi, logger: logger) {
+                let value: String
+                switch dimension {
+                case .store: value = moved.dimensions.store
+                case .country: value = moved.dimensions.country
+                case .productID: value = moved.dimensions.product
+                case .entitlement, nil: value = ""
+                }
+                guard values.isEmpty || values.contains(value) else { continue }
+                for key in keys where key.isEmpty || moved.entitlements.contains(key) {
+                    changed[Group(key: key, value: value), default: []].append(moved.service)
+                }
+            }
+            var lines: [Grouped<MRRLine>] = []
+            for g in Set(amounts.keys).union(subscribers.keys).union(changed.keys) {
+                let label: String? = byEntitlement ? g.key : (d.groupBy == nil ? nil : CellScope.group(g.value))
+                for line in try ReportRollup.mrr(
+                    at: at, boundary: Timestamp(microseconds: boundary), amounts: amounts[g] ?? [], subscribers: subscribers[g] ?? [:],
+                    changed: changed[g] ?? [])
+                {
+                    lines.append(Grouped(group: label, row: MRRLine(currency: line.currency, mrrMinor: line.mrrMinor, activePaid: line.activePaid)))
+                }
+            }
+            return lines.sorted {
+                $0.group == $1.group ? $0.row.currency < $1.row.currency : ReportDimensions.groupOrder($0.group, $1.group)
+            }
+        }
     }
 
     /// The filters as text-array binds: stores, countries, products, entitlements (empty: not filtered).

@@ -417,7 +417,7 @@ public struct ReportStore: Sendable {
     /// dimensions. Two queries, so no plan can turn the second into a scan of the table.
     static func movedServices(
         _ c: PostgresConnection, key: String, between lo: Int64, and hi: Int64, logger: Logger
-    ) async throws -> [(service: MRRService, dimensions: ReportRollup.CellDimensions)] {
+    ) async throws -> [MovedService] {
         var moved: [String] = []
         let ids = try await c.query(
             """
@@ -426,18 +426,19 @@ public struct ReportStore: Sendable {
               AND monthly_num IS NOT NULL
             """, logger: logger)
         for try await id in ids.decode(String.self) { moved.append(id) }
-        var services: [(service: MRRService, dimensions: ReportRollup.CellDimensions)] = []
+        var services: [MovedService] = []
         let rows = try await c.query(
             """
             SELECT subscriber_id, currency, greatest(start_us, held_from_us), service_end_us, monthly_num::text, monthly_den::text,
-                   floor(occurred_us / 86400000000.0)::int8, store, coalesce(country, ''), product_id
+                   floor(occurred_us / 86400000000.0)::int8, store, coalesce(country, ''), product_id,
+                   array_to_string(entitlements, chr(31))
             FROM report_transactions
             WHERE subscriber_id = ANY(\(TextArray(moved))::text[]) AND monthly_num IS NOT NULL
               AND (\(key) = '' OR \(key) = ANY(entitlements))
               AND greatest(start_us, held_from_us) <= \(hi) AND coalesce(service_end_us, 9223372036854775807) >= \(lo)
             """, logger: logger)
-        for try await (subscriber, currency, start, end, num, den, occurred, store, country, product) in rows.decode(
-            (String, String, Int64, Int64?, String, String, Int64, String, String, String).self)
+        for try await (subscriber, currency, start, end, num, den, occurred, store, country, product, entitlements) in rows.decode(
+            (String, String, Int64, Int64?, String, String, Int64, String, String, String, String).self)
         {
             guard let n = Int128(num), let d = Int128(den), d > 0, let day = Int(exactly: occurred) else {
                 throw ReportOverflow(what: "the monthly amounts of \(currency)")
@@ -445,9 +446,19 @@ public struct ReportStore: Sendable {
             let service = MRRService(
                 subscriber: subscriber, currency: currency, start: .init(microseconds: start), end: end.map(Timestamp.init(microseconds:)),
                 monthly: MonthlyAmount(numerator: n, denominator: d), occurred: FXDay(days: day))
-            services.append((service, ReportRollup.CellDimensions(store: store, country: country, product: product)))
+            services.append(
+                MovedService(
+                    service: service, dimensions: ReportRollup.CellDimensions(store: store, country: country, product: product),
+                    entitlements: Self.entitlements(entitlements)))
         }
         return services
+    }
+
+    /// A monthly transaction `movedServices` read: its service, its dimensions and what it grants.
+    struct MovedService {
+        var service: MRRService
+        var dimensions: ReportRollup.CellDimensions
+        var entitlements: [String]
     }
 
     /// Streams runs ordered by subscriber and hands each subscriber's runs to the accumulator.
