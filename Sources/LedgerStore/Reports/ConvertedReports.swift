@@ -143,11 +143,7 @@ extension ReportStore {
     /// read from the facts (at most twelve hours of them), as unconverted MRR reads the half hour to its boundary.
     private func mrrFromCells(at: Timestamp, key: String, converting fx: FXUse, rates table: FXTable) async throws -> MRRLine {
         let logger = database.logger
-        let t = at.microseconds
-        let day: Int64 = 86_400_000_000
-        let midnight = ReportInterval.day.periodStart(containing: at).microseconds
-        let boundary = t &- midnight <= day / 2 ? midnight : midnight &+ day
-        let (lo, hi) = (min(boundary, t), max(boundary, t))
+        let (boundary, lo, hi) = ReportRollup.nearestMidnight(at)
         let (groups, activePaid) = try await reading { c in
             var cells: [(currency: String, day: FXDay, denominator: Int128, numerator: Int128)] = []
             let sums = try await c.query(
@@ -157,7 +153,7 @@ extension ReportStore {
                 GROUP BY currency, occurred_day_us, denominator HAVING sum(started) <> sum(ended)
                 """, logger: logger)
             for try await (currency, occurred, den, num) in sums.decode((String, Int64, String, String).self) {
-                guard let n = Int128(num), let d = Int128(den), d > 0, let days = Int(exactly: occurred / day) else {
+                guard let n = Int128(num), let d = Int128(den), d > 0, let days = Int(exactly: occurred / 86_400_000_000) else {
                     throw ReportOverflow(what: "the monthly amounts of \(currency)")
                 }
                 cells.append((currency, FXDay(days: days), d, n))

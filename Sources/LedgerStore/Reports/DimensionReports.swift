@@ -181,11 +181,7 @@ extension ReportStore {
         let byEntitlement = d.groupBy == .entitlement
         guard byEntitlement || d.entitlements.count <= 1, dimension != nil || byEntitlement, try await useRollups() else { return nil }
         let logger = database.logger
-        let t = at.microseconds
-        let day: Int64 = 86_400_000_000
-        let midnight = ReportInterval.day.periodStart(containing: at).microseconds
-        let boundary = t &- midnight <= day / 2 ? midnight : midnight &+ day
-        let (lo, hi) = (min(boundary, t), max(boundary, t))
+        let (boundary, lo, hi) = ReportRollup.nearestMidnight(at)
         struct Group: Hashable {
             var key: String
             var value: String
