@@ -58,6 +58,16 @@ public struct ReportDimensions: Sendable, Hashable {
         }
     }
 
+    /// The values `dimension` is filtered on (empty: not filtered).
+    public func filter(_ dimension: ReportDimension) -> Set<String> {
+        switch dimension {
+        case .store: stores
+        case .country: countries
+        case .productID: productIDs
+        case .entitlement: entitlements
+        }
+    }
+
     /// Whether the transaction passes every filter.
     public func matches(_ t: RevenueTransaction) -> Bool {
         (stores.isEmpty || stores.contains(t.store)) && (countries.isEmpty || t.country.map(countries.contains) == true)

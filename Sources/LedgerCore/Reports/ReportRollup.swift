@@ -412,46 +412,25 @@ public struct ReportRollup: Sendable, Hashable {
 
     mutating func addMRR(_ t: RevenueTransaction, sign: Int128) {
         guard let monthly = t.monthly, let service = Self.service(t) else { return }
-        let start = ReportInterval.day.periodStart(containing: service.start).microseconds
-        let end = service.end.map { ReportInterval.day.periodStart(containing: $0).microseconds }
-        let startHour = Self.hourStart(service.start)
-        let endHour = service.end.map(Self.hourStart)
-        let occurred = ReportInterval.day.periodStart(containing: t.occurredAt).microseconds
-        let values = Self.dimensionValues(t)
+        let amount = sign * monthly.numerator
+        /// The amount starts in the period (day or hour, by `period`) holding the service's start, and ends in
+        /// the one holding its end.
+        func move<K: Hashable>(_ cells: inout [K: MRRCell], _ period: (Timestamp) -> Int64 = Self.dayStart, _ key: (Int64) -> K) {
+            cells[key(period(service.start)), default: .init()].started += amount
+            if let end = service.end { cells[key(period(end)), default: .init()].ended += amount }
+        }
+        let occurred = Self.dayStart(t.occurredAt)
+        let (currency, denominator) = (t.currency, monthly.denominator)
         for key in Self.keys(t) {
-            for (dimension, value) in values {
-                mrrDimensions[
-                    MRRDimensionKey(
-                        day: start, entitlement: key, currency: t.currency, dimension: dimension, value: value, denominator: monthly.denominator),
-                    default: .init()
-                ].started += sign * monthly.numerator
-                if let end {
-                    mrrDimensions[
-                        MRRDimensionKey(
-                            day: end, entitlement: key, currency: t.currency, dimension: dimension, value: value, denominator: monthly.denominator),
-                        default: .init()
-                    ].ended += sign * monthly.numerator
+            move(&mrr) { MRRKey(day: $0, entitlement: key, currency: currency, denominator: denominator) }
+            move(&mrrHours, Self.hourStart) { MRRKey(day: $0, entitlement: key, currency: currency, denominator: denominator) }
+            move(&mrrRates) {
+                MRRRateKey(day: $0, entitlement: key, currency: currency, occurredDay: occurred, denominator: denominator)
+            }
+            for (dimension, value) in Self.dimensionValues(t) {
+                move(&mrrDimensions) {
+                    MRRDimensionKey(day: $0, entitlement: key, currency: currency, dimension: dimension, value: value, denominator: denominator)
                 }
-            }
-            mrrRates[
-                MRRRateKey(day: start, entitlement: key, currency: t.currency, occurredDay: occurred, denominator: monthly.denominator),
-                default: .init()
-            ].started += sign * monthly.numerator
-            if let end {
-                mrrRates[
-                    MRRRateKey(day: end, entitlement: key, currency: t.currency, occurredDay: occurred, denominator: monthly.denominator),
-                    default: .init()
-                ].ended += sign * monthly.numerator
-            }
-            mrr[MRRKey(day: start, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
-                .started += sign * monthly.numerator
-            mrrHours[MRRKey(day: startHour, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
-                .started += sign * monthly.numerator
-            if let end, let endHour {
-                mrr[MRRKey(day: end, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
-                    .ended += sign * monthly.numerator
-                mrrHours[MRRKey(day: endHour, entitlement: key, currency: t.currency, denominator: monthly.denominator), default: .init()]
-                    .ended += sign * monthly.numerator
             }
         }
     }
@@ -487,45 +466,24 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// One key's coverage spans: paid subscribers starting and ending, per day and per hour.
     mutating func addCoverage(_ key: CoverageKey, _ spans: [(start: Timestamp, end: Timestamp?)], sign: Int64) {
-        if let dimension = key.dimension, let currency = key.currency {
+        /// Each span starts in the period (day or hour, by `period`) holding its start and ends in the one holding its end.
+        func count<K: Hashable>(_ cells: inout [K: Counts], _ period: (Timestamp) -> Int64 = Self.dayStart, _ cell: (Int64) -> K) {
             for (start, end) in spans {
-                let day = ReportInterval.day.periodStart(containing: start).microseconds
-                paidDimensions[
-                    PaidDimensionKey(day: day, entitlement: key.entitlement, currency: currency, dimension: dimension, value: key.value),
-                    default: .init()
-                ].first &+= sign
-                if let end {
-                    let day = ReportInterval.day.periodStart(containing: end).microseconds
-                    paidDimensions[
-                        PaidDimensionKey(day: day, entitlement: key.entitlement, currency: currency, dimension: dimension, value: key.value),
-                        default: .init()
-                    ].second &+= sign
-                }
+                cells[cell(period(start)), default: .init()].first &+= sign
+                if let end { cells[cell(period(end)), default: .init()].second &+= sign }
             }
-            return
         }
-        guard let currency = key.currency else {
-            for (start, end) in spans {
-                paidAny[DayKey(day: ReportInterval.day.periodStart(containing: start).microseconds, entitlement: key.entitlement), default: .init()]
-                    .first &+= sign
-                if let end {
-                    paidAny[DayKey(day: ReportInterval.day.periodStart(containing: end).microseconds, entitlement: key.entitlement), default: .init()]
-                        .second &+= sign
-                }
+        let entitlement = key.entitlement
+        switch (key.currency, key.dimension) {
+        case (nil, _):
+            count(&paidAny) { DayKey(day: $0, entitlement: entitlement) }
+        case (let currency?, let dimension?):
+            count(&paidDimensions) {
+                PaidDimensionKey(day: $0, entitlement: entitlement, currency: currency, dimension: dimension, value: key.value)
             }
-            return
-        }
-        for (start, end) in spans {
-            let day = ReportInterval.day.periodStart(containing: start).microseconds
-            paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: currency), default: .init()].first &+= sign
-            paidHours[CurrencyDayKey(day: Self.hourStart(start), entitlement: key.entitlement, currency: currency), default: .init()]
-                .first &+= sign
-            if let end {
-                let day = ReportInterval.day.periodStart(containing: end).microseconds
-                paid[CurrencyDayKey(day: day, entitlement: key.entitlement, currency: currency), default: .init()].second &+= sign
-                paidHours[CurrencyDayKey(day: Self.hourStart(end), entitlement: key.entitlement, currency: currency), default: .init()]
-                    .second &+= sign
-            }
+        case (let currency?, nil):
+            count(&paid) { CurrencyDayKey(day: $0, entitlement: entitlement, currency: currency) }
+            count(&paidHours, Self.hourStart) { CurrencyDayKey(day: $0, entitlement: entitlement, currency: currency) }
         }
     }
 
@@ -540,8 +498,12 @@ public struct ReportRollup: Sendable, Hashable {
 
     /// A transaction's value of each dimension MRR keeps cells for (`''`: not known).
     static func dimensionValues(_ t: RevenueTransaction) -> [(ReportDimension, String)] {
-        [(.store, t.store), (.country, t.country ?? ""), (.productID, t.productID)]
+        let cell = CellDimensions(t)
+        return mrrCellDimensions.map { ($0, cell.value(of: $0)) }
     }
+
+    /// The dimensions MRR keeps cells for, one at a time (schema 0036).
+    public static let mrrCellDimensions: [ReportDimension] = [.store, .country, .productID]
 
     /// The union of half-open intervals (`end` nil: never ends) as disjoint intervals, sorted.
     static func union(_ list: [(start: Timestamp, end: Timestamp?)]) -> [(start: Timestamp, end: Timestamp?)] {

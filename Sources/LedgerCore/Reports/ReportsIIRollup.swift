@@ -21,6 +21,16 @@ extension ReportRollup {
         }
 
         init(_ t: RevenueTransaction) { self.init(store: t.store, country: t.country ?? "", product: t.productID) }
+
+        /// The value of store, country or product (entitlements are the cells' key, not a dimension value: `''`).
+        public func value(of dimension: ReportDimension) -> String {
+            switch dimension {
+            case .store: store
+            case .country: country
+            case .productID: product
+            case .entitlement: ""
+            }
+        }
         static let unknown = CellDimensions(store: "", country: "", product: "")
     }
 

@@ -165,18 +165,10 @@ extension ReportStore {
     /// midnight nearest the instant; the subscribers whose service starts or ends between the two are read from
     /// the facts and their difference added, as for MRR without dimensions.
     func mrrFromCells(at: Timestamp, dimensions d: ReportDimensions) async throws -> [Grouped<MRRLine>]? {
-        func filter(_ dimension: ReportDimension) -> Set<String> {
-            switch dimension {
-            case .store: d.stores
-            case .country: d.countries
-            case .productID: d.productIDs
-            case .entitlement: d.entitlements
-            }
-        }
-        let used = [ReportDimension.store, .country, .productID].filter { !filter($0).isEmpty || d.groupBy == $0 }
+        let used = ReportRollup.mrrCellDimensions.filter { !d.filter($0).isEmpty || d.groupBy == $0 }
         guard used.count <= 1 else { return nil }
         let dimension = used.first
-        let values = dimension.map { filter($0).sorted() } ?? []
+        let values = dimension.map { d.filter($0).sorted() } ?? []
         if dimension != nil, d.groupBy != dimension, values.count != 1 { return nil }
         let byEntitlement = d.groupBy == .entitlement
         guard byEntitlement || d.entitlements.count <= 1, dimension != nil || byEntitlement, try await useRollups() else { return nil }
@@ -239,13 +231,7 @@ extension ReportStore {
             }
             var changed: [Group: [MRRService]] = [:]
             for moved in try await Self.movedServices(c, key: "", between: lo, and: hi, logger: logger) {
-                let value: String
-                switch dimension {
-                case .store: value = moved.dimensions.store
-                case .country: value = moved.dimensions.country
-                case .productID: value = moved.dimensions.product
-                case .entitlement, nil: value = ""
-                }
+                let value = dimension.map(moved.dimensions.value(of:)) ?? ""
                 guard values.isEmpty || values.contains(value) else { continue }
                 for key in keys where key.isEmpty || moved.entitlements.contains(key) {
                     changed[Group(key: key, value: value), default: []].append(moved.service)
