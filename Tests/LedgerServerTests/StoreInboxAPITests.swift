@@ -186,7 +186,7 @@ struct StoreInboxAPITests {
             c.google.setDown(true)
             #expect(try await G.send(c, G.push(id: "d1", at: "2026-03-01T10:00:03Z", type: 4, token: "tok-d")).status == .accepted)
             // Each has been tried once at least: wait until all three say why they wait.
-            for _ in 0..<100 {
+            for _ in 0..<600 {
                 let listed = try Self.messages(
                     try await c.http.execute(uri: "/v1/stores/google/inbox", method: .get, headers: c.api.headers(.admin)))
                 if listed.count == 3, listed.allSatisfy({ ($0["reason"]?.stringValue ?? "").isEmpty == false }) { break }
