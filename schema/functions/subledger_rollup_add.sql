@@ -177,10 +177,4 @@ BEGIN
             ON CONFLICT (entitlement, dimension, day_us, currency, value) DO UPDATE SET
                 starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
     END IF;
-    IF jsonb_array_length(coalesce(cells -> 'report_ltv_rate_terms', '[]')) > 0 THEN
-        INSERT INTO report_ltv_rate_terms AS t
-            SELECT * FROM jsonb_populate_recordset(NULL::report_ltv_rate_terms, cells -> 'report_ltv_rate_terms')
-            ON CONFLICT (entitlement, cohort_us, month_us, figure, currency, occurred_day_us, amount, store, country, product_id)
-            DO UPDATE SET n = t.n + excluded.n;
-    END IF;
 END $$;

@@ -165,16 +165,6 @@ BEGIN
         GROUP BY r.entitlement, r.cohort_us, r.currency, r.store, r.country, r.product_id, r.month_us
         ON CONFLICT (entitlement, cohort_us, currency, store, country, product_id, month_us) DO UPDATE SET members =
             t.members + excluded.members, gross = t.gross + excluded.gross, proceeds = t.proceeds + excluded.proceeds;
-    INSERT INTO report_ltv_rate_terms AS t (entitlement, cohort_us, store, country, product_id, month_us, figure, currency,
-        occurred_day_us, amount, n)
-        SELECT r.entitlement, r.cohort_us, r.store, r.country, r.product_id, r.month_us, r.figure, r.currency,
-            r.occurred_day_us, r.amount, sum(r.n)::bigint
-        FROM unnest(batch) WITH ORDINALITY AS q(cells, n), jsonb_populate_recordset(NULL::report_ltv_rate_terms, q.cells ->
-            'report_ltv_rate_terms') r
-        GROUP BY r.entitlement, r.cohort_us, r.store, r.country, r.product_id, r.month_us, r.figure, r.currency,
-            r.occurred_day_us, r.amount
-        ON CONFLICT (entitlement, cohort_us, month_us, figure, currency, occurred_day_us, amount, store, country, product_id)
-            DO UPDATE SET n = t.n + excluded.n;
     INSERT INTO report_mrr_movement AS t (entitlement, dimension, period_interval, period_us, value, currency, part,
         denominator, amount)
         SELECT r.entitlement, r.dimension, r.period_interval, r.period_us, r.value, r.currency, r.part, r.denominator,

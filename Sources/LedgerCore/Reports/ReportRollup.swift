@@ -210,8 +210,6 @@ public struct ReportRollup: Sendable, Hashable {
     public var refundRepeats: [RefundRepeatKey: Int64] = [:]
     public var conversion: [ConversionKey: Int64] = [:]
     public var ltv: [LTVKey: LTVCell] = [:]
-    /// LTV's terms for a reporting currency: signed counts per amount, currency and date of the rate.
-    public var ltvRates: [LTVRateKey: Int64] = [:]
     /// MRR movement (`MRRMovementRollup.swift`): exact amounts per part and denominator, subscribers per part.
     public var movement: [MovementKey: Int128] = [:]
     /// Churn by store, country and product (`ChurnDimensionRollup.swift`): active spans per day, transitions per
@@ -359,7 +357,6 @@ public struct ReportRollup: Sendable, Hashable {
         for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
         for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
         for (k, v) in other.ltv { ltv[k, default: .init()].add(v) }
-        for (k, v) in other.ltvRates { ltvRates[k, default: 0] &+= v }
         for (k, v) in other.movement { movement[k, default: 0] &+= v }
     }
 
@@ -395,7 +392,6 @@ public struct ReportRollup: Sendable, Hashable {
         refundRepeats = refundRepeats.filter { $0.value != 0 }
         conversion = conversion.filter { $0.value != 0 }
         ltv = ltv.filter { $0.value != LTVCell() }
-        ltvRates = ltvRates.filter { $0.value != 0 }
         movement = movement.filter { $0.value != 0 }
         revenueDimensions = revenueDimensions.filter { $0.value != RevenueCell() }
     }

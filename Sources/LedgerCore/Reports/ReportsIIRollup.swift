@@ -118,37 +118,6 @@ extension ReportRollup {
         }
     }
 
-    /// LTV in a reporting currency (schema 0037). Converted LTV rounds each transaction's gross, tax, commission and
-    /// cumulative refunds at the rate of its own `occurred_at` date, which no sum of amounts can do; but amounts
-    /// that are equal, in the same currency and of the same date, round alike. So a cell is a *term*: an amount of
-    /// one currency and date with a signed count, worth the count times the amount converted and rounded. Rates
-    /// are applied when a report reads the terms, so a new rate version moves none of them.
-    public struct LTVRateKey: Sendable, Hashable {
-        public var cohort: Int64
-        public var entitlement: String
-        public var dimensions: CellDimensions
-        /// Month of the sale or refund (the cohort's at the earliest).
-        public var month: Int64
-        /// `''` for `members`.
-        public var currency: String
-        /// Midnight (UTC, microseconds) of the transaction's `occurred_at`, the date of its rate; 0 for `members`.
-        public var occurredDay: Int64
-        public var figure: LTVRateFigure
-        /// Minor units of `currency` (0 for `members`).
-        public var amount: Int128
-    }
-
-    /// What a term adds to.
-    public enum LTVRateFigure: String, Sendable, Hashable {
-        /// Realized gross and realized proceeds: a sale's gross, and a refund's cumulative amount before (+) and
-        /// after (−) the month's refunds, so that the rounded steps add up to the rounded cumulative refunds.
-        case gross = "g"
-        /// Realized proceeds only: a sale's tax and commission (counted −1).
-        case proceeds = "p"
-        /// Cohort members with a paid transaction in any currency (a reporting currency counts each once).
-        case members = "m"
-    }
-
     /// Months after a cohort's start that LTV keeps (`months` is at most 120, so month 119 is the last shown).
     public static let maxLTVMonths = 120
 
@@ -238,12 +207,10 @@ extension ReportRollup {
     /// The subscriber's LTV cells, per key of their paid runs: the cohort is the month of the key's first paid run,
     /// the dimensions those of the first transaction of that run (the latest whose service started by the run's
     /// start, else the earliest), and every transaction granting the key counts (`GroupedLTVAccumulator`'s rules).
-    /// The terms for a reporting currency (`LTVRateKey`) come with them: the same members, months and dimensions.
-    static func ltvCells(_ facts: SubscriberFacts) -> (cells: [LTVKey: LTVCell], rates: [LTVRateKey: Int64]) {
+    static func ltvCells(_ facts: SubscriberFacts) -> [LTVKey: LTVCell] {
         var firstStarts: [String: Timestamp] = [:]
         for run in facts.runs where firstStarts[run.entitlement] == nil { firstStarts[run.entitlement] = run.start }
         var cells: [LTVKey: LTVCell] = [:]
-        var rates: [LTVRateKey: Int64] = [:]
         for (key, first) in firstStarts {
             let scope = key.isEmpty ? facts.transactions : facts.transactions.filter { $0.entitlements.contains(key) }
             let opening =
@@ -254,53 +221,28 @@ extension ReportRollup {
             let cohort = ReportCalendar.monthStart(first)
             let last = ReportCalendar.addingMonths(maxLTVMonths - 1, to: cohort).microseconds
             var members = Set<String>()
-            func month(_ at: Timestamp) -> Int64? {
-                let month = max(ReportCalendar.monthStart(at).microseconds, cohort.microseconds)
-                return month <= last ? month : nil
-            }
             func add(_ at: Timestamp, _ currency: String, _ cell: LTVCell) {
-                guard let month = month(at) else { return }
+                let month = max(ReportCalendar.monthStart(at).microseconds, cohort.microseconds)
+                guard month <= last else { return }
                 let k = LTVKey(cohort: cohort.microseconds, entitlement: key, currency: currency, dimensions: dimensions, month: month)
                 cells[k, default: .init()].add(cell)
             }
-            func term(_ at: Timestamp, _ t: RevenueTransaction?, _ figure: LTVRateFigure, _ amount: Int128, _ count: Int64) {
-                guard let month = month(at), amount != 0 || figure == .members else { return }
-                let k = LTVRateKey(
-                    cohort: cohort.microseconds, entitlement: key, dimensions: dimensions, month: month, currency: t?.currency ?? "",
-                    occurredDay: t.map { Self.dayStart($0.occurredAt) } ?? 0, figure: figure, amount: amount)
-                rates[k, default: 0] &+= count
-            }
-            if !scope.isEmpty { term(cohort, nil, .members, 0, 1) }
             for t in scope {
                 if members.insert(t.currency).inserted { add(cohort, t.currency, LTVCell(members: 1)) }
                 if t.heldFrom == nil {
                     let gross = Int128(t.gross)
                     add(t.occurredAt, t.currency, LTVCell(gross: gross, proceeds: gross - Int128(t.tax) - Int128(t.commission)))
-                    term(t.occurredAt, t, .gross, gross, 1)
-                    term(t.occurredAt, t, .proceeds, Int128(t.tax), -1)
-                    term(t.occurredAt, t, .proceeds, Int128(t.commission), -1)
                 }
                 for r in t.refunds { add(r.at, t.currency, LTVCell(gross: -Int128(r.amount), proceeds: -Int128(r.amount))) }
-                // The cumulative refunds at each month's end, as steps: converted, each step is the difference of two
-                // rounded cumulative amounts.
-                var refunded: Int128 = 0
-                for (m, group) in Dictionary(grouping: t.refunds, by: { ReportCalendar.monthStart($0.at) }).sorted(by: { $0.key < $1.key }) {
-                    let before = refunded
-                    refunded += group.reduce(Int128(0)) { $0 + Int128($1.amount) }
-                    term(m, t, .gross, before, 1)
-                    term(m, t, .gross, refunded, -1)
-                }
             }
         }
-        return (cells, rates)
+        return cells
     }
 
     /// Adds (sign 1) or takes off (−1) the subscriber's conversion, LTV and MRR movement cells.
     mutating func addSubscriberCells(_ facts: SubscriberFacts, sign: Int64) {
         for (k, n) in Self.conversionCells(facts) { conversion[k, default: 0] &+= n &* sign }
-        let ltvCells = Self.ltvCells(facts)
-        for (k, cell) in ltvCells.cells { ltv[k, default: .init()].add(cell, sign: sign) }
-        for (k, n) in ltvCells.rates { ltvRates[k, default: 0] &+= n &* sign }
+        for (k, cell) in Self.ltvCells(facts) { ltv[k, default: .init()].add(cell, sign: sign) }
         Self.addMovement(facts, sign: Int128(sign), into: &movement)
         addChurnDimensions(facts, sign: sign)
     }
@@ -378,82 +320,6 @@ extension ReportRollup {
         }
         let order: [String?] = grouped ? groups.keys.sorted(by: ReportDimensions.groupOrder) : [nil]
         return order.flatMap { g in (groups[g] ?? template).map { (g, $0) } }
-    }
-
-    /// One summed row of `report_ltv_rate_terms`, per group (nil: ungrouped or the null group).
-    public struct LTVRateTerm: Sendable {
-        public var cohort: Int64
-        public var group: String?
-        public var month: Int64
-        public var figure: LTVRateFigure
-        public var currency: String
-        public var occurredDay: Int64
-        public var amount: Int128
-        public var count: Int64
-
-        public init(
-            cohort: Int64, group: String?, month: Int64, figure: LTVRateFigure, currency: String, occurredDay: Int64, amount: Int128,
-            count: Int64
-        ) {
-            (self.cohort, self.group, self.month, self.figure) = (cohort, group, month, figure)
-            (self.currency, self.occurredDay, self.amount, self.count) = (currency, occurredDay, amount, count)
-        }
-    }
-
-    /// Realized LTV of the cohorts in `[from, to)` in a reporting currency, from the terms: each amount is
-    /// converted at the rate of its date and rounded, then multiplied by its count, as `LTVAccumulator` converts
-    /// each transaction. Only the months shown are converted, so a rate is needed exactly where the facts need one.
-    /// Every cohort has its row, per group that has a member in the cohorts (ungrouped: always).
-    public static func convertedLTVCohorts(
-        from: Timestamp, to: Timestamp, months: Int, until: Timestamp, grouped: Bool, reporting: ReportingCurrency,
-        terms: [LTVRateTerm]
-    ) throws -> [(group: String?, cohort: LTVCohort)] {
-        var rates = reporting
-        let shape = LTVAccumulator(from: from, to: to, months: months, until: until)
-        let index = Dictionary(shape.starts.enumerated().map { ($1.microseconds, $0) }) { a, _ in a }
-        struct Row: Hashable {
-            var group: String?
-            var cohort: Int
-        }
-        var sizes: [Row: Int64] = [:]
-        var groups = Set<String?>()
-        var money: [Row: [Int64: (gross: Int128, proceeds: Int128)]] = [:]
-        for term in terms {
-            guard let c = index[term.cohort] else { continue }
-            let row = Row(group: term.group, cohort: c)
-            let shown = shape.shown[c]
-            if term.figure == .members {
-                groups.insert(term.group)
-                if shown > 0 { sizes[row, default: 0] &+= term.count }
-                continue
-            }
-            guard shown > 0, term.month <= ReportCalendar.addingMonths(shown - 1, to: shape.starts[c]).microseconds else { continue }
-            let factor = try rates.factor(from: term.currency, occurred: Timestamp(microseconds: term.occurredDay))
-            let (value, overflow) = try factor.apply(term.amount).multipliedReportingOverflow(by: Int128(term.count))
-            guard !overflow else { throw ReportOverflow(what: "the LTV in \(reporting.currency)") }
-            var cell = money[row, default: [:]][term.month, default: (0, 0)]
-            cell.proceeds += value
-            if term.figure == .gross { cell.gross += value }
-            money[row, default: [:]][term.month] = cell
-        }
-        let order: [String?] = grouped ? groups.sorted(by: ReportDimensions.groupOrder) : [nil]
-        return order.flatMap { g in
-            shape.starts.indices.map { c in
-                let (start, shown) = (shape.starts[c], shape.shown[c])
-                let row = Row(group: g, cohort: c)
-                var cohort = LTVCohort(
-                    start: start, currency: reporting.currency, size: Int(truncatingIfNeeded: sizes[row] ?? 0),
-                    gross: Array(repeating: 0, count: shown), proceeds: Array(repeating: 0, count: shown))
-                let cutoffs = (0..<shown).map { ReportCalendar.addingMonths($0, to: start).microseconds }
-                for (month, cell) in money[row] ?? [:] {
-                    for (k, cut) in cutoffs.enumerated() where month <= cut {
-                        cohort.gross[k] += cell.gross
-                        cohort.proceeds[k] += cell.proceeds
-                    }
-                }
-                return (g, cohort)
-            }
-        }
     }
 
     /// Realized LTV of the cohorts in `[from, to)` from the cells summed per cohort, currency, group and month.

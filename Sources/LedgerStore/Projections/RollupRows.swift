@@ -12,7 +12,7 @@ enum RollupRows {
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
         "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
         "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days", "report_mrr_dimension_days",
-        "report_paid_dimension_days", "report_ltv_rate_terms",
+        "report_paid_dimension_days",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -207,20 +207,6 @@ enum RollupRows {
             rows.text("country", d.country)
             rows.text("product_id", d.product)
         }
-        var ltvRates = make("report_ltv_rate_terms")
-        for (k, n) in rollup.ltvRates {
-            ltvRates.beginRow()
-            ltvRates.text("entitlement", k.entitlement)
-            ltvRates.integer("cohort_us", k.cohort)
-            dimensions(&ltvRates, k.dimensions)
-            ltvRates.integer("month_us", k.month)
-            ltvRates.text("figure", k.figure.rawValue)
-            ltvRates.text("currency", k.currency)
-            ltvRates.integer("occurred_day_us", k.occurredDay)
-            ltvRates.wide("amount", k.amount)
-            ltvRates.integer("n", n)
-            ltvRates.endRow()
-        }
         var refunds = make("report_refund_days")
         for (k, v) in rollup.refundDays {
             refunds.beginRow()
@@ -344,7 +330,7 @@ enum RollupRows {
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
             movement, revenueDimensions, trialDimensions, churnActive, churnMoves, mrrRates, paidAny,
-            mrrDimensions, paidDimensions, ltvRates,
+            mrrDimensions, paidDimensions,
         ]
     }
 }

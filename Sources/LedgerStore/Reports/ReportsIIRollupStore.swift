@@ -161,49 +161,6 @@ extension ReportStore {
         }
     }
 
-    /// Realized LTV in a reporting currency from the terms (schema 0037); nil when the cells cannot answer.
-    func ltvFromRateTerms(
-        from: Timestamp, to: Timestamp, months: Int, until: Timestamp, dimensions: ReportDimensions, converting fx: FXUse
-    ) async throws -> [Grouped<LTVCohort>]? {
-        let cohorts = ReportCalendar.boundaries(from: from, to: to, interval: .month)
-        guard let scope = CellScope(dimensions), let lo = cohorts.first?.microseconds, let hi = cohorts.last?.microseconds,
-            cohorts.count > 1, try await useRollups()
-        else { return nil }
-        let reporting = ReportingCurrency(currency: fx.currency, rates: try await fxTable(version: fx.version))
-        let logger = database.logger
-        let s = scope
-        let terms = try await reading { c in
-            var terms: [ReportRollup.LTVRateTerm] = []
-            let rows = try await c.query(
-                """
-                SELECT cohort_us, \(groupOf: s), month_us, figure, currency, occurred_day_us, amount::text, sum(n)::int8
-                FROM report_ltv_rate_terms
-                WHERE \(keysOf: s)
-                  AND cohort_us >= \(lo) AND cohort_us < \(hi)
-                  AND \(dimensionsOf: s)
-                GROUP BY 1, 2, 3, 4, 5, 6, 7
-                HAVING sum(n) <> 0
-                """, logger: logger)
-            for try await (cohort, group, month, figure, currency, day, amount, n) in rows.decode(
-                (Int64, String, Int64, String, String, Int64, String, Int64).self)
-            {
-                guard let a = Int128(amount), let f = ReportRollup.LTVRateFigure(rawValue: figure) else {
-                    throw ReportOverflow(what: "the LTV of \(currency)")
-                }
-                terms.append(
-                    .init(
-                        cohort: cohort, group: CellScope.group(group), month: month, figure: f, currency: currency, occurredDay: day, amount: a,
-                        count: n))
-            }
-            return terms
-        }
-        return try await Self.refusingMissingRates {
-            try ReportRollup.convertedLTVCohorts(
-                from: from, to: to, months: months, until: until, grouped: s.grouped, reporting: reporting, terms: terms
-            ).map { Grouped(group: $0.group, row: $0.cohort) }
-        }
-    }
-
     /// Which MRR movement cells a report reads (`ReportRollup.movementCells`' groups); nil when they cannot answer.
     struct MovementScope: CellKeys {
         var byEntitlement: Bool

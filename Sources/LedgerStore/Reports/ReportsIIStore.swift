@@ -119,11 +119,7 @@ extension ReportStore {
     public func ltv(from: Timestamp, to: Timestamp, months: Int, until: Timestamp, dimensions: ReportDimensions, converting fx: FXUse? = nil)
         async throws -> [Grouped<LTVCohort>]
     {
-        if let fx {
-            if let cells = try await ltvFromRateTerms(from: from, to: to, months: months, until: until, dimensions: dimensions, converting: fx) {
-                return cells
-            }
-        } else if let cells = try await ltvFromRollups(from: from, to: to, months: months, until: until, dimensions: dimensions) {
+        if fx == nil, let cells = try await ltvFromRollups(from: from, to: to, months: months, until: until, dimensions: dimensions) {
             return cells
         }
         let initial = GroupedLTVAccumulator(
