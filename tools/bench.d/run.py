@@ -849,6 +849,7 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
                 ("report mrr by entitlement", "/v1/reports/mrr?at=2026-06-01T00:00:00Z&group_by=entitlement"),
                 ("report mrr movement in EUR", "/v1/reports/mrr-movement?from=2025-01-01&to=2027-01-01&interval=month&currency=EUR"),
                 ("report ltv by store", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12&group_by=store"),
+                ("report ltv in EUR", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12&currency=EUR"),
                 ("report refunds by product", "/v1/reports/refunds?from=2025-01-01&to=2027-01-01&interval=month&group_by=product_id"),
                 ("report conversion by store", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month&group_by=store"),
                 ("report churn by country", "/v1/reports/churn?from=2025-01-01&to=2027-01-01&interval=month&group_by=country"),
