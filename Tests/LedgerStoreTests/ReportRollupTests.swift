@@ -24,35 +24,42 @@ struct ReportRollupTests {
             ]
             events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 7) % events.count)
         }
+        /// A non-renewing purchase of `product` by `subscriber`, on `day` (2026) at `time`.
+        func purchase(
+            _ subscriber: String, _ key: String, _ day: String, _ time: String, _ product: String, _ entitlements: [String], _ duration: String,
+            _ price: Int, _ currency: String
+        ) -> NewEvent {
+            let members: [String: JSONValue] = [
+                "subscriber_id": .string(subscriber), "type": "purchase", "occurred_at": .string("2026-\(day)T\(time)Z"),
+                "source": "gen", "environment": "production", "idempotency_key": .string("\(subscriber)-\(key)"),
+                "data": [
+                    "product_id": .string(product), "transaction_id": .string("\(subscriber)-\(key)"), "kind": "non_renewing",
+                    "entitlements": .array(entitlements.map(JSONValue.string)), "duration": .string(duration),
+                    "price_minor": .number(JSONNumber(Int64(price))), "currency": .string(currency),
+                ],
+            ]
+            return try! EventDecoder.decode(members, path: "")
+        }
         // Transactions too large for the month cells (`ReportRollup.maxRevenueCells`): six years of service,
         // and a year over forty entitlements; revenue reads them from the facts beside the rollup.
         for s in stride(from: 1, to: 60, by: 11) {
-            let subscriber = "gen-\(seed)-\(s)"
             let many = s % 2 == 0
-            let members: [String: JSONValue] = [
-                "subscriber_id": .string(subscriber), "type": "purchase", "occurred_at": .string("2026-0\(s % 9 + 1)-03T08:00:00Z"),
-                "source": "gen", "environment": "production", "idempotency_key": .string("\(subscriber)-long"),
-                "data": [
-                    "product_id": "pro.long", "transaction_id": .string("\(subscriber)-long"), "kind": "non_renewing",
-                    "entitlements": .array((many ? ["pro"] + (1...40).map { "e\($0)" } : ["pro", "basic"]).map(JSONValue.string)),
-                    "duration": .string(many ? "P1Y" : "P6Y"), "price_minor": 50000, "currency": "GBP",
-                ],
-            ]
-            events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 13) % events.count)
+            let entitlements = many ? ["pro"] + (1...40).map { "e\($0)" } : ["pro", "basic"]
+            let event = purchase(
+                "gen-\(seed)-\(s)", "long", "0\(s % 9 + 1)-03", "08:00:00", "pro.long", entitlements, many ? "P1Y" : "P6Y", 50000, "GBP")
+            events.insert(event, at: (s * 13) % events.count)
+        }
+        // Subscribers holding only `basic`, who pay for it: by entitlement they are in the null group of
+        // `entitlement=pro`, and not converted there (none of their payments is in scope).
+        for s in stride(from: 2, to: 60, by: 13) {
+            let event = purchase("gen-\(seed)-basic-\(s)", "basic", "0\(s % 9 + 1)-06", "07:15:00", "basic.month", ["basic"], "P1M", 499, "USD")
+            events.insert(event, at: (s * 11) % events.count)
         }
         // Two years of one entitlement: in the month cells, too long for the day cells
         // (`ReportRollup.maxRevenueDayCells`), so day and week grids read it from the facts.
         for s in stride(from: 5, to: 60, by: 17) {
-            let subscriber = "gen-\(seed)-\(s)"
-            let members: [String: JSONValue] = [
-                "subscriber_id": .string(subscriber), "type": "purchase", "occurred_at": .string("2026-0\(s % 9 + 1)-04T09:30:00Z"),
-                "source": "gen", "environment": "production", "idempotency_key": .string("\(subscriber)-two-years"),
-                "data": [
-                    "product_id": "pro.two", "transaction_id": .string("\(subscriber)-two-years"), "kind": "non_renewing",
-                    "entitlements": ["pro"], "duration": "P2Y", "price_minor": 17999, "currency": "EUR",
-                ],
-            ]
-            events.insert(try! EventDecoder.decode(members, path: ""), at: (s * 5) % events.count)
+            let event = purchase("gen-\(seed)-\(s)", "two-years", "0\(s % 9 + 1)-04", "09:30:00", "pro.two", ["pro"], "P2Y", 17999, "EUR")
+            events.insert(event, at: (s * 5) % events.count)
         }
         return events
     }
@@ -225,6 +232,7 @@ struct ReportRollupTests {
             ("report_mrr_hours", "started <> 0 OR ended <> 0"), ("report_paid_hours", "starts <> 0 OR ends <> 0"),
             ("report_mrr_rate_days", "started <> 0 OR ended <> 0"), ("report_paid_any_days", "starts <> 0 OR ends <> 0"),
             ("report_mrr_dimension_days", "started <> 0 OR ended <> 0"), ("report_paid_dimension_days", "starts <> 0 OR ends <> 0"),
+            ("report_conversion_holders", "subscribers <> 0"),
             (
                 "report_revenue_days",
                 "transactions <> 0 OR billings <> 0 OR refunds <> 0 OR recognized <> 0 OR commission <> 0 OR settled_deferred <> 0"

@@ -177,4 +177,10 @@ BEGIN
             ON CONFLICT (entitlement, dimension, day_us, currency, value) DO UPDATE SET
                 starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
     END IF;
+    IF jsonb_array_length(coalesce(cells -> 'report_conversion_holders', '[]')) > 0 THEN
+        INSERT INTO report_conversion_holders AS t
+            SELECT * FROM jsonb_populate_recordset(NULL::report_conversion_holders, cells -> 'report_conversion_holders')
+            ON CONFLICT (entitlement, day_us, store, country, product_id, held, wait_days) DO UPDATE SET
+                subscribers = t.subscribers + excluded.subscribers;
+    END IF;
 END $$;

@@ -157,6 +157,13 @@ BEGIN
         GROUP BY r.entitlement, r.day_us, r.store, r.country, r.product_id, r.wait_days
         ON CONFLICT (entitlement, day_us, store, country, product_id, wait_days) DO UPDATE SET subscribers =
             t.subscribers + excluded.subscribers;
+    INSERT INTO report_conversion_holders AS t (entitlement, day_us, store, country, product_id, held, wait_days, subscribers)
+        SELECT r.entitlement, r.day_us, r.store, r.country, r.product_id, r.held, r.wait_days, sum(r.subscribers)::bigint
+        FROM unnest(batch) WITH ORDINALITY AS q(cells, n), jsonb_populate_recordset(NULL::report_conversion_holders, q.cells ->
+            'report_conversion_holders') r
+        GROUP BY r.entitlement, r.day_us, r.store, r.country, r.product_id, r.held, r.wait_days
+        ON CONFLICT (entitlement, day_us, store, country, product_id, held, wait_days) DO UPDATE SET subscribers =
+            t.subscribers + excluded.subscribers;
     INSERT INTO report_ltv_cells AS t (entitlement, cohort_us, currency, store, country, product_id, month_us, members,
         gross, proceeds)
         SELECT r.entitlement, r.cohort_us, r.currency, r.store, r.country, r.product_id, r.month_us,

@@ -852,6 +852,7 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
                 ("report ltv in EUR", "/v1/reports/ltv?from=2025-01-01&to=2027-01-01&months=12&currency=EUR"),
                 ("report refunds by product", "/v1/reports/refunds?from=2025-01-01&to=2027-01-01&interval=month&group_by=product_id"),
                 ("report conversion by store", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month&group_by=store"),
+                ("report conversion by entitlement", "/v1/reports/conversion?from=2025-01-01&to=2027-01-01&interval=month&group_by=entitlement"),
                 ("report churn by country", "/v1/reports/churn?from=2025-01-01&to=2027-01-01&interval=month&group_by=country"),
                 ("report trials by store", "/v1/reports/trials?from=2025-01-01&to=2027-01-01&interval=month&group_by=store")]
 

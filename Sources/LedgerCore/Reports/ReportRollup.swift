@@ -209,6 +209,8 @@ public struct ReportRollup: Sendable, Hashable {
     public var refundDays: [RefundKey: RefundCell] = [:]
     public var refundRepeats: [RefundRepeatKey: Int64] = [:]
     public var conversion: [ConversionKey: Int64] = [:]
+    /// Conversion grouped by entitlement: holders of each entitlement, and each subscriber with what they hold.
+    public var conversionHolders: [ConversionHolderKey: Int64] = [:]
     public var ltv: [LTVKey: LTVCell] = [:]
     /// MRR movement (`MRRMovementRollup.swift`): exact amounts per part and denominator, subscribers per part.
     public var movement: [MovementKey: Int128] = [:]
@@ -356,6 +358,7 @@ public struct ReportRollup: Sendable, Hashable {
         for (k, v) in other.refundDays { refundDays[k, default: .init()].add(v) }
         for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
         for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
+        for (k, v) in other.conversionHolders { conversionHolders[k, default: 0] &+= v }
         for (k, v) in other.ltv { ltv[k, default: .init()].add(v) }
         for (k, v) in other.movement { movement[k, default: 0] &+= v }
     }
@@ -391,6 +394,7 @@ public struct ReportRollup: Sendable, Hashable {
         refundDays = refundDays.filter { $0.value != RefundCell() }
         refundRepeats = refundRepeats.filter { $0.value != 0 }
         conversion = conversion.filter { $0.value != 0 }
+        conversionHolders = conversionHolders.filter { $0.value != 0 }
         ltv = ltv.filter { $0.value != LTVCell() }
         movement = movement.filter { $0.value != 0 }
         revenueDimensions = revenueDimensions.filter { $0.value != RevenueCell() }

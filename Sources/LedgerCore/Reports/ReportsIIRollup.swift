@@ -83,6 +83,21 @@ extension ReportRollup {
         public var wait: Int32?
     }
 
+    /// Conversion grouped by entitlement (schema 0037): a subscriber counts in each entitlement any of their trials
+    /// and transactions grants, converted to that one, and in the null group when they hold none (of the
+    /// `entitlement=` values, if any). Per first-seen day and dimensions: under `entitlement` `e`, the holders of
+    /// `e` by their wait to the first billed transaction granting `e`; under `''`, each subscriber once with the
+    /// entitlements they hold (`held`) and their wait to their first billed transaction of any kind, so that the
+    /// null group of any `entitlement=` filter is a sum too.
+    public struct ConversionHolderKey: Sendable, Hashable {
+        public var day: Int64
+        public var entitlement: String
+        public var dimensions: CellDimensions
+        /// Sorted and joined by U+001F under `''`; `''` under an entitlement.
+        public var held: String
+        public var wait: Int32?
+    }
+
     /// The `wait` of the cell counting every subscriber first seen (key `""`) once more, whatever their wait: a report
     /// reads the population from these cells alone, and only the waits it asks about from the others.
     public static let populationWait: Int32 = -2
@@ -162,8 +177,8 @@ extension ReportRollup {
     /// The subscriber's conversion cells: the dimensions of what they were first seen trying or buying (their
     /// earliest trial or transaction to start; at one instant the trial), and per key the wait to their first
     /// billed paid transaction (`GroupedConversionAccumulator`'s rules).
-    static func conversionCells(_ facts: SubscriberFacts) -> [ConversionKey: Int64] {
-        guard let seen = facts.firstSeen else { return [:] }
+    static func conversionCells(_ facts: SubscriberFacts) -> (cells: [ConversionKey: Int64], holders: [ConversionHolderKey: Int64]) {
+        guard let seen = facts.firstSeen else { return ([:], [:]) }
         // (start, trial first, occurred) orders what the subscriber was first seen with.
         var opening: (start: Timestamp, rank: Int, occurred: Timestamp, dimensions: CellDimensions)?
         func consider(_ start: Timestamp, _ rank: Int, _ occurred: Timestamp, _ dimensions: @autoclosure () -> CellDimensions) {
@@ -201,7 +216,15 @@ extension ReportRollup {
         for (key, paid) in firstPaid where !key.isEmpty {
             cells[ConversionKey(day: day, entitlement: key, dimensions: dimensions, wait: wait(paid)), default: 0] += 1
         }
-        return cells
+        let held = Set(facts.trials.map(\.entitlement) + facts.transactions.flatMap(\.entitlements)).sorted()
+        var holders: [ConversionHolderKey: Int64] = [
+            ConversionHolderKey(day: day, entitlement: "", dimensions: dimensions, held: held.joined(separator: "\u{1F}"), wait: wait(firstPaid[""])):
+                1
+        ]
+        for e in held {
+            holders[ConversionHolderKey(day: day, entitlement: e, dimensions: dimensions, held: "", wait: wait(firstPaid[e])), default: 0] += 1
+        }
+        return (cells, holders)
     }
 
     /// The subscriber's LTV cells, per key of their paid runs: the cohort is the month of the key's first paid run,
@@ -241,7 +264,9 @@ extension ReportRollup {
 
     /// Adds (sign 1) or takes off (−1) the subscriber's conversion, LTV and MRR movement cells.
     mutating func addSubscriberCells(_ facts: SubscriberFacts, sign: Int64) {
-        for (k, n) in Self.conversionCells(facts) { conversion[k, default: 0] &+= n &* sign }
+        let conversionCells = Self.conversionCells(facts)
+        for (k, n) in conversionCells.cells { conversion[k, default: 0] &+= n &* sign }
+        for (k, n) in conversionCells.holders { conversionHolders[k, default: 0] &+= n &* sign }
         for (k, cell) in Self.ltvCells(facts) { ltv[k, default: .init()].add(cell, sign: sign) }
         Self.addMovement(facts, sign: Int128(sign), into: &movement)
         addChurnDimensions(facts, sign: sign)

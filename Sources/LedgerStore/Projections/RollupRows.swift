@@ -12,7 +12,7 @@ enum RollupRows {
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
         "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
         "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days", "report_mrr_dimension_days",
-        "report_paid_dimension_days",
+        "report_paid_dimension_days", "report_conversion_holders",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -241,6 +241,17 @@ enum RollupRows {
             conversion.integer("subscribers", v)
             conversion.endRow()
         }
+        var holders = make("report_conversion_holders")
+        for (k, v) in rollup.conversionHolders {
+            holders.beginRow()
+            holders.text("entitlement", k.entitlement)
+            holders.integer("day_us", k.day)
+            dimensions(&holders, k.dimensions)
+            holders.text("held", k.held)
+            holders.integer("wait_days", Int64(k.wait ?? -1))
+            holders.integer("subscribers", v)
+            holders.endRow()
+        }
         var ltv = make("report_ltv_cells")
         for (k, v) in rollup.ltv {
             ltv.beginRow()
@@ -330,7 +341,7 @@ enum RollupRows {
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
             movement, revenueDimensions, trialDimensions, churnActive, churnMoves, mrrRates, paidAny,
-            mrrDimensions, paidDimensions,
+            mrrDimensions, paidDimensions, holders,
         ]
     }
 }

@@ -94,12 +94,40 @@ extension ReportStore {
     func conversionFromRollups(boundaries: [Timestamp], days: [Int], dimensions: ReportDimensions) async throws
         -> [Grouped<ConversionPeriod>]?
     {
-        guard dimensions.groupBy != .entitlement, let scope = CellScope(dimensions), let from = boundaries.first?.microseconds,
+        guard let scope = CellScope(dimensions), let from = boundaries.first?.microseconds,
             let to = boundaries.last?.microseconds, boundaries.count > 1, try await useRollups()
         else { return nil }
         let logger = database.logger
         let s = scope
         let longest = Int32(clamping: days.max() ?? 0)
+        if s.byEntitlement {
+            return try await reading { c in
+                var population: [(day: Int64, group: String?, subscribers: Int64)] = []
+                var converted: [(day: Int64, group: String?, wait: Int32, subscribers: Int64)] = []
+                // Each entitlement's holders (those asked for, if any) are its group; the subscribers holding none of
+                // them are the null group, converted only without `entitlement=` (else none of their payments is in scope).
+                let rows = try await c.query(
+                    """
+                    SELECT day_us, entitlement, wait_days, sum(subscribers)::int8
+                    FROM report_conversion_holders
+                    WHERE ((entitlement <> '' AND (cardinality(\(s.entitlements)::text[]) = 0 OR entitlement = ANY(\(s.entitlements)::text[])))
+                           OR (entitlement = '' AND NOT string_to_array(held, chr(31)) && \(s.entitlements)::text[]
+                               AND (cardinality(\(s.entitlements)::text[]) > 0 OR held = '')))
+                      AND day_us >= \(from) AND day_us < \(to)
+                      AND \(dimensionsOf: s)
+                    GROUP BY 1, 2, 3
+                    """, logger: logger)
+                let filtered = !dimensions.entitlements.isEmpty
+                for try await (day, entitlement, wait, n) in rows.decode((Int64, String, Int32, Int64).self) {
+                    let g = CellScope.group(entitlement)
+                    population.append((day, g, n))
+                    if wait >= 0, wait <= longest, !(g == nil && filtered) { converted.append((day, g, wait, n)) }
+                }
+                return ReportRollup.conversionPeriods(
+                    boundaries: boundaries, days: days, grouped: true, population: population, converted: converted
+                ).map { Grouped(group: $0.group, row: $0.period) }
+            }
+        }
         return try await reading { c in
             var population: [(day: Int64, group: String?, subscribers: Int64)] = []
             var converted: [(day: Int64, group: String?, wait: Int32, subscribers: Int64)] = []
