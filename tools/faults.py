@@ -171,19 +171,24 @@ def rollup_cells():
 def queues_empty(limit=20):
     """Waits until the server's workers have followed the log to its end (report facts and cells), applied every
     queued revenue move, and the reporting
-    currency cells (own currencies, EUR and USD: schema 0031) are computed and have taken every move."""
+    currency cells (own currencies, EUR and USD: schema 0031) are computed and have taken every move, and the
+    reporting currency LTV cells (schema 0038) hold the whole log."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if psql("SELECT (SELECT coalesce(max(position), 0) FROM events) - (SELECT applied_position FROM report_rollup_state) "
                 "+ (SELECT count(*) FROM report_rollup_queue) + (SELECT count(*) FROM report_revenue_pending) "
-                "+ (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_fx_cells WHERE NOT complete)") == "0":
+                "+ (SELECT count(*) FROM report_fx_pending) + (SELECT count(*) FROM report_fx_cells WHERE NOT complete) "
+                # The LTV cells (schema 0038): one complete row per kept currency, at the log's end.
+                "+ (SELECT count(*) FROM report_fx_cells WHERE reporting_currency <> '') "
+                "- (SELECT count(*) FROM report_fx_ltv_state WHERE complete "
+                "   AND position = (SELECT coalesce(max(position), 0) FROM events))") == "0":
             return
         time.sleep(0.1)
     fail(f"the report rollup queues were not emptied within {limit}s")
 
 
 def currency_cells():
-    """The reporting currency cells' non-zero rows and the transactions counted without a rate."""
+    """The reporting currency cells' non-zero rows (revenue and LTV) and the transactions counted without a rate."""
     # ',' between the columns: psql's output is stripped, and the own currencies' reporting currency is ''.
     rows = psql("SELECT concat_ws(',', reporting_currency, entitlement, day_us, currency, store, country, product_id, transactions, "
                 "billings, commission, refunds, refunded_unrecognized, refunds_recognized, recognized, settled_deferred, handover, tax) "
@@ -192,6 +197,10 @@ def currency_cells():
                 "OR handover <> 0 OR tax <> 0").splitlines()
     rows += psql("SELECT concat_ws(',', 'missing', reporting_currency, currency, first_day_us, settled_day_us, transactions) "
                  "FROM report_fx_missing WHERE transactions <> 0").splitlines()
+    rows += psql("SELECT concat_ws(',', 'ltv', reporting_currency, entitlement, cohort_us, store, country, product_id, month_us, "
+                 "members, gross, proceeds) FROM report_fx_ltv_cells WHERE members <> 0 OR gross <> 0 OR proceeds <> 0").splitlines()
+    rows += psql("SELECT concat_ws(',', 'ltv missing', reporting_currency, cohort_us, currency, transactions) "
+                 "FROM report_fx_ltv_missing WHERE transactions <> 0").splitlines()
     return sorted(rows)
 
 

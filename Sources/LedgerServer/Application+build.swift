@@ -60,6 +60,7 @@ public func buildApplication(
     services.append(rollups)
     services.append(RevenueDayWorker(database: database))
     services.append(ConvertedRevenueWorker(database: database, currencies: configuration.reportingCurrencies))
+    services.append(ConvertedLTVWorker(database: database))
     if let cache {
         services.append(ProjectionChanges(database: database, cache: cache, onPosition: { readRouter.observedPrimary($0) }))
     }

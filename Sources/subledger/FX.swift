@@ -49,8 +49,11 @@ struct FXImport: AsyncParsableCommand {
             let result = try await FXStore(client: client, logger: logger).upload(rows, origin: "cli", label: label)
             // The reporting currency cells follow the new version before this returns: if a server's worker is at it,
             // wait for it, then do what is left.
-            let computed = try await ConvertedRevenueCells(database: Database(client: client, logger: logger)).refresh(waiting: true)
-            return (result, computed)
+            let cells = Database(client: client, logger: logger)
+            let computed = try await ConvertedRevenueCells(database: cells).refresh(waiting: true)
+            // And the LTV cells (schema 0038), computed afresh at the new version.
+            let ltv = try await ConvertedLTVCells(database: cells).refresh(waiting: true)
+            return (result, computed + ltv.map { "\($0) LTV" })
         }
         if result.created {
             print(

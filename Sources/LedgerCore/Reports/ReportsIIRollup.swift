@@ -227,30 +227,53 @@ extension ReportRollup {
         return (cells, holders)
     }
 
-    /// The subscriber's LTV cells, per key of their paid runs: the cohort is the month of the key's first paid run,
-    /// the dimensions those of the first transaction of that run (the latest whose service started by the run's
-    /// start, else the earliest), and every transaction granting the key counts (`GroupedLTVAccumulator`'s rules).
-    static func ltvCells(_ facts: SubscriberFacts) -> [LTVKey: LTVCell] {
-        var firstStarts: [String: Timestamp] = [:]
-        for run in facts.runs where firstStarts[run.entitlement] == nil { firstStarts[run.entitlement] = run.start }
-        var cells: [LTVKey: LTVCell] = [:]
+    /// A cohort member of one key: the month of the key's first paid run, the dimensions of the first transaction of
+    /// that run (the latest whose service started by the run's start, else the earliest), and every transaction
+    /// granting the key (`GroupedLTVAccumulator`'s rules).
+    public struct LTVMember: Sendable {
+        public var cohort: Timestamp
+        public var entitlement: String
+        public var dimensions: CellDimensions
+        public var transactions: [RevenueTransaction]
+    }
+
+    /// The subscriber's LTV memberships, one per key of their paid runs (`firstStarts`: the start of the key's
+    /// first paid run) that has a transaction.
+    public static func ltvMembers(firstStarts: [String: Timestamp], transactions: [RevenueTransaction]) -> [LTVMember] {
+        var members: [LTVMember] = []
         for (key, first) in firstStarts {
-            let scope = key.isEmpty ? facts.transactions : facts.transactions.filter { $0.entitlements.contains(key) }
+            let scope = key.isEmpty ? transactions : transactions.filter { $0.entitlements.contains(key) }
             let opening =
                 scope.filter { $0.serviceStart <= first }.max { ($0.serviceStart, $0.occurredAt) < ($1.serviceStart, $1.occurredAt) }
                 ?? scope.min { ($0.serviceStart, $0.occurredAt) < ($1.serviceStart, $1.occurredAt) }
             guard let opening else { continue }
-            let dimensions = CellDimensions(opening)
-            let cohort = ReportCalendar.monthStart(first)
+            members.append(
+                LTVMember(cohort: ReportCalendar.monthStart(first), entitlement: key, dimensions: CellDimensions(opening), transactions: scope))
+        }
+        return members
+    }
+
+    /// The start of each key's first paid run.
+    public static func firstStarts(_ facts: SubscriberFacts) -> [String: Timestamp] {
+        var firstStarts: [String: Timestamp] = [:]
+        for run in facts.runs where firstStarts[run.entitlement] == nil { firstStarts[run.entitlement] = run.start }
+        return firstStarts
+    }
+
+    /// The subscriber's LTV cells, per membership (`ltvMembers`): money by the month of the sale or refund.
+    static func ltvCells(_ facts: SubscriberFacts) -> [LTVKey: LTVCell] {
+        var cells: [LTVKey: LTVCell] = [:]
+        for m in ltvMembers(firstStarts: firstStarts(facts), transactions: facts.transactions) {
+            let cohort = m.cohort
             let last = ReportCalendar.addingMonths(maxLTVMonths - 1, to: cohort).microseconds
             var members = Set<String>()
             func add(_ at: Timestamp, _ currency: String, _ cell: LTVCell) {
                 let month = max(ReportCalendar.monthStart(at).microseconds, cohort.microseconds)
                 guard month <= last else { return }
-                let k = LTVKey(cohort: cohort.microseconds, entitlement: key, currency: currency, dimensions: dimensions, month: month)
+                let k = LTVKey(cohort: cohort.microseconds, entitlement: m.entitlement, currency: currency, dimensions: m.dimensions, month: month)
                 cells[k, default: .init()].add(cell)
             }
-            for t in scope {
+            for t in m.transactions {
                 if members.insert(t.currency).inserted { add(cohort, t.currency, LTVCell(members: 1)) }
                 if t.heldFrom == nil {
                     let gross = Int128(t.gross)

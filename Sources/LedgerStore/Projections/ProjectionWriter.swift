@@ -27,6 +27,22 @@ struct ProjectionWriter {
         return streams.values.reduce(0) { $0 + $1.count }
     }
 
+    /// The given subscribers' streams folded as they stand at log position `end`, each with its fold at `cursor`
+    /// (`Folded.previous`): what a follower of the log (`ReportRollupWorker`, `ConvertedLTVCells`) takes the change of
+    /// a batch from. `known`: as for `fold`.
+    func fold(
+        _ subscribers: Set<String>, from cursor: Int64, through end: Int64, known: [String: Previous] = [:], on connection: PostgresConnection
+    ) async throws -> [Folded] {
+        let streams = try await streams(
+            """
+            SELECT \(unescaped: EventRow.streamColumns) FROM events
+            WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) AND position <= \(end)
+            ORDER BY subscriber_id, version
+            """, on: connection)
+        let previous = streams.mapValues { $0.filter { $0.position <= cursor } }.filter { !$0.value.isEmpty }
+        return Self.fold(streams, previous: previous, known: known)
+    }
+
     /// The streams an event query returns (rows ordered by subscriber and version).
     func streams(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [String: [StreamEvent]] {
         var streams: [String: [StreamEvent]] = [:]

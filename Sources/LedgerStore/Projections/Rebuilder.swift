@@ -87,6 +87,7 @@ public struct Rebuilder: Sendable {
             // The day cells' queue was replaced, not moved on: the reporting currency cells are computed afresh
             // (`ConvertedRevenueCells.refresh`, which the CLI runs after a rebuild and the server's worker runs).
             try await writer.query("UPDATE report_fx_cells SET complete = false", logger: logger)
+            try await writer.query("UPDATE report_fx_ltv_state SET complete = false", logger: logger)
             // Delivered at commit: every server's entitlement cache forgets the old tables' ledgers.
             try await writer.query(
                 "SELECT pg_notify(\(ProjectionChanges.channel), \(ProjectionChanges.resetPayload))", logger: logger)

@@ -168,15 +168,8 @@ public struct ReportRollupWorker: Service {
                 subscribers.insert(subscriber)
             }
             guard end > cursor else { return (0, cursor, false) }
-            let writer = ProjectionWriter(logger: logger)
-            let streams = try await writer.streams(
-                """
-                SELECT \(unescaped: EventRow.streamColumns) FROM events
-                WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) AND position <= \(end)
-                ORDER BY subscriber_id, version
-                """, on: c)
-            let previous = streams.mapValues { $0.filter { $0.position <= cursor } }.filter { !$0.value.isEmpty }
-            let folded = ProjectionWriter.fold(streams, previous: previous, known: folds.known(Array(subscribers)))
+            let folded = try await ProjectionWriter(logger: logger).fold(
+                subscribers, from: cursor, through: end, known: folds.known(Array(subscribers)), on: c)
             let rows = ProjectionJSONRows(folded, patched: true, parts: .reports)
             let moved =
                 try await c.query(

@@ -122,6 +122,9 @@ extension ReportStore {
         if fx == nil, let cells = try await ltvFromRollups(from: from, to: to, months: months, until: until, dimensions: dimensions) {
             return cells
         }
+        if let fx, let cells = try await ltvFromConvertedCells(from: from, to: to, months: months, until: until, dimensions: dimensions, fx: fx) {
+            return cells
+        }
         let initial = GroupedLTVAccumulator(
             from: from, to: to, months: months, until: until, dimensions: dimensions, reporting: try await reporting(fx))
         let cohorts = ReportCalendar.boundaries(from: from, to: to, interval: .month)
