@@ -22,6 +22,9 @@ public struct ConvertedLTVCells: Sendable {
 
     let database: Database
     let batchSize: Int
+    /// The last folds of the subscribers followed, so that one touched again is not folded twice (as the rollup
+    /// worker keeps its own).
+    private let folds = FoldMemory()
 
     /// `batchSize`: events per batch of `follow`.
     public init(database: Database, batchSize: Int = 1000) {
@@ -193,7 +196,9 @@ public struct ConvertedLTVCells: Sendable {
                 subscribers.insert(subscriber)
             }
             guard end > cursor else { return (0, cursor, false) }
-            let folded = try await ProjectionWriter(logger: logger).fold(subscribers, from: cursor, through: end, on: c)
+            let folds = self.folds
+            let folded = try await ProjectionWriter(logger: logger).fold(
+                subscribers, from: cursor, through: end, known: folds.known(Array(subscribers)), on: c)
             for k in kept where k.position == cursor {
                 var rates = ReportingCurrency(currency: k.currency, rates: try await store.fxTable(version: k.version))
                 var rollup = ConvertedLTVRollup()
@@ -208,6 +213,7 @@ public struct ConvertedLTVCells: Sendable {
                 try await Self.write(rollup.pruned(), currency: k.currency, on: c, logger: logger)
             }
             try await c.query("UPDATE report_fx_ltv_state SET position = \(end) WHERE complete AND position = \(cursor)", logger: logger)
+            folds.keep(folded)
             return (Int(end - cursor), end, batch.count == batchSize)
         }
     }
