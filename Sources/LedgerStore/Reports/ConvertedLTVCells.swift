@@ -112,10 +112,7 @@ public struct ConvertedLTVCells: Sendable {
                 if subscriber != current {
                     try flush()
                     current = subscriber
-                    let starts = firsts.split(separator: ",").compactMap { Int64($0) }.map(Timestamp.init(microseconds:))
-                    firstStarts = Dictionary(zip(keys.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init), starts)) {
-                        a, _ in a
-                    }
+                    firstStarts = ReportStore.firstStarts(keys: keys, firsts: firsts)
                     if rollups.contains(where: { $0.cells.count > Self.flushCells }) {
                         for (i, currency) in kept.enumerated() {
                             try await Self.write(rollups[i].pruned(), currency: currency, on: c, logger: logger)

@@ -113,6 +113,13 @@ extension ReportStore {
         try await ltv(from: from, to: to, months: months, until: until, dimensions: .only(entitlement), converting: fx).map(\.row)
     }
 
+    /// A member's first paid start per key, from the facts query's two aggregated columns (keys joined by chr(31),
+    /// starts in microseconds joined by ',', in the same order).
+    static func firstStarts(keys: String, firsts: String) -> [String: Timestamp] {
+        let starts = firsts.split(separator: ",").compactMap { Int64($0) }.map(Timestamp.init(microseconds:))
+        return Dictionary(zip(keys.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init), starts)) { a, _ in a }
+    }
+
     /// Realized LTV per group (`GroupedLTVAccumulator`): each cohort member with the first start of their paid runs
     /// per key read, and their transactions of the entitlement scope (every store, country and product: the
     /// member's group is decided by their first transaction).
@@ -168,10 +175,7 @@ extension ReportStore {
                     if subscriber != current {
                         try flush()
                         current = subscriber
-                        let starts = firsts.split(separator: ",").compactMap { Int64($0) }.map(Timestamp.init(microseconds:))
-                        firstStarts = Dictionary(zip(keys.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init), starts)) {
-                            a, _ in a
-                        }
+                        firstStarts = Self.firstStarts(keys: keys, firsts: firsts)
                     }
                     var t = try Self.transaction(&cells)
                     t.entitlements = Self.entitlements(try cells.string())
