@@ -67,6 +67,65 @@ struct ConvertedLTVCellsTests {
         return answered
     }
 
+    static let movementShapes: [ReportDimensions] =
+        shapes + [ReportDimensions(countries: ["DE"]), ReportDimensions(groupBy: .productID), ReportDimensions(entitlements: ["basic"])]
+
+    /// Every converted MRR movement report from the cells (`report_fx_movement`) equals the one from the facts, on
+    /// month, week and day grids; returns how many the cells answered.
+    @discardableResult
+    static func expectSameMovement(_ client: PostgresClient, version: Int64?, _ note: String, cellsAnswer: Bool = true, routed: Bool = false)
+        async throws -> Int
+    {
+        let cells = ReportStore(client: client, logger: TestDatabase.logger)
+        let facts = ReportStore(client: client, logger: TestDatabase.logger, rollups: false)
+        var answered = 0
+        var moved: Int128 = 0
+        for currency in ["EUR", "USD"] {
+            let fx = FXUse(currency: currency, version: version)
+            for d in movementShapes {
+                for (interval, from, to) in ConvertedRevenueCellsTests.grids {
+                    let b = ReportCalendar.boundaries(from: from, to: to, interval: interval)
+                    let who = "movement \(currency) \(interval) \(d), \(note)"
+                    let expected = await Outcome { try await facts.mrrMovement(boundaries: b, dimensions: d, converting: fx) }
+                    let direct = await Outcome { try await cells.mrrMovementFromConvertedCells(boundaries: b, dimensions: d, fx: fx) }
+                    switch (direct, expected) {
+                    case (.rows(let found?), .rows(let want)):
+                        answered += 1
+                        moved += found.map { $0.row.figures[.new] + $0.row.figures[.churned] }.reduce(0, +)
+                        let difference = zip(found, want).first { $0 != $1 }.map { "\($0)\n vs \($1)" } ?? "\(found.count) vs \(want.count) rows"
+                        let same = found == want
+                        #expect(same, "\(who): \(difference.prefix(1500))")
+                    case (.rows(nil), _):
+                        // Filters the movement cells do not keep read the facts.
+                        #expect(!cellsAnswer || d.stores.count > 1 || (d.groupBy != nil && !d.countries.isEmpty), "the cells did not answer: \(who)")
+                    default:
+                        Issue.record("\(who): cells \("\(direct)".prefix(600)), facts \("\(expected)".prefix(600))")
+                    }
+                    if routed {
+                        let answer = await Outcome { try await cells.mrrMovement(boundaries: b, dimensions: d, converting: fx) }
+                        let same = answer == expected
+                        #expect(same, "routed: \(who)")
+                    }
+                }
+            }
+        }
+        if cellsAnswer { #expect(moved > 0, "\(note)") }
+        return answered
+    }
+
+    /// The movement cells' non-zero rows, as text.
+    static func movementRows(_ client: PostgresClient) async throws -> [String] {
+        var rows: [String] = []
+        let q = try await client.query(
+            """
+            SELECT concat_ws(' ', reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part,
+                             denominator, amount)
+            FROM report_fx_movement WHERE amount <> 0 ORDER BY 1
+            """, logger: TestDatabase.logger)
+        for try await r in q.decode(String.self) { rows.append(r) }
+        return rows
+    }
+
     /// The cells' non-zero rows, as text.
     static func cellRows(_ client: PostgresClient) async throws -> [String] {
         var rows: [String] = []
@@ -90,7 +149,7 @@ struct ConvertedLTVCellsTests {
             let store = EventStore(client: client, logger: TestDatabase.logger)
             let database = Database(client: client, logger: TestDatabase.logger)
             let fx = FXStore(client: client, logger: TestDatabase.logger)
-            let cells = ConvertedLTVCells(database: database, batchSize: 7)
+            let cells = ConvertedLTVCells(database: database, batchSize: 7, flushCells: 300, fetchBatch: 50)
             let events = ReportRollupTests.ledger(seed: 36)
             let third = events.count / 3
             for start in stride(from: 0, to: third, by: 9) { _ = try await store.append(Array(events[start..<min(third, start + 9)])) }
@@ -100,6 +159,7 @@ struct ConvertedLTVCellsTests {
             #expect(try await cells.refresh() == ["EUR", "USD"])
             #expect(try await cells.refresh() == [])
             try await Self.expectSame(client, version: 1, "computed", routed: true)
+            try await Self.expectSameMovement(client, version: 1, "computed", routed: true)
 
             // The second third: followed by the worker, several batches.
             for start in stride(from: third, to: 2 * third, by: 9) { _ = try await store.append(Array(events[start..<min(2 * third, start + 9)])) }
@@ -108,25 +168,36 @@ struct ConvertedLTVCellsTests {
             #expect((try await cells.drain() ?? 0) > 7)
             #expect(try await Self.position(client) == head)
             try await Self.expectSame(client, version: 1, "followed by the worker")
+            try await Self.expectSameMovement(client, version: 1, "followed by the worker")
 
             // The last third: the report follows the log itself before reading.
             for start in stride(from: 2 * third, to: events.count, by: 9) {
                 _ = try await store.append(Array(events[start..<min(events.count, start + 9)]))
             }
             try await Self.expectSame(client, version: 1, "followed by the report", routed: true)
+            try await Self.expectSameMovement(client, version: 1, "followed by the report", routed: true)
             #expect(try await cells.drain() == 0)
 
             // What it followed is what a computation afresh gives.
             let followed = try await Self.cellRows(client)
+            let followedMovement = try await Self.movementRows(client)
             try await client.query("UPDATE report_fx_ltv_state SET complete = false", logger: TestDatabase.logger)
             #expect(try await cells.refresh() == ["EUR", "USD"])
             #expect(try await Self.cellRows(client) == followed)
+            let afresh = try await Self.movementRows(client)
+            #expect(
+                afresh == followedMovement,
+                "followed only: \(Set(followedMovement).subtracting(afresh).sorted().prefix(20)); afresh only: \(Set(afresh).subtracting(followedMovement).sorted().prefix(20))"
+            )
+            #expect(!followedMovement.isEmpty)
 
             // A new version: until the cells are computed at it, version 2 reads the facts (and version 1 too).
             #expect(try await fx.upload(ConvertedRevenueCellsTests.rates(seed: 8, bump: 3), origin: "cli", label: "two").version == 2)
             #expect(try await Self.expectSame(client, version: 2, "version 2, cells at 1", cellsAnswer: false) == 0)
+            #expect(try await Self.expectSameMovement(client, version: 2, "version 2, cells at 1", cellsAnswer: false) == 0)
             #expect(try await cells.refresh() == ["EUR", "USD"])
             try await Self.expectSame(client, version: 2, "cells at version 2")
+            try await Self.expectSameMovement(client, version: 2, "cells at version 2")
             let older = try await ReportStore(client: client, logger: TestDatabase.logger).ltvFromConvertedCells(
                 from: Self.t("2026-01-01"), to: Self.t("2026-03-01"), months: 3, until: Self.t("2026-06-01"), dimensions: .none,
                 fx: FXUse(currency: "EUR", version: 1))
@@ -149,11 +220,15 @@ struct ConvertedLTVCellsTests {
 
             // A rebuild leaves them to be computed afresh, to the same cells.
             let before = try await Self.cellRows(client)
+            let beforeMovement = try await Self.movementRows(client)
             try await Rebuilder(client: client, logger: TestDatabase.logger).rebuild()
             #expect(try await Self.expectSame(client, version: 2, "after a rebuild, not computed", cellsAnswer: false) == 0)
+            #expect(try await Self.expectSameMovement(client, version: 2, "after a rebuild, not computed", cellsAnswer: false) == 0)
             #expect(try await cells.refresh() == ["EUR", "USD"])
             #expect(try await Self.cellRows(client) == before)
+            #expect(try await Self.movementRows(client) == beforeMovement)
             try await Self.expectSame(client, version: 2, "after a rebuild")
+            try await Self.expectSameMovement(client, version: 2, "after a rebuild")
         }
     }
 
@@ -198,12 +273,14 @@ struct ConvertedLTVCellsTests {
                 from: Self.t("2026-03-01"), to: Self.t("2026-04-01"), months: 3, until: Self.t("2026-09-01"), dimensions: .none, fx: eur)
             #expect(march != nil, "March's cohort stays on the cells")
             try await Self.expectSame(client, version: 1, "a CHF purchase without rates", cellsAnswer: false, routed: true)
+            try await Self.expectSameMovement(client, version: 1, "a CHF purchase without rates", cellsAnswer: false, routed: true)
             // Francs' rates arrive (version 2): computed afresh, the purchase is converted.
             let francs = (0..<40).map { FXRateRow(day: FXDay(days: FXDay(iso: "2026-05-01")!.days + $0), currency: "CHF", rate: FXRate("0.9412")!) }
             #expect(try await FXStore(client: client, logger: TestDatabase.logger).upload(francs, origin: "cli", label: "chf").version == 2)
             #expect(try await cells.refresh() == ["EUR", "USD"])
             #expect(try await ConvertedRevenueCellsTests.queued(client, "report_fx_ltv_missing WHERE transactions <> 0") == 0)
             try await Self.expectSame(client, version: 2, "francs' rates arrived")
+            try await Self.expectSameMovement(client, version: 2, "francs' rates arrived")
         }
     }
 }

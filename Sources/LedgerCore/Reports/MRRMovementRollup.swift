@@ -36,7 +36,7 @@ extension ReportRollup {
     }
 
     /// Exact monthly amounts by denominator, and how many services make them.
-    struct ExactMRR {
+    struct ExactMRR: Equatable {
         var byDenominator: [Int128: Int128] = [:]
         var services = 0
 

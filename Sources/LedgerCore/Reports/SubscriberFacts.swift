@@ -168,6 +168,13 @@ public struct SubscriberFacts: Sendable, Hashable {
     /// to paying); nil when they have none.
     public var firstSeen: Timestamp? = nil
 
+    public init(runs: [PaidRun], transactions: [RevenueTransaction], trials: [TrialFact], firstSeen: Timestamp? = nil) {
+        self.runs = runs
+        self.transactions = transactions
+        self.trials = trials
+        self.firstSeen = firstSeen
+    }
+
     /// For each run, in `runs` order: the start of the subscriber's first run of the same entitlement key
     /// (what tells a new subscriber from a reactivation in churn).
     public var runFirstStarts: [Timestamp] {

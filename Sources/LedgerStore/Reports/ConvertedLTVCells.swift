@@ -15,21 +15,25 @@ import ServiceLifecycle
 /// of their own serializes the two across servers; the rebuild's lock, taken shared, pauses them during a rebuild.
 public struct ConvertedLTVCells: Sendable {
     static let lockKey: Int64 = 0x5355_424C_4C54_5643
-    /// Subscribers' cells held in memory by a refresh before they are written (then summed by the upsert).
-    static let flushCells = 200_000
     /// Cells written per statement.
     static let insertBatch = 20_000
 
     let database: Database
     let batchSize: Int
+    /// Subscribers' cells held in memory by a refresh before they are written (then summed by the upsert).
+    let flushCells: Int
+    /// Facts' rows a refresh fetches from its cursor at a time.
+    let fetchBatch: Int
     /// The last folds of the subscribers followed, so that one touched again is not folded twice (as the rollup
     /// worker keeps its own).
     private let folds = FoldMemory()
 
-    /// `batchSize`: events per batch of `follow`.
-    public init(database: Database, batchSize: Int = 1000) {
+    /// `batchSize`: events per batch of `follow`; `flushCells` and `fetchBatch` bound a refresh's memory.
+    public init(database: Database, batchSize: Int = 1000, flushCells: Int = 200_000, fetchBatch: Int = 10_000) {
         self.database = database
         self.batchSize = max(1, batchSize)
+        self.flushCells = max(1, flushCells)
+        self.fetchBatch = max(1, fetchBatch)
     }
 
     /// Computes every kept currency afresh when the kept list, the newest rate version or a rebuild asks for it;
@@ -66,68 +70,103 @@ public struct ConvertedLTVCells: Sendable {
             guard !upToDate else { return ([], 0, newest) }
             try await c.query("DELETE FROM report_fx_ltv_cells", logger: logger)
             try await c.query("DELETE FROM report_fx_ltv_missing", logger: logger)
+            try await c.query("DELETE FROM report_fx_movement", logger: logger)
+            try await c.query("DELETE FROM report_fx_movement_missing", logger: logger)
             try await c.query("DELETE FROM report_fx_ltv_state", logger: logger)
             guard !kept.isEmpty else { return ([], 0, newest) }
             let table = try await store.fxTable(version: newest)
             var rates = kept.map { ReportingCurrency(currency: $0, rates: table) }
             var rollups = kept.map { _ in ConvertedLTVRollup() }
-            // Every member's first paid start per key and their transactions, with the rollup worker's position
-            // and whether its facts are complete: one statement, so the facts are those of that position.
-            let rows = try await c.query(
+            var movements = kept.map { _ in ConvertedMovementRollup() }
+            // Every subscriber's paid transactions with their paid runs and first paid start per key (none for one
+            // whose only service was cut before it began: no member, yet present to MRR movement), with the rollup
+            // worker's position and whether its facts are complete: one statement, so the facts are those of that
+            // position. Read through a cursor, a batch at a time, so that the connection is free to write the cells
+            // gathered between two batches (a query streaming its rows holds the connection until it ends).
+            try await c.query(
                 """
+                DECLARE converted_facts NO SCROLL CURSOR FOR
                 WITH p AS (SELECT complete, applied_position FROM report_rollup_state),
                 f AS (
-                    SELECT subscriber_id, entitlement, min(first_start_us) AS first_us FROM report_runs GROUP BY subscriber_id, entitlement
+                    SELECT subscriber_id, entitlement, min(first_start_us) AS first_us,
+                           string_agg(concat_ws(',', start_us, coalesce(end_us::text, ''), coalesce(lapse, ''), transferred_in::int), ';'
+                                      ORDER BY start_us) AS runs
+                    FROM report_runs GROUP BY subscriber_id, entitlement
                 ), s AS (
                     SELECT subscriber_id, array_to_string(array_agg(entitlement ORDER BY entitlement), chr(31)) AS keys,
-                           array_to_string(array_agg(first_us ORDER BY entitlement), ',') AS firsts
+                           array_to_string(array_agg(first_us ORDER BY entitlement), ',') AS firsts,
+                           array_to_string(array_agg(runs ORDER BY entitlement), chr(30)) AS runs
                     FROM f GROUP BY subscriber_id
                 ), x AS (
-                    SELECT s.subscriber_id, s.keys, s.firsts, \(unescaped: ReportStore.transactionColumns),
-                           array_to_string(t.entitlements, chr(31)) AS transaction_entitlements
-                    FROM s JOIN report_transactions t ON t.subscriber_id = s.subscriber_id
+                    SELECT t.subscriber_id, coalesce(s.keys, '') AS keys, coalesce(s.firsts, '') AS firsts, coalesce(s.runs, '') AS runs,
+                           \(unescaped: ReportStore.transactionColumns),
+                           array_to_string(t.entitlements, chr(31)) AS transaction_entitlements, t.monthly_num::text, t.monthly_den::text
+                    FROM report_transactions t LEFT JOIN s ON s.subscriber_id = t.subscriber_id
                 )
                 SELECT p.complete, p.applied_position, x.* FROM p LEFT JOIN x ON true ORDER BY x.subscriber_id
                 """, logger: logger)
+            func batch() async throws -> [PostgresRow] {
+                try await c.query("FETCH FORWARD \(unescaped: String(fetchBatch)) FROM converted_facts", logger: logger).collect()
+            }
             var position: Int64?
             var subscribers = 0
             var current: String?
             var firstStarts: [String: Timestamp] = [:]
+            var runs: [PaidRun] = []
             var transactions: [RevenueTransaction] = []
             func flush() throws {
                 guard !transactions.isEmpty else { return }
                 let members = ReportRollup.ltvMembers(firstStarts: firstStarts, transactions: transactions)
-                for i in kept.indices { try rollups[i].add(members, sign: 1, rates: &rates[i]) }
+                let facts = SubscriberFacts(runs: runs, transactions: transactions, trials: [])
+                for i in kept.indices {
+                    try rollups[i].add(members, sign: 1, rates: &rates[i])
+                    try movements[i].add(facts, sign: 1, rates: &rates[i])
+                }
                 transactions.removeAll(keepingCapacity: true)
                 subscribers += 1
             }
-            for try await row in rows {
-                guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
-                let complete = try cells.bool()
-                let at = try cells.int64()
-                guard complete else { return ([], 0, newest) }
-                position = at
-                guard let subscriber = try cells.optionalString() else { break }
-                let (keys, firsts) = (try cells.string(), try cells.string())
-                if subscriber != current {
-                    try flush()
-                    current = subscriber
-                    firstStarts = ReportStore.firstStarts(keys: keys, firsts: firsts)
-                    if rollups.contains(where: { $0.cells.count > Self.flushCells }) {
-                        for (i, currency) in kept.enumerated() {
-                            try await Self.write(rollups[i].pruned(), currency: currency, on: c, logger: logger)
-                            rollups[i] = ConvertedLTVRollup()
+            reading: while case let rows = try await batch(), !rows.isEmpty {
+                for row in rows {
+                    guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                    let complete = try cells.bool()
+                    let at = try cells.int64()
+                    guard complete else { return ([], 0, newest) }
+                    position = at
+                    guard let subscriber = try cells.optionalString() else { break reading }
+                    let (keys, firsts, encodedRuns) = (try cells.string(), try cells.string(), try cells.string())
+                    if subscriber != current {
+                        try flush()
+                        current = subscriber
+                        firstStarts = ReportStore.firstStarts(keys: keys, firsts: firsts)
+                        runs = try Self.runs(keys: keys, runs: encodedRuns)
+                        if rollups.contains(where: { $0.cells.count > flushCells })
+                            || movements.contains(where: { $0.cells.count > flushCells })
+                        {
+                            for (i, currency) in kept.enumerated() {
+                                try await Self.write(rollups[i].pruned(), currency: currency, on: c, logger: logger)
+                                try await Self.write(movements[i].pruned(), currency: currency, on: c, logger: logger)
+                                (rollups[i], movements[i]) = (ConvertedLTVRollup(), ConvertedMovementRollup())
+                            }
                         }
                     }
+                    var t = try ReportStore.transaction(&cells)
+                    t.entitlements = ReportStore.entitlements(try cells.string())
+                    let (num, den) = (try cells.optionalString(), try cells.optionalString())
+                    if let num, let den {
+                        guard let n = Int128(num), let d = Int128(den), d > 0 else {
+                            throw ReportOverflow(what: "the monthly amounts of \(t.currency)")
+                        }
+                        t.monthly = MonthlyAmount(numerator: n, denominator: d)
+                    }
+                    transactions.append(t)
                 }
-                var t = try ReportStore.transaction(&cells)
-                t.entitlements = ReportStore.entitlements(try cells.string())
-                transactions.append(t)
             }
+            try await c.query("CLOSE converted_facts", logger: logger)
             try flush()
             guard let position else { return ([], 0, newest) }
             for (i, currency) in kept.enumerated() {
                 try await Self.write(rollups[i].pruned(), currency: currency, on: c, logger: logger)
+                try await Self.write(movements[i].pruned(), currency: currency, on: c, logger: logger)
             }
             try await c.query(
                 """
@@ -198,16 +237,19 @@ public struct ConvertedLTVCells: Sendable {
                 subscribers, from: cursor, through: end, known: folds.known(Array(subscribers)), on: c)
             for k in kept where k.position == cursor {
                 var rates = ReportingCurrency(currency: k.currency, rates: try await store.fxTable(version: k.version))
-                var rollup = ConvertedLTVRollup()
+                var (rollup, movement) = (ConvertedLTVRollup(), ConvertedMovementRollup())
                 for f in folded {
                     if let old = f.previous?.facts {
                         let members = ReportRollup.ltvMembers(firstStarts: ReportRollup.firstStarts(old), transactions: old.transactions)
                         try rollup.add(members, sign: -1, rates: &rates)
+                        try movement.add(old, sign: -1, rates: &rates)
                     }
                     let members = ReportRollup.ltvMembers(firstStarts: ReportRollup.firstStarts(f.facts), transactions: f.facts.transactions)
                     try rollup.add(members, sign: 1, rates: &rates)
+                    try movement.add(f.facts, sign: 1, rates: &rates)
                 }
                 try await Self.write(rollup.pruned(), currency: k.currency, on: c, logger: logger)
+                try await Self.write(movement.pruned(), currency: k.currency, on: c, logger: logger)
             }
             try await c.query("UPDATE report_fx_ltv_state SET position = \(end) WHERE complete AND position = \(cursor)", logger: logger)
             folds.keep(folded)
@@ -237,13 +279,18 @@ public struct ConvertedLTVCells: Sendable {
         }
     }
 
-    /// Adds cells to what the currency holds.
-    static func write(_ rollup: ConvertedLTVRollup, currency: String, on c: PostgresConnection, logger: Logger) async throws {
-        let list = Array(rollup.cells)
+    /// `body` for each run of at most `insertBatch` elements of `list`, in order.
+    static func inBatches<Element>(_ list: [Element], _ body: (ArraySlice<Element>) async throws -> Void) async throws {
         var start = 0
         while start < list.count {
-            let part = list[start..<min(list.count, start + insertBatch)]
+            try await body(list[start..<min(list.count, start + insertBatch)])
             start += insertBatch
+        }
+    }
+
+    /// Adds cells to what the currency holds.
+    static func write(_ rollup: ConvertedLTVRollup, currency: String, on c: PostgresConnection, logger: Logger) async throws {
+        try await inBatches(Array(rollup.cells)) { part in
             try await c.query(
                 """
                 INSERT INTO report_fx_ltv_cells AS t (
@@ -264,6 +311,56 @@ public struct ConvertedLTVCells: Sendable {
             SELECT \(currency), * FROM unnest(\(missing.map(\.key.cohort))::int8[], \(missing.map(\.key.currency))::text[],
                 \(missing.map(\.value))::int8[])
             ON CONFLICT (reporting_currency, cohort_us, currency) DO UPDATE SET transactions = t.transactions + excluded.transactions
+            """, logger: logger)
+    }
+}
+
+extension ConvertedLTVCells {
+    /// A subscriber's paid runs from the refresh's encoding: per key (in `keys`' order, separated by U+001E) the
+    /// runs by start, `start,end,lapse,transferred_in` separated by `;`.
+    static func runs(keys: String, runs: String) throws -> [PaidRun] {
+        var list: [PaidRun] = []
+        for (key, encoded) in zip(
+            keys.split(separator: "\u{1F}", omittingEmptySubsequences: false), runs.split(separator: "\u{1E}", omittingEmptySubsequences: false))
+        {
+            for run in encoded.split(separator: ";") {
+                let f = run.split(separator: ",", omittingEmptySubsequences: false)
+                guard f.count == 4, let start = Int64(f[0]) else { throw BinaryCells.Unexpected(column: "runs") }
+                list.append(
+                    PaidRun(
+                        entitlement: String(key), start: Timestamp(microseconds: start), end: Int64(f[1]).map(Timestamp.init(microseconds:)),
+                        lapse: LapseReason(rawValue: String(f[2])), transferredIn: f[3] == "1"))
+            }
+        }
+        return list
+    }
+
+    /// Adds MRR movement cells to what the currency holds.
+    static func write(_ rollup: ConvertedMovementRollup, currency: String, on c: PostgresConnection, logger: Logger) async throws {
+        try await inBatches(Array(rollup.cells)) { part in
+            try await c.query(
+                """
+                INSERT INTO report_fx_movement AS t (
+                    reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part, denominator,
+                    amount)
+                SELECT \(currency), * FROM unnest(\(part.map(\.key.entitlement))::text[], \(part.map(\.key.dimension))::text[],
+                    \(part.map(\.key.interval.rawValue))::text[], \(part.map(\.key.period))::int8[], \(part.map(\.key.value))::text[],
+                    \(part.map { String($0.key.factor.numerator) })::numeric[], \(part.map { String($0.key.factor.denominator) })::numeric[],
+                    \(part.map { Int16($0.key.part.rawValue) })::int2[], \(part.map { String($0.key.denominator) })::numeric[],
+                    \(part.map { String($0.value) })::numeric[])
+                ON CONFLICT (reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part,
+                             denominator)
+                DO UPDATE SET amount = t.amount + excluded.amount
+                """, logger: logger)
+        }
+        guard !rollup.missing.isEmpty else { return }
+        let missing = Array(rollup.missing)
+        try await c.query(
+            """
+            INSERT INTO report_fx_movement_missing AS t
+            SELECT \(currency), * FROM unnest(\(missing.map(\.key.currency))::text[], \(missing.map(\.key.start))::int8[],
+                \(missing.map(\.key.end))::int8[], \(missing.map(\.value))::int8[])
+            ON CONFLICT (reporting_currency, currency, start_us, end_us) DO UPDATE SET services = t.services + excluded.services
             """, logger: logger)
     }
 }
@@ -333,5 +430,85 @@ extension ReportStore {
         return ConvertedLTVRollup.cohorts(
             from: from, to: to, months: months, until: until, dimensions: dimensions, currency: fx.currency, cells: cells
         ).map { Grouped(group: $0.group, row: $0.cohort) }
+    }
+}
+
+extension ReportStore {
+    /// MRR movement in a reporting currency from its cells (`report_fx_movement`, kept with the LTV cells); nil when
+    /// they cannot answer (the caller reads the facts): not a calendar grid, filters the movement cells do not keep
+    /// (as `mrrMovementFromRollups`), the currency not kept or at another rate version, its cells behind the
+    /// rollups, or a service touching the span without a rate.
+    public func mrrMovementFromConvertedCells(boundaries: [Timestamp], dimensions: ReportDimensions, fx: FXUse) async throws
+        -> [Grouped<MRRMovementPeriod>]?
+    {
+        guard let scope = MovementScope(dimensions), let interval = Self.grid(boundaries), let from = boundaries.first?.microseconds,
+            let to = boundaries.last?.microseconds, try await useRollups()
+        else { return nil }
+        let target = try await ReportRollupWorker.position(of: database)
+        guard try await ConvertedLTVCells(database: database).reach(target) else { return nil }
+        let logger = database.logger
+        let s = scope
+        typealias Level = (group: String?, factor: FXFactor, denominator: Int128, value: Int128)
+        typealias Cell = (period: Int64, group: String?, factor: FXFactor, part: MRRMovementFigures.Part, denominator: Int128, value: Int128)
+        let read = try await database.transaction { c -> (level: [Level], cells: [Cell])? in
+            try await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            let usable = try await c.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM report_fx_ltv_state WHERE reporting_currency = \(fx.currency) AND complete
+                                 AND fx_version IS NOT DISTINCT FROM \(fx.version) AND position >= \(target))
+                   AND NOT EXISTS (SELECT 1 FROM report_fx_movement_missing WHERE reporting_currency = \(fx.currency) AND services <> 0
+                                     AND start_us < \(to) AND end_us >= \(from))
+                """, logger: logger
+            ).collect().first?.decode(Bool.self)
+            guard usable == true else { return nil }
+            func number(_ text: String) throws -> Int128 {
+                guard let n = Int128(text) else { throw ReportOverflow(what: "the MRR movement in \(fx.currency)") }
+                return n
+            }
+            // The level just before the span: every day cell before it, adds less subtractions; the subscribers
+            // holding MRR (expansion and contraction move money, not subscribers; part 0 counts services present).
+            var level: [Level] = []
+            let levels = try await c.query(
+                """
+                SELECT CASE \(s.groupColumn) WHEN 'entitlement' THEN entitlement WHEN 'value' THEN value ELSE '' END,
+                       factor_num::text, factor_den::text, denominator::text,
+                       sum(CASE WHEN denominator = 0 AND part IN (0, 3, 5) THEN 0 WHEN part BETWEEN 1 AND 4 THEN amount ELSE -amount END)::text
+                FROM report_fx_movement
+                WHERE reporting_currency = \(fx.currency) AND \(keysOf: s)
+                  AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
+                  AND period_interval = 'day' AND period_us < \(from)
+                GROUP BY 1, 2, 3, 4
+                """, logger: logger)
+            for try await (group, fn, fd, d, v) in levels.decode((String, String, String, String, String).self) {
+                let value = try number(v)
+                guard value != 0 else { continue }
+                level.append((CellScope.group(group), FXFactor(numerator: try number(fn), denominator: try number(fd)), try number(d), value))
+            }
+            var cells: [Cell] = []
+            let rows = try await c.query(
+                """
+                SELECT period_us, CASE \(s.groupColumn) WHEN 'entitlement' THEN entitlement WHEN 'value' THEN value ELSE '' END,
+                       factor_num::text, factor_den::text, part, denominator::text, sum(amount)::text
+                FROM report_fx_movement
+                WHERE reporting_currency = \(fx.currency) AND \(keysOf: s)
+                  AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
+                  AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
+                GROUP BY 1, 2, 3, 4, 5, 6
+                """, logger: logger)
+            for try await (period, group, fn, fd, part, d, v) in rows.decode((Int64, String, String, String, Int16, String, String).self) {
+                guard let part = MRRMovementFigures.Part(rawValue: Int(part)) else {
+                    throw ReportOverflow(what: "the MRR movement in \(fx.currency)")
+                }
+                let value = try number(v)
+                guard value != 0 else { continue }
+                let factor = FXFactor(numerator: try number(fn), denominator: try number(fd))
+                cells.append((period, CellScope.group(group), factor, part, try number(d), value))
+            }
+            return (level, cells)
+        }
+        guard let read else { return nil }
+        return try ConvertedMovementRollup.periods(
+            boundaries: boundaries, grouped: s.groupColumn != "", currency: fx.currency, level: read.level, cells: read.cells
+        ).map { Grouped(group: $0.group, row: $0.period) }
     }
 }

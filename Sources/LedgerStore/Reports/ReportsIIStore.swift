@@ -24,6 +24,7 @@ extension ReportStore {
         -> [Grouped<MRRMovementPeriod>]
     {
         if fx == nil, let cells = try await mrrMovementFromRollups(boundaries: boundaries, dimensions: dimensions) { return cells }
+        if let fx, let cells = try await mrrMovementFromConvertedCells(boundaries: boundaries, dimensions: dimensions, fx: fx) { return cells }
         let initial = GroupedMRRMovementAccumulator(boundaries: boundaries, dimensions: dimensions, reporting: try await reporting(fx))
         guard let from = boundaries.first?.microseconds, let to = boundaries.last?.microseconds, boundaries.count > 1 else {
             return try initial.periods().map { Grouped(group: $0.group, row: $0.period) }
