@@ -9,21 +9,19 @@ import Testing
 struct ConvertedMovementRollupTests {
     typealias B = StreamBuilder
 
-    /// The random population, and one subscriber whose only service lies within a month, in a store of its own
-    /// (a grouped report shows the group, all zeros).
+    /// The random population, and one subscriber whose only service lies within a month, of an entitlement of its
+    /// own (a report grouped by entitlement shows the group, all zeros).
     static let population: [SubscriberFacts] = {
         var list = ReportsIIPropertyTests.population
         if let i = list.firstIndex(where: { $0.transactions.contains { $0.monthly != nil } }) {
             var lone = list[i]
             var t = lone.transactions.first { $0.monthly != nil }!
             (t.start, t.end, t.stop, t.heldFrom, t.handedOver, t.refunds) = (B.t("2026-04-10"), B.t("2026-04-17"), nil, nil, nil, [])
-            t.store = "lone"
-            lone.transactions = [t]
             lone.runs = [
                 PaidRun(entitlement: "", start: t.start, end: t.end, lapse: .voluntary),
-                PaidRun(entitlement: "pro", start: t.start, end: t.end, lapse: .voluntary),
+                PaidRun(entitlement: "lone", start: t.start, end: t.end, lapse: .voluntary),
             ]
-            t.entitlements = ["pro"]
+            t.entitlements = ["lone"]
             lone.transactions = [t]
             list.append(lone)
         }
@@ -41,9 +39,6 @@ struct ConvertedMovementRollupTests {
     static let shapes: [(ReportDimensions, Scope)] = [
         (.none, Scope(key: "")), (ReportDimensions(entitlements: ["pro"]), Scope(key: "pro")),
         (ReportDimensions(groupBy: .entitlement), Scope(key: nil)),
-        (ReportDimensions(groupBy: .store), Scope(key: "", dimension: "store", groupByValue: true)),
-        (ReportDimensions(groupBy: .country), Scope(key: "", dimension: "country", groupByValue: true)),
-        (ReportDimensions(countries: ["DE"]), Scope(key: "", dimension: "country", value: "DE")),
     ]
 
     @Test(arguments: 0..<3, ["EUR", "JPY", "KWD"])
@@ -53,7 +48,7 @@ struct ConvertedMovementRollupTests {
         var rollup = ConvertedMovementRollup()
         for facts in Self.population { try rollup.add(facts, sign: 1, rates: &currency) }
         let (interval, from, to): (ReportInterval, String, String) =
-            [(.month, "2025-12-01", "2027-03-01"), (.week, "2026-01-05", "2026-09-07"), (.day, "2026-03-20", "2026-05-10")][grid]
+            [(.month, "2025-12-01", "2027-03-01"), (.month, "2026-03-01", "2026-09-01"), (.day, "2026-03-20", "2026-05-10")][grid]
         let boundaries = ReportCalendar.boundaries(from: B.t(from), to: B.t(to), interval: interval)
         let (lo, hi) = (boundaries.first!, boundaries.last!)
         var moved = 0
@@ -93,10 +88,26 @@ struct ConvertedMovementRollupTests {
                 #expect(f.group == e.group && f.period == e.period, "\(dimensions) \(interval) \(target):\n\(f)\n vs \(e)")
                 moved += f.period.figures.count(.new) + f.period.figures.count(.churned)
             }
-            if dimensions.groupBy == .store, interval == .month {
-                #expect(found.contains { $0.group == "lone" }, "the store whose only service lies within a month shows")
+            if dimensions.groupBy == .entitlement, interval == .month {
+                #expect(found.contains { $0.group == "lone" }, "the entitlement whose only service lies within a month shows")
             }
         }
         #expect(moved > 0)
+    }
+
+    @Test("the days whose transactions convert differently at a new rate version")
+    func daysDiffering() {
+        var a = FXTable()
+        a.add(currency: "USD", day: FXDay(days: 10), rate: FXRate("1.10")!)
+        a.add(currency: "USD", day: FXDay(days: 20), rate: FXRate("1.20")!)
+        a.sort()
+        var b = a
+        b.add(currency: "USD", day: FXDay(days: 15), rate: FXRate("1.15")!)
+        b.add(currency: "JPY", day: FXDay(days: 40), rate: FXRate("160")!)
+        b.sort()
+        // Days 15–19 took day 10's rate and take day 15's; from 20 on both agree; JPY is new from day 40 to 47 (its
+        // rate serves seven days after it).
+        #expect(a.daysDiffering(from: b).map(\.days) == Array(15...19) + Array(40...47))
+        #expect(b.daysDiffering(from: b).isEmpty)
     }
 }

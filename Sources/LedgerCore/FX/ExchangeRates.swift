@@ -335,6 +335,21 @@ public struct FXTable: Sendable {
         return s[lo - 1].rate
     }
 
+    /// The days on which some currency's rate (as `rate(_:on:)` finds it, falling back to earlier days) differs
+    /// between the two tables, or is known in one only: the days whose transactions convert differently.
+    public func daysDiffering(from other: FXTable) -> [FXDay] {
+        var days = Set<Int>()
+        for currency in Set(series.keys).union(other.series.keys) {
+            let known = (series[currency] ?? []).map(\.day.days) + (other.series[currency] ?? []).map(\.day.days)
+            guard let lo = known.min(), let hi = known.max() else { continue }
+            for d in lo...(hi + FXLimits.maxAgeDays) {
+                let day = FXDay(days: d)
+                if (try? rate(currency, on: day)) != (try? other.rate(currency, on: day)) { days.insert(d) }
+            }
+        }
+        return days.sorted().map(FXDay.init(days:))
+    }
+
     /// The factor turning minor units of `source` on `day` into minor units of `target`: the EUR cross rate
     /// `target per EUR / source per EUR`, times `10^(exponent(target) − exponent(source))`.
     public func factor(from source: String, to target: String, on day: FXDay) throws(MissingFXRate) -> FXFactor {

@@ -39,19 +39,37 @@ public struct ConvertedLTVCells: Sendable {
     /// Computes every kept currency afresh when the kept list, the newest rate version or a rebuild asks for it;
     /// returns the currencies computed (empty when all are current, the rollups are incomplete, or another
     /// server holds the lock; `waiting`: wait for it instead).
+    ///
+    /// When only the rate version changed, the cells move to it by the days whose rates differ: the subscribers with
+    /// a transaction on one of them are taken off at the old rates and added at the new ones (`move`). That needs
+    /// the cells at the rollups' position (they follow the log first) and few enough subscribers; else afresh.
     @discardableResult
     public func refresh(waiting: Bool = false) async throws -> [String] {
+        for _ in 0..<3 {
+            if let currencies = try await refresh(waiting: waiting, byDays: true) { return currencies }
+            try await drain()
+        }
+        return try await refresh(waiting: waiting, byDays: false) ?? []
+    }
+
+    /// Subscribers a move to a new rate version takes at most; beyond, the cells are computed afresh.
+    static let moveLimit = 100_000
+    /// Subscribers folded per statement by a move.
+    static let moveBatch = 1_000
+
+    /// One refresh; nil when a move by days found the cells behind the rollups.
+    private func refresh(waiting: Bool, byDays: Bool) async throws -> [String]? {
         let logger = database.logger
         let started = ContinuousClock.now
         let store = ReportStore(database: database)
-        let result = try await database.transaction { c -> (currencies: [String], subscribers: Int, version: Int64?) in
+        let result = try await database.transaction { c -> (currencies: [String], subscribers: Int, version: Int64?, moved: Bool)? in
             // A computation afresh reads every transaction in one statement: not bound by the requests' timeout.
             try await c.query("SET LOCAL statement_timeout = 0", logger: logger)
             let lock: PostgresQuery =
                 waiting
                 ? "SELECT true FROM (SELECT pg_advisory_xact_lock(\(Self.lockKey)), pg_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))) taken"
                 : "SELECT pg_try_advisory_xact_lock(\(Self.lockKey)) AND pg_try_advisory_xact_lock_shared(\(Rebuilder.rebuildLockKey))"
-            guard try await c.query(lock, logger: logger).collect().first?.decode(Bool.self) == true else { return ([], 0, nil) }
+            guard try await c.query(lock, logger: logger).collect().first?.decode(Bool.self) == true else { return ([], 0, nil, false) }
             var kept: [String] = []
             for try await currency in try await c.query(
                 "SELECT reporting_currency FROM report_fx_cells WHERE reporting_currency <> '' ORDER BY 1", logger: logger
@@ -60,20 +78,34 @@ public struct ConvertedLTVCells: Sendable {
             }
             let newest =
                 try await c.query("SELECT max(version) FROM fx_rate_versions", logger: logger).collect().first?.decode(Int64?.self) ?? nil
-            var held: [(currency: String, complete: Bool, version: Int64?)] = []
+            var held: [(currency: String, complete: Bool, version: Int64?, position: Int64)] = []
             for try await row in try await c.query(
-                "SELECT reporting_currency, complete, fx_version FROM report_fx_ltv_state ORDER BY 1", logger: logger
-            ).decode((String, Bool, Int64?).self) {
+                "SELECT reporting_currency, complete, fx_version, position FROM report_fx_ltv_state ORDER BY 1", logger: logger
+            ).decode((String, Bool, Int64?, Int64).self) {
                 held.append(row)
             }
             let upToDate = held.map(\.currency) == kept && held.allSatisfy { $0.complete && $0.version == newest }
-            guard !upToDate else { return ([], 0, newest) }
+            guard !upToDate else { return ([], 0, newest, false) }
+            if byDays, !kept.isEmpty, held.map(\.currency) == kept, held.allSatisfy(\.complete), Set(held.map(\.version)).count == 1,
+                Set(held.map(\.position)).count == 1
+            {
+                switch try await move(from: held[0].version, to: newest, at: held[0].position, currencies: kept, on: c) {
+                case .moved(let subscribers): return (kept, subscribers, newest, true)
+                case .behind: return nil
+                case .tooMany: break
+                }
+            }
             try await c.query("DELETE FROM report_fx_ltv_cells", logger: logger)
             try await c.query("DELETE FROM report_fx_ltv_missing", logger: logger)
             try await c.query("DELETE FROM report_fx_movement", logger: logger)
             try await c.query("DELETE FROM report_fx_movement_missing", logger: logger)
             try await c.query("DELETE FROM report_fx_ltv_state", logger: logger)
-            guard !kept.isEmpty else { return ([], 0, newest) }
+            guard !kept.isEmpty else { return ([], 0, newest, false) }
+            // The movement cells' batches land unsummed in a table of the transaction, summed into theirs at the end:
+            // their keys recur in every batch (the periods and rate dates of all subscribers), and upserting each
+            // batch into the table updated every row again.
+            try await c.query(
+                "CREATE TEMPORARY TABLE fx_movement_staging (LIKE report_fx_movement) ON COMMIT DROP", logger: logger)
             let table = try await store.fxTable(version: newest)
             var rates = kept.map { ReportingCurrency(currency: $0, rates: table) }
             var rollups = kept.map { _ in ConvertedLTVRollup() }
@@ -130,7 +162,7 @@ public struct ConvertedLTVCells: Sendable {
                     guard var cells = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
                     let complete = try cells.bool()
                     let at = try cells.int64()
-                    guard complete else { return ([], 0, newest) }
+                    guard complete else { return ([], 0, newest, false) }
                     position = at
                     guard let subscriber = try cells.optionalString() else { break reading }
                     let (keys, firsts, encodedRuns) = (try cells.string(), try cells.string(), try cells.string())
@@ -144,7 +176,7 @@ public struct ConvertedLTVCells: Sendable {
                         {
                             for (i, currency) in kept.enumerated() {
                                 try await Self.write(rollups[i].pruned(), currency: currency, on: c, logger: logger)
-                                try await Self.write(movements[i].pruned(), currency: currency, on: c, logger: logger)
+                                try await Self.write(movements[i].pruned(), currency: currency, staging: true, on: c, logger: logger)
                                 (rollups[i], movements[i]) = (ConvertedLTVRollup(), ConvertedMovementRollup())
                             }
                         }
@@ -163,21 +195,33 @@ public struct ConvertedLTVCells: Sendable {
             }
             try await c.query("CLOSE converted_facts", logger: logger)
             try flush()
-            guard let position else { return ([], 0, newest) }
+            guard let position else { return ([], 0, newest, false) }
             for (i, currency) in kept.enumerated() {
                 try await Self.write(rollups[i].pruned(), currency: currency, on: c, logger: logger)
-                try await Self.write(movements[i].pruned(), currency: currency, on: c, logger: logger)
+                try await Self.write(movements[i].pruned(), currency: currency, staging: true, on: c, logger: logger)
             }
+            try await c.query(
+                """
+                INSERT INTO report_fx_movement
+                SELECT reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part,
+                       denominator, sum(amount)
+                FROM fx_movement_staging
+                GROUP BY reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part, denominator
+                HAVING sum(amount) <> 0
+                """, logger: logger)
             try await c.query(
                 """
                 INSERT INTO report_fx_ltv_state (reporting_currency, fx_version, complete, position, computed_at)
                 SELECT unnest(\(kept)::text[]), \(newest), true, \(position), now()
                 """, logger: logger)
-            return (kept, subscribers, newest)
+            return (kept, subscribers, newest, false)
         }
+        guard let result else { return nil }
         if !result.currencies.isEmpty {
             logger.info(
-                "reporting currency LTV cells computed",
+                result.moved
+                    ? "reporting currency LTV and MRR movement cells moved to a rate version"
+                    : "reporting currency LTV and MRR movement cells computed",
                 metadata: [
                     "fx.currencies": "\(result.currencies.joined(separator: ","))",
                     "fx.version": "\(result.version.map(String.init) ?? "none")", "report.subscribers": "\(result.subscribers)",
@@ -185,6 +229,56 @@ public struct ConvertedLTVCells: Sendable {
                 ])
         }
         return result.currencies
+    }
+
+    enum Move {
+        case moved(subscribers: Int)
+        /// The cells are not at the rollups' position: the facts read would not be theirs.
+        case behind
+        case tooMany
+    }
+
+    /// Moves the cells of `currencies` (at log position `position`) from rate version `old` to `new`: the subscribers
+    /// with a transaction on a day whose rates differ (`FXTable.daysDiffering`), as the facts hold them at that
+    /// position, folded from the log at it; their cells at the old rates taken off and at the new ones added.
+    private func move(from old: Int64?, to new: Int64?, at position: Int64, currencies: [String], on c: PostgresConnection) async throws -> Move {
+        let logger = database.logger
+        let store = ReportStore(database: database)
+        let (was, now) = (try await store.fxTable(version: old), try await store.fxTable(version: new))
+        let days = was.daysDiffering(from: now).map { Int64($0.days) }
+        // The rollups' position and the facts in one statement: the subscribers are those of that position.
+        let row = try await c.query(
+            """
+            SELECT r.complete, r.applied_position,
+                   ARRAY(SELECT DISTINCT subscriber_id FROM report_transactions
+                         WHERE occurred_us >= 0 AND occurred_us / 86400000000 = ANY(\(days)::int8[]) ORDER BY 1)
+            FROM report_rollup_state r
+            """, logger: logger
+        ).collect().first
+        guard let (complete, at, subscribers) = try row?.decode((Bool, Int64, [String]).self), complete, at == position else { return .behind }
+        guard subscribers.count <= Self.moveLimit else { return .tooMany }
+        let writer = ProjectionWriter(logger: logger)
+        var start = 0
+        while start < subscribers.count {
+            let chunk = Set(subscribers[start..<min(subscribers.count, start + Self.moveBatch)])
+            start += Self.moveBatch
+            let folded = try await writer.fold(chunk, from: position, through: position, on: c)
+            for currency in currencies {
+                var (before, after) = (ReportingCurrency(currency: currency, rates: was), ReportingCurrency(currency: currency, rates: now))
+                var (ltv, movement) = (ConvertedLTVRollup(), ConvertedMovementRollup())
+                for f in folded {
+                    let members = ReportRollup.ltvMembers(firstStarts: ReportRollup.firstStarts(f.facts), transactions: f.facts.transactions)
+                    try ltv.add(members, sign: -1, rates: &before)
+                    try ltv.add(members, sign: 1, rates: &after)
+                    try movement.add(f.facts, sign: -1, rates: &before)
+                    try movement.add(f.facts, sign: 1, rates: &after)
+                }
+                try await Self.write(ltv.pruned(), currency: currency, on: c, logger: logger)
+                try await Self.write(movement.pruned(), currency: currency, on: c, logger: logger)
+            }
+        }
+        try await c.query("UPDATE report_fx_ltv_state SET fx_version = \(new), computed_at = now()", logger: logger)
+        return .moved(subscribers: subscribers.count)
     }
 
     /// Follows the log batch by batch to its end; returns how many events were applied, or nil when the lock was
@@ -336,8 +430,23 @@ extension ConvertedLTVCells {
     }
 
     /// Adds MRR movement cells to what the currency holds.
-    static func write(_ rollup: ConvertedMovementRollup, currency: String, on c: PostgresConnection, logger: Logger) async throws {
+    /// `staging`: into the computation afresh's table of unsummed cells (`fx_movement_staging`).
+    static func write(_ rollup: ConvertedMovementRollup, currency: String, staging: Bool = false, on c: PostgresConnection, logger: Logger)
+        async throws
+    {
         try await inBatches(Array(rollup.cells)) { part in
+            if staging {
+                try await c.query(
+                    """
+                    INSERT INTO fx_movement_staging
+                    SELECT \(currency), * FROM unnest(\(part.map(\.key.entitlement))::text[], \(part.map(\.key.dimension))::text[],
+                        \(part.map(\.key.interval.rawValue))::text[], \(part.map(\.key.period))::int8[], \(part.map(\.key.value))::text[],
+                        \(part.map { String($0.key.factor.numerator) })::numeric[], \(part.map { String($0.key.factor.denominator) })::numeric[],
+                        \(part.map { Int16($0.key.part.rawValue) })::int2[], \(part.map { String($0.key.denominator) })::numeric[],
+                        \(part.map { String($0.value) })::numeric[])
+                    """, logger: logger)
+                return
+            }
             try await c.query(
                 """
                 INSERT INTO report_fx_movement AS t (
@@ -441,7 +550,8 @@ extension ReportStore {
     public func mrrMovementFromConvertedCells(boundaries: [Timestamp], dimensions: ReportDimensions, fx: FXUse) async throws
         -> [Grouped<MRRMovementPeriod>]?
     {
-        guard let scope = MovementScope(dimensions), let interval = Self.grid(boundaries), let from = boundaries.first?.microseconds,
+        guard let scope = MovementScope(dimensions), scope.dimension.isEmpty, let interval = Self.grid(boundaries),
+            ConvertedMovementRollup.intervals.contains(interval), let from = boundaries.first?.microseconds,
             let to = boundaries.last?.microseconds, try await useRollups()
         else { return nil }
         let target = try await ReportRollupWorker.position(of: database)
