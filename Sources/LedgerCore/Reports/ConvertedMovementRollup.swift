@@ -222,20 +222,31 @@ public struct ConvertedMovementRollup: Sendable {
         guard boundaries.count > 1 else { return [] }
         let partCount = MRRMovementFigures.Part.allCases.count
         struct Line {
-            /// Per factor, the exact converted MRR just before the next period.
-            var mrr: [FXFactor: FractionSum] = [:]
+            /// Per factor, the exact converted MRR just before the next period, and that rounded.
+            var mrr: [FXFactor: (exact: FractionSum, rounded: Int128)] = [:]
+            /// The sum of the rounded MRR over the factors.
+            var rounded: Int128 = 0
             var subscribers: Int128 = 0
             /// Per period: per factor the converted parts, the subscribers per part, and services present.
             var moves: [Int: (amounts: [FXFactor: [FractionSum]], counts: [Int128], present: Bool)] = [:]
         }
         var lines: [String?: Line] = [:]
+        var exact: [String?: [FXFactor: FractionSum]] = [:]
         for (group, factor, d, v) in level {
             if d == 0 {
                 lines[group, default: Line()].subscribers &+= v
             } else {
-                try lines[group, default: Line()].mrr[factor, default: FractionSum()].add(
-                    try MonthlyAmount(numerator: v, denominator: d).converted(factor))
+                try exact[group, default: [:]][factor, default: FractionSum()].add(try MonthlyAmount(numerator: v, denominator: d).converted(factor))
             }
+        }
+        for (group, byFactor) in exact {
+            var line = lines[group] ?? Line()
+            for (factor, x) in byFactor where !x.isZero {
+                let r = try x.total().rounded
+                line.mrr[factor] = (x, r)
+                line.rounded += r
+            }
+            lines[group] = line
         }
         for (period, group, factor, part, d, v) in cells {
             guard let i = boundaries.period(containing: Timestamp(microseconds: period)) else { continue }
@@ -260,22 +271,24 @@ public struct ConvertedMovementRollup: Sendable {
                 let m = line.moves[i]
                 var f = MRRMovementFigures()
                 f.subscribers[MRRMovementFigures.Part.start.rawValue] = Int(truncatingIfNeeded: line.subscribers)
-                var factors = Set(line.mrr.keys)
-                if let m { factors.formUnion(m.amounts.keys) }
-                for factor in factors {
-                    var x = line.mrr[factor] ?? FractionSum()
-                    let parts = m?.amounts[factor]
-                    var previous = try x.total().rounded
-                    f.amounts[MRRMovementFigures.Part.start.rawValue] += previous
+                // A factor without parts in the period adds its rounded MRR to the start and the end alike; only
+                // those with parts are rounded part by part.
+                f.amounts[MRRMovementFigures.Part.start.rawValue] = line.rounded
+                for (factor, parts) in m?.amounts ?? [:] {
+                    let held = line.mrr[factor]
+                    var x = held?.exact ?? FractionSum()
+                    var previous = held?.rounded ?? 0
                     for part in MRRMovementFigures.Part.allCases.dropFirst() {
-                        if let p = parts?[part.rawValue] { try x.add(part.adds ? p : p.negated) }
-                        let now = try x.total().rounded
+                        let p = parts[part.rawValue]
+                        if !p.byDenominator.isEmpty { try x.add(part.adds ? p : p.negated) }
+                        let now = p.byDenominator.isEmpty ? previous : try x.total().rounded
                         f.amounts[part.rawValue] += part.adds ? now - previous : previous - now
                         previous = now
                     }
-                    f.mrrEnd += previous
-                    line.mrr[factor] = x.isZero ? nil : x
+                    line.rounded += previous - (held?.rounded ?? 0)
+                    line.mrr[factor] = x.isZero ? nil : (x, previous)
                 }
+                f.mrrEnd = line.rounded
                 if let m {
                     seen = seen || m.present
                     for part in MRRMovementFigures.Part.allCases.dropFirst() {

@@ -33,14 +33,24 @@ struct ProjectionWriter {
     func fold(
         _ subscribers: Set<String>, from cursor: Int64, through end: Int64, known: [String: Previous] = [:], on connection: PostgresConnection
     ) async throws -> [Folded] {
-        let streams = try await streams(
+        let streams = try await streams(subscribers, through: end, on: connection)
+        let previous = streams.mapValues { $0.filter { $0.position <= cursor } }.filter { !$0.value.isEmpty }
+        return Self.fold(streams, previous: previous, known: known)
+    }
+
+    /// The given subscribers' streams folded as they stand at log position `end` (no `previous`).
+    func fold(_ subscribers: Set<String>, at end: Int64, on connection: PostgresConnection) async throws -> [Folded] {
+        Self.fold(try await streams(subscribers, through: end, on: connection), previous: [:])
+    }
+
+    /// The given subscribers' events up to log position `end`.
+    private func streams(_ subscribers: Set<String>, through end: Int64, on connection: PostgresConnection) async throws -> [String: [StreamEvent]] {
+        try await streams(
             """
             SELECT \(unescaped: EventRow.streamColumns) FROM events
             WHERE subscriber_id = ANY(\(TextArray(Array(subscribers)))::text[]) AND position <= \(end)
             ORDER BY subscriber_id, version
             """, on: connection)
-        let previous = streams.mapValues { $0.filter { $0.position <= cursor } }.filter { !$0.value.isEmpty }
-        return Self.fold(streams, previous: previous, known: known)
     }
 
     /// The streams an event query returns (rows ordered by subscriber and version).

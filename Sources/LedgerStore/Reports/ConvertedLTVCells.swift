@@ -53,7 +53,7 @@ public struct ConvertedLTVCells: Sendable {
     }
 
     /// Subscribers a move to a new rate version takes at most; beyond, the cells are computed afresh.
-    static let moveLimit = 100_000
+    static let moveLimit = 20_000
     /// Subscribers folded per statement by a move.
     static let moveBatch = 1_000
 
@@ -262,7 +262,7 @@ public struct ConvertedLTVCells: Sendable {
         while start < subscribers.count {
             let chunk = Set(subscribers[start..<min(subscribers.count, start + Self.moveBatch)])
             start += Self.moveBatch
-            let folded = try await writer.fold(chunk, from: position, through: position, on: c)
+            let folded = try await writer.fold(chunk, at: position, on: c)
             for currency in currencies {
                 var (before, after) = (ReportingCurrency(currency: currency, rates: was), ReportingCurrency(currency: currency, rates: now))
                 var (ltv, movement) = (ConvertedLTVRollup(), ConvertedMovementRollup())
@@ -277,6 +277,9 @@ public struct ConvertedLTVCells: Sendable {
                 try await Self.write(movement.pruned(), currency: currency, on: c, logger: logger)
             }
         }
+        // Cells whose old and new amounts cancelled.
+        try await c.query("DELETE FROM report_fx_movement WHERE amount = 0", logger: logger)
+        try await c.query("DELETE FROM report_fx_ltv_cells WHERE members = 0 AND gross = 0 AND proceeds = 0", logger: logger)
         try await c.query("UPDATE report_fx_ltv_state SET fx_version = \(new), computed_at = now()", logger: logger)
         return .moved(subscribers: subscribers.count)
     }
