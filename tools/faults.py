@@ -188,7 +188,7 @@ def queues_empty(limit=20):
 
 
 def currency_cells():
-    """The reporting currency cells' non-zero rows (revenue and LTV) and the transactions counted without a rate."""
+    """The reporting currency cells' non-zero rows (revenue, LTV and MRR movement) and what was counted without a rate."""
     # ',' between the columns: psql's output is stripped, and the own currencies' reporting currency is ''.
     rows = psql("SELECT concat_ws(',', reporting_currency, entitlement, day_us, currency, store, country, product_id, transactions, "
                 "billings, commission, refunds, refunded_unrecognized, refunds_recognized, recognized, settled_deferred, handover, tax) "
@@ -201,6 +201,10 @@ def currency_cells():
                  "members, gross, proceeds) FROM report_fx_ltv_cells WHERE members <> 0 OR gross <> 0 OR proceeds <> 0").splitlines()
     rows += psql("SELECT concat_ws(',', 'ltv missing', reporting_currency, cohort_us, currency, transactions) "
                  "FROM report_fx_ltv_missing WHERE transactions <> 0").splitlines()
+    rows += psql("SELECT concat_ws(',', 'movement', reporting_currency, entitlement, dimension, period_interval, period_us, value, "
+                 "factor_num, factor_den, part, denominator, amount) FROM report_fx_movement WHERE amount <> 0").splitlines()
+    rows += psql("SELECT concat_ws(',', 'movement missing', reporting_currency, currency, start_us, end_us, services) "
+                 "FROM report_fx_movement_missing WHERE services <> 0").splitlines()
     return sorted(rows)
 
 

@@ -248,19 +248,22 @@ public struct ConvertedMovementRollup: Sendable {
             }
             lines[group] = line
         }
+        let none: (amounts: [FXFactor: [FractionSum]], counts: [Int128], present: Bool) = ([:], Array(repeating: 0, count: partCount), false)
         for (period, group, factor, part, d, v) in cells {
             guard let i = boundaries.period(containing: Timestamp(microseconds: period)) else { continue }
-            var line = lines[group] ?? Line()
-            var m = line.moves[i] ?? ([:], Array(repeating: 0, count: partCount), false)
+            // Mutated in place: a copy of the line per cell would copy its dictionaries each time.
             if d == 0 {
-                if part == .start { m.present = m.present || v != 0 } else { m.counts[part.rawValue] &+= v }
+                if part == .start {
+                    if v != 0 { lines[group, default: Line()].moves[i, default: none].present = true }
+                } else {
+                    lines[group, default: Line()].moves[i, default: none].counts[part.rawValue] &+= v
+                }
             } else {
-                var parts = m.amounts[factor] ?? Array(repeating: FractionSum(), count: partCount)
-                try parts[part.rawValue].add(try MonthlyAmount(numerator: v, denominator: d).converted(factor))
-                m.amounts[factor] = parts
+                let amount = try MonthlyAmount(numerator: v, denominator: d).converted(factor)
+                try lines[group, default: Line()].moves[i, default: none].amounts[factor, default: Array(repeating: FractionSum(), count: partCount)][
+                    part.rawValue
+                ].add(amount)
             }
-            line.moves[i] = m
-            lines[group] = line
         }
         if !grouped, lines[nil] == nil { lines[nil] = Line() }
         var rows: [String?: [MRRMovementPeriod]] = [:]

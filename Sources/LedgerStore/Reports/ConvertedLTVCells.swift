@@ -598,24 +598,39 @@ extension ReportStore {
                 level.append((CellScope.group(group), FXFactor(numerator: try number(fn), denominator: try number(fd)), try number(d), value))
             }
             var cells: [Cell] = []
+            var factors: [String: FXFactor] = [:]
+            func factor(_ text: String) throws -> FXFactor {
+                if let known = factors[text] { return known }
+                let parts = text.split(separator: "/")
+                guard parts.count == 2 else { throw ReportOverflow(what: "the MRR movement in \(fx.currency)") }
+                let f = FXFactor(numerator: try number(String(parts[0])), denominator: try number(String(parts[1])))
+                factors[text] = f
+                return f
+            }
+            // Concrete decoding of each cell (`BinaryCells`): a month grid reads tens of thousands (a cell per rate
+            // date), and generic tuple decoding dominated the report's time.
             let rows = try await c.query(
                 """
                 SELECT period_us, CASE \(s.groupColumn) WHEN 'entitlement' THEN entitlement WHEN 'value' THEN value ELSE '' END,
-                       factor_num::text, factor_den::text, part, denominator::text, sum(amount)::text
+                       factor_num::text || '/' || factor_den::text, part::int8, denominator::text, sum(amount)::text
                 FROM report_fx_movement
                 WHERE reporting_currency = \(fx.currency) AND \(keysOf: s)
                   AND dimension = \(s.dimension) AND (\(s.value)::text IS NULL OR value = \(s.value)::text)
                   AND period_interval = \(interval.rawValue) AND period_us >= \(from) AND period_us < \(to)
-                GROUP BY 1, 2, 3, 4, 5, 6
+                GROUP BY 1, 2, 3, 4, 5
                 """, logger: logger)
-            for try await (period, group, fn, fd, part, d, v) in rows.decode((Int64, String, String, String, Int16, String, String).self) {
-                guard let part = MRRMovementFigures.Part(rawValue: Int(part)) else {
+            for try await row in rows {
+                guard var cell = BinaryCells(row) else { throw BinaryCells.Unexpected(column: "text format") }
+                let period = try cell.int64()
+                let group = try cell.string()
+                let f = try cell.string()
+                guard let part = MRRMovementFigures.Part(rawValue: Int(try cell.int64())) else {
                     throw ReportOverflow(what: "the MRR movement in \(fx.currency)")
                 }
-                let value = try number(v)
+                let d = try number(try cell.string())
+                let value = try number(try cell.string())
                 guard value != 0 else { continue }
-                let factor = FXFactor(numerator: try number(fn), denominator: try number(fd))
-                cells.append((period, CellScope.group(group), factor, part, try number(d), value))
+                cells.append((period, CellScope.group(group), try factor(f), part, d, value))
             }
             return (level, cells)
         }
