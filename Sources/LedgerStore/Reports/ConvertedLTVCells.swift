@@ -41,8 +41,8 @@ public struct ConvertedLTVCells: Sendable {
     /// server holds the lock; `waiting`: wait for it instead).
     ///
     /// When only the rate version changed, the cells move to it by the days whose rates differ: the subscribers with
-    /// a transaction on one of them are taken off at the old rates and added at the new ones (`move`). That needs
-    /// the cells at the rollups' position (they follow the log first) and few enough subscribers; else afresh.
+    /// a transaction on one of them are taken off at the old rates and added at the new ones (`move`), when they are
+    /// few enough; else afresh.
     @discardableResult
     public func refresh(waiting: Bool = false) async throws -> [String] {
         for _ in 0..<3 {
@@ -233,7 +233,7 @@ public struct ConvertedLTVCells: Sendable {
 
     enum Move {
         case moved(subscribers: Int)
-        /// The cells are not at the rollups' position: the facts read would not be theirs.
+        /// The rollups' facts are incomplete (a rebuild left them to be computed).
         case behind
         case tooMany
     }
@@ -246,7 +246,9 @@ public struct ConvertedLTVCells: Sendable {
         let store = ReportStore(database: database)
         let (was, now) = (try await store.fxTable(version: old), try await store.fxTable(version: new))
         let days = was.daysDiffering(from: now).map { Int64($0.days) }
-        // The rollups' position and the facts in one statement: the subscribers are those of that position.
+        // The rollups' position and the facts in one statement: the subscribers holding such a transaction at that
+        // position. Where it is not the cells' own, a subscriber who held one at the cells' position but no longer
+        // does (or the reverse) has an event between the two: those are taken too, so the set is exact.
         let row = try await c.query(
             """
             SELECT r.complete, r.applied_position,
@@ -255,7 +257,17 @@ public struct ConvertedLTVCells: Sendable {
             FROM report_rollup_state r
             """, logger: logger
         ).collect().first
-        guard let (complete, at, subscribers) = try row?.decode((Bool, Int64, [String]).self), complete, at == position else { return .behind }
+        guard let (complete, at, holders) = try row?.decode((Bool, Int64, [String]).self), complete else { return .behind }
+        var subscribers = holders
+        if at != position {
+            let between = try await c.query(
+                """
+                SELECT DISTINCT subscriber_id FROM events WHERE position > \(min(at, position)) AND position <= \(max(at, position))
+                """, logger: logger)
+            var set = Set(holders)
+            for try await subscriber in between.decode(String.self) { set.insert(subscriber) }
+            subscribers = set.sorted()
+        }
         guard subscribers.count <= Self.moveLimit else { return .tooMany }
         let writer = ProjectionWriter(logger: logger)
         var start = 0
