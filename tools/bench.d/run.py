@@ -859,19 +859,23 @@ REPORT_PATHS = [("report churn", "/v1/reports/churn?from=2025-01-01&to=2027-01-0
 
 def bench_rates(url):
     """Loads exchange rates for every day the simulation spans (2024-12 to 2027-12), so converted reports answer:
-    ECB's rates of 9 May 2025 (tools/data/fx) repeated for each day. Synthetic as a history, real as rates; only
-    the bench uses them."""
+    ECB's reference rates of 2 January to 9 May 2025 (tools/data/fx, real) cycled over the days, so that every day
+    has its own rates as in real life (a converted report rounds once per rate date; one rate repeated for every day
+    made those reports look cheaper than they are). Synthetic as a history, real as rates; only the bench uses them."""
     sample = os.path.join(ROOT, "tools", "data", "fx", "ecb-eurofxref-hist-2025-01-to-05.csv")
     with open(sample) as f:
-        header, latest = f.readline().rstrip("\n").split(","), f.readline().rstrip("\n").split(",")
-    keep = [i for i, (name, value) in enumerate(zip(header, latest)) if i > 0 and name in ("USD", "JPY", "GBP", "CHF", "AUD", "CAD", "BRL", "INR", "KRW", "SEK") and value != "N/A"]
+        header = f.readline().rstrip("\n").split(",")
+        rows = [line.rstrip("\n").split(",") for line in f if line.strip()]
+    keep = [i for i, name in enumerate(header) if i > 0 and name in ("USD", "JPY", "GBP", "CHF", "AUD", "CAD", "BRL", "INR", "KRW", "SEK")]
+    rows = [r for r in rows if all(i < len(r) and r[i] not in ("N/A", "") for i in keep)]
     path = os.path.join(SCRATCH, "bench-rates.csv")
     with open(path, "w") as out:
         out.write(",".join(["Date"] + [header[i] for i in keep]) + "\n")
-        day = datetime.date(2024, 12, 1)
+        day, k = datetime.date(2024, 12, 1), 0
         while day < datetime.date(2028, 1, 1):
-            out.write(",".join([day.isoformat()] + [latest[i] for i in keep]) + "\n")
+            out.write(",".join([day.isoformat()] + [rows[k % len(rows)][i] for i in keep]) + "\n")
             day += datetime.timedelta(days=1)
+            k += 1
     # `fx import` also computes the reporting currency cells (EUR and USD) before it returns: timed.
     seconds, rss = timed_process([BIN, "fx", "import", "--database-url", url, path], stdout=subprocess.DEVNULL)
     return seconds, rss
