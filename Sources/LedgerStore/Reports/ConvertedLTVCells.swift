@@ -45,11 +45,7 @@ public struct ConvertedLTVCells: Sendable {
     /// few enough; else afresh.
     @discardableResult
     public func refresh(waiting: Bool = false) async throws -> [String] {
-        for _ in 0..<3 {
-            if let currencies = try await refresh(waiting: waiting, byDays: true) { return currencies }
-            try await drain()
-        }
-        return try await refresh(waiting: waiting, byDays: false) ?? []
+        try await computeOrMove(waiting: waiting) ?? []
     }
 
     /// Subscribers a move to a new rate version takes at most; beyond, the cells are computed afresh.
@@ -57,8 +53,8 @@ public struct ConvertedLTVCells: Sendable {
     /// Subscribers folded per statement by a move.
     static let moveBatch = 1_000
 
-    /// One refresh; nil when a move by days found the cells behind the rollups.
-    private func refresh(waiting: Bool, byDays: Bool) async throws -> [String]? {
+    /// One refresh; nil when a move found the rollups incomplete.
+    private func computeOrMove(waiting: Bool) async throws -> [String]? {
         let logger = database.logger
         let started = ContinuousClock.now
         let store = ReportStore(database: database)
@@ -86,7 +82,7 @@ public struct ConvertedLTVCells: Sendable {
             }
             let upToDate = held.map(\.currency) == kept && held.allSatisfy { $0.complete && $0.version == newest }
             guard !upToDate else { return ([], 0, newest, false) }
-            if byDays, !kept.isEmpty, held.map(\.currency) == kept, held.allSatisfy(\.complete), Set(held.map(\.version)).count == 1,
+            if !kept.isEmpty, held.map(\.currency) == kept, held.allSatisfy(\.complete), Set(held.map(\.version)).count == 1,
                 Set(held.map(\.position)).count == 1
             {
                 switch try await move(from: held[0].version, to: newest, at: held[0].position, currencies: kept, on: c) {
@@ -449,22 +445,21 @@ extension ConvertedLTVCells {
     static func write(_ rollup: ConvertedMovementRollup, currency: String, staging: Bool = false, on c: PostgresConnection, logger: Logger)
         async throws
     {
+        // Staged rows are summed once at the end of the computation afresh; the table's are added to its own.
+        let (table, summing) =
+            staging
+            ? ("fx_movement_staging", "")
+            : (
+                "report_fx_movement",
+                """
+                ON CONFLICT (reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part, denominator)
+                DO UPDATE SET amount = t.amount + excluded.amount
+                """
+            )
         try await inBatches(Array(rollup.cells)) { part in
-            if staging {
-                try await c.query(
-                    """
-                    INSERT INTO fx_movement_staging
-                    SELECT \(currency), * FROM unnest(\(part.map(\.key.entitlement))::text[], \(part.map(\.key.dimension))::text[],
-                        \(part.map(\.key.interval.rawValue))::text[], \(part.map(\.key.period))::int8[], \(part.map(\.key.value))::text[],
-                        \(part.map { String($0.key.factor.numerator) })::numeric[], \(part.map { String($0.key.factor.denominator) })::numeric[],
-                        \(part.map { Int16($0.key.part.rawValue) })::int2[], \(part.map { String($0.key.denominator) })::numeric[],
-                        \(part.map { String($0.value) })::numeric[])
-                    """, logger: logger)
-                return
-            }
             try await c.query(
                 """
-                INSERT INTO report_fx_movement AS t (
+                INSERT INTO \(unescaped: table) AS t (
                     reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part, denominator,
                     amount)
                 SELECT \(currency), * FROM unnest(\(part.map(\.key.entitlement))::text[], \(part.map(\.key.dimension))::text[],
@@ -472,9 +467,7 @@ extension ConvertedLTVCells {
                     \(part.map { String($0.key.factor.numerator) })::numeric[], \(part.map { String($0.key.factor.denominator) })::numeric[],
                     \(part.map { Int16($0.key.part.rawValue) })::int2[], \(part.map { String($0.key.denominator) })::numeric[],
                     \(part.map { String($0.value) })::numeric[])
-                ON CONFLICT (reporting_currency, entitlement, dimension, period_interval, period_us, value, factor_num, factor_den, part,
-                             denominator)
-                DO UPDATE SET amount = t.amount + excluded.amount
+                \(unescaped: summing)
                 """, logger: logger)
         }
         guard !rollup.missing.isEmpty else { return }
