@@ -9,7 +9,8 @@ import Synchronization
 /// again per event made delivery quadratic in a subscriber's size (4,000 events of one subscriber took 400 s
 /// of CPU), and every endpoint and replay repeated it. Here a subscriber's fold is kept after the last event
 /// built and extended by the next ones; the stream is read from PostgreSQL only for a subscriber not kept
-/// (or kept at an older version), and folded whole again only for a late fact (an event that sorts before
+/// (or kept at an older version) whose stream began before the page (a new subscriber's first event, version
+/// 1, needs no read), and folded whole again only for a late fact (an event that sorts before
 /// one already folded; its stream is read once per page however many late facts the page holds). Bodies are cached by position for the endpoints that walk the same stretch of the
 /// feed, and builds run one at a time, so concurrent endpoints wait for one build instead of each doing it.
 final class MessageBuilder: Sendable {
@@ -105,7 +106,14 @@ final class MessageBuilder: Sendable {
         var unread: Set<String> = []
         cache.withLock { c in
             for (s, events) in streams {
-                if let f = c.folds[s], f.version == events[0].version - 1 { folds[s] = f } else { unread.insert(s) }
+                if let f = c.folds[s], f.version == events[0].version - 1 {
+                    folds[s] = f
+                } else if events[0].version == 1 {
+                    // The stream starts in this page: nothing before it to read.
+                    folds[s] = IncrementalFold()
+                } else {
+                    unread.insert(s)
+                }
             }
         }
         if !unread.isEmpty {

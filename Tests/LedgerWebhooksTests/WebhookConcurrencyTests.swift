@@ -142,4 +142,48 @@ struct WebhookConcurrencyTests {
             #expect(WebhookDeliveryTests.inOrderPerSubscriber(got))
         }
     }
+
+    @Test("an endpoint edited while a page is delivered and the next one read ahead: what is not yet recorded goes by the new filter")
+    func readAheadUnderAnOldFilter() async throws {
+        var c = WebhookDeliveryTests.configuration
+        c.concurrency = 16
+        c.endpointConcurrency = 8
+        try await WebhookDeliveryTests.running(c) { store, events, receiver, url in
+            let e = try await WebhookDeliveryTests.create(store, url, receiver: receiver, types: ["purchase"])
+            // Purchases, and every third event an auto-renew change, at positions 1...600; the first page is 1...200,
+            // and its last message stalls, so the edit lands while that page is walked and the next one is read ahead.
+            let batch = Self.events(600, subscribers: 150, prefix: "r")
+            receiver.stall(200)
+            let appended = try await events.append(batch).events
+            #expect(appended.map(\.position).sorted() == Array(1...600))
+            let purchasesBefore = appended.filter { $0.type == .purchase && $0.position < 200 }.count
+            try await WebhookDeliveryTests.eventually("the first page's purchases but the last") {
+                receiver.deliveries.count >= purchasesBefore
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            _ = try await store.update(e.id, WebhookEndpointPatch(eventTypes: ["purchase", "auto_renew_changed"]))
+            // The old walk can record nothing after the edit (its generation is gone): this is where the new one starts.
+            let cursor = try await store.get(e.id).deliveredThrough
+            try await Task.sleep(for: .milliseconds(300))
+            receiver.release()
+            try await WebhookDeliveryTests.eventually("the cursor at the head", timeout: .seconds(60)) {
+                try await store.get(e.id).deliveredThrough == 600
+            }
+            let got = Set(receiver.deliveries.map(\.position))
+            let changes = appended.filter { $0.type == .autoRenewChanged }.map(\.position)
+            // Passed over under the old filter up to the recorded cursor; every later one arrives, the read-ahead
+            // page's (201...400) included.
+            let early = changes.filter { $0 <= cursor && got.contains($0) }
+            #expect(early.isEmpty, "auto-renew changes passed over before the edit delivered: \(early.prefix(10))")
+            let missing = changes.filter { $0 > cursor && !got.contains($0) }
+            #expect(missing.isEmpty, "auto-renew changes after the edit not delivered: \(missing.prefix(10))")
+            #expect(appended.filter { $0.type == .purchase }.allSatisfy { got.contains($0.position) })
+            // At least once: what the old walk delivered above the cursor is sent again; each subscriber's first
+            // deliveries are in order.
+            var seen = Set<Int64>()
+            let first = receiver.deliveries.filter { seen.insert($0.position).inserted }
+            let disordered = Dictionary(grouping: first, by: \.subscriber).mapValues { $0.map(\.position) }.filter { $0.value != $0.value.sorted() }
+            #expect(disordered.isEmpty, "out of order: \(disordered.prefix(3))")
+        }
+    }
 }

@@ -366,8 +366,8 @@ struct WebhookNoStallTests {
             }
             #expect(built == 1000)
         }
-        // The stream is read once (empty, before the first page), never again per event or per page.
-        #expect(reads.withLock { $0 } == [0])
+        // The stream is never read: it begins in the first page (version 1), and its fold is kept from page to page.
+        #expect(reads.withLock { $0 } == [])
     }
 
     @Test("built messages equal the definition (folds of the whole stream before and after), late facts included")
