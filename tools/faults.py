@@ -152,7 +152,8 @@ ROLLUP_TABLES = ["report_revenue_months", "report_trial_days", "report_run_days"
                  "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
                  "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims",
                  "report_churn_active_days", "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days",
-                 "report_mrr_dimension_days", "report_paid_dimension_days", "report_conversion_holders"]
+                 "report_mrr_dimension_days", "report_paid_dimension_days", "report_conversion_holders",
+                 "report_mrr_rate_hours", "report_paid_any_hours", "report_mrr_dimension_hours", "report_paid_dimension_hours"]
 
 
 def rollup_cells():

@@ -201,6 +201,12 @@ public struct ReportRollup: Sendable, Hashable {
     /// `mrr` and `paid` per store, country and product, one dimension at a time (schema 0036).
     public var mrrDimensions: [MRRDimensionKey: MRRCell] = [:]
     public var paidDimensions: [PaidDimensionKey: Counts] = [:]
+    /// `mrrRates`, `paidAny`, `mrrDimensions` and `paidDimensions` per hour (keys hold the hour's start, schema
+    /// 0040), as `mrrHours` is to `mrr`: an instant far from midnight reads at most half an hour of transactions.
+    public var mrrRateHours: [MRRRateKey: MRRCell] = [:]
+    public var paidAnyHours: [DayKey: Counts] = [:]
+    public var mrrDimensionHours: [MRRDimensionKey: MRRCell] = [:]
+    public var paidDimensionHours: [PaidDimensionKey: Counts] = [:]
     public var trials: [DayKey: Counts] = [:]
     public var runs: [DayKey: Counts] = [:]
     public var churn: [ChurnKey: ChurnCell] = [:]
@@ -335,32 +341,31 @@ public struct ReportRollup: Sendable, Hashable {
         for (k, v) in other.runs { runs[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.churn { churn[k, default: .init()].add(v) }
         for (k, v) in other.retention { retention[k, default: 0] &+= v }
-        for (k, v) in other.mrr {
-            mrr[k, default: .init()].started += v.started
-            mrr[k, default: .init()].ended += v.ended
-        }
+        Self.add(other.mrr, to: &mrr)
         for (k, v) in other.paid { paid[k, default: .init()].add(v, sign: 1) }
-        for (k, v) in other.mrrHours {
-            mrrHours[k, default: .init()].started += v.started
-            mrrHours[k, default: .init()].ended += v.ended
-        }
+        Self.add(other.mrrHours, to: &mrrHours)
         for (k, v) in other.paidHours { paidHours[k, default: .init()].add(v, sign: 1) }
-        for (k, v) in other.mrrRates {
-            mrrRates[k, default: .init()].started += v.started
-            mrrRates[k, default: .init()].ended += v.ended
-        }
+        Self.add(other.mrrRates, to: &mrrRates)
         for (k, v) in other.paidAny { paidAny[k, default: .init()].add(v, sign: 1) }
-        for (k, v) in other.mrrDimensions {
-            mrrDimensions[k, default: .init()].started += v.started
-            mrrDimensions[k, default: .init()].ended += v.ended
-        }
+        Self.add(other.mrrDimensions, to: &mrrDimensions)
         for (k, v) in other.paidDimensions { paidDimensions[k, default: .init()].add(v, sign: 1) }
+        Self.add(other.mrrRateHours, to: &mrrRateHours)
+        for (k, v) in other.paidAnyHours { paidAnyHours[k, default: .init()].add(v, sign: 1) }
+        Self.add(other.mrrDimensionHours, to: &mrrDimensionHours)
+        for (k, v) in other.paidDimensionHours { paidDimensionHours[k, default: .init()].add(v, sign: 1) }
         for (k, v) in other.refundDays { refundDays[k, default: .init()].add(v) }
         for (k, v) in other.refundRepeats { refundRepeats[k, default: 0] &+= v }
         for (k, v) in other.conversion { conversion[k, default: 0] &+= v }
         for (k, v) in other.conversionHolders { conversionHolders[k, default: 0] &+= v }
         for (k, v) in other.ltv { ltv[k, default: .init()].add(v) }
         for (k, v) in other.movement { movement[k, default: 0] &+= v }
+    }
+
+    static func add<K>(_ cells: [K: MRRCell], to sums: inout [K: MRRCell]) {
+        for (k, v) in cells {
+            sums[k, default: .init()].started += v.started
+            sums[k, default: .init()].ended += v.ended
+        }
     }
 
     static func add(_ cells: [RevenueKey: RevenueCell], to sums: inout [RevenueKey: RevenueCell]) {
@@ -391,6 +396,10 @@ public struct ReportRollup: Sendable, Hashable {
         paidAny = paidAny.filter { $0.value != Counts() }
         mrrDimensions = mrrDimensions.filter { $0.value != MRRCell() }
         paidDimensions = paidDimensions.filter { $0.value != Counts() }
+        mrrRateHours = mrrRateHours.filter { $0.value != MRRCell() }
+        paidAnyHours = paidAnyHours.filter { $0.value != Counts() }
+        mrrDimensionHours = mrrDimensionHours.filter { $0.value != MRRCell() }
+        paidDimensionHours = paidDimensionHours.filter { $0.value != Counts() }
         refundDays = refundDays.filter { $0.value != RefundCell() }
         refundRepeats = refundRepeats.filter { $0.value != 0 }
         conversion = conversion.filter { $0.value != 0 }
@@ -431,8 +440,14 @@ public struct ReportRollup: Sendable, Hashable {
             move(&mrrRates) {
                 MRRRateKey(day: $0, entitlement: key, currency: currency, occurredDay: occurred, denominator: denominator)
             }
+            move(&mrrRateHours, Self.hourStart) {
+                MRRRateKey(day: $0, entitlement: key, currency: currency, occurredDay: occurred, denominator: denominator)
+            }
             for (dimension, value) in Self.dimensionValues(t) {
                 move(&mrrDimensions) {
+                    MRRDimensionKey(day: $0, entitlement: key, currency: currency, dimension: dimension, value: value, denominator: denominator)
+                }
+                move(&mrrDimensionHours, Self.hourStart) {
                     MRRDimensionKey(day: $0, entitlement: key, currency: currency, dimension: dimension, value: value, denominator: denominator)
                 }
             }
@@ -481,8 +496,12 @@ public struct ReportRollup: Sendable, Hashable {
         switch (key.currency, key.dimension) {
         case (nil, _):
             count(&paidAny) { DayKey(day: $0, entitlement: entitlement) }
+            count(&paidAnyHours, Self.hourStart) { DayKey(day: $0, entitlement: entitlement) }
         case (let currency?, let dimension?):
             count(&paidDimensions) {
+                PaidDimensionKey(day: $0, entitlement: entitlement, currency: currency, dimension: dimension, value: key.value)
+            }
+            count(&paidDimensionHours, Self.hourStart) {
                 PaidDimensionKey(day: $0, entitlement: entitlement, currency: currency, dimension: dimension, value: key.value)
             }
         case (let currency?, nil):

@@ -184,18 +184,20 @@ extension ReportRollup {
 }
 
 extension ReportRollup {
-    /// The midnight nearest `at` (microseconds) where MRR's day cells stop, and the span between the two whose
-    /// subscribers a report reads from the facts: at most twelve hours.
-    public static func nearestMidnight(_ at: Timestamp) -> (boundary: Int64, lo: Int64, hi: Int64) {
+    /// The hour boundary nearest `at` (microseconds) where MRR's cells stop: the day cells before `midnight` (the
+    /// start of the boundary's day), then that day's hour cells before `boundary`. Between the boundary and the
+    /// instant (`lo`...`hi`, at most half an hour) a report reads the subscribers from the facts.
+    public static func nearestHour(_ at: Timestamp) -> (boundary: Int64, midnight: Int64, lo: Int64, hi: Int64) {
         let t = at.microseconds
-        let day: Int64 = 86_400_000_000
-        let midnight = ReportInterval.day.periodStart(containing: at).microseconds
-        let boundary = t &- midnight <= day / 2 ? midnight : midnight &+ day
-        return (boundary, min(boundary, t), max(boundary, t))
+        let length: Int64 = 3_600_000_000
+        let hour = hourStart(at)
+        let boundary = t &- hour <= hour &+ length &- t ? hour : hour &+ length
+        let midnight = ReportInterval.day.periodStart(containing: Timestamp(microseconds: boundary)).microseconds
+        return (boundary, midnight, min(boundary, t), max(boundary, t))
     }
 
     /// What MRR in a reporting currency converts at `at`, from the cells (`report_mrr_rate_days` and
-    /// `report_paid_any_days` summed up to the midnight `boundary`: the state just before it) and `changed`, every
+    /// `report_paid_any_days`, then their hours, summed up to the hour `boundary`: the state just before it) and `changed`, every
     /// monthly transaction of the subscribers whose service starts or ends between the boundary and `at` (each
     /// with its `occurred` date). The exact monthly amounts per currency, rate date and denominator (none
     /// zero), and the subscribers holding any of them: `ConvertedMRR.total` converts the groups as from the facts.

@@ -12,7 +12,8 @@ enum RollupRows {
         "report_paid_hours", "report_refund_days", "report_refund_repeats", "report_conversion_days", "report_ltv_cells",
         "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
         "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days", "report_mrr_dimension_days",
-        "report_paid_dimension_days", "report_conversion_holders",
+        "report_paid_dimension_days", "report_conversion_holders", "report_mrr_rate_hours", "report_paid_any_hours",
+        "report_mrr_dimension_hours", "report_paid_dimension_hours",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -156,52 +157,72 @@ enum RollupRows {
         let paid = paidRows(rollup.paid, table: "report_paid_days", period: "day_us")
         let mrrHours = mrrRows(rollup.mrrHours, table: "report_mrr_hours", period: "hour_us")
         let paidHours = paidRows(rollup.paidHours, table: "report_paid_hours", period: "hour_us")
-        var mrrRates = make("report_mrr_rate_days")
-        for (k, v) in rollup.mrrRates {
-            mrrRates.beginRow()
-            mrrRates.text("entitlement", k.entitlement)
-            mrrRates.integer("day_us", k.day)
-            mrrRates.text("currency", k.currency)
-            mrrRates.integer("occurred_day_us", k.occurredDay)
-            mrrRates.wide("denominator", k.denominator)
-            mrrRates.wide("started", v.started)
-            mrrRates.wide("ended", v.ended)
-            mrrRates.endRow()
+        func mrrRateRows(_ cells: [ReportRollup.MRRRateKey: ReportRollup.MRRCell], table: String, period: StaticString) -> E {
+            var rows = make(table)
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.text("entitlement", k.entitlement)
+                rows.integer(period, k.day)
+                rows.text("currency", k.currency)
+                rows.integer("occurred_day_us", k.occurredDay)
+                rows.wide("denominator", k.denominator)
+                rows.wide("started", v.started)
+                rows.wide("ended", v.ended)
+                rows.endRow()
+            }
+            return rows
         }
-        var paidAny = make("report_paid_any_days")
-        for (k, v) in rollup.paidAny {
-            paidAny.beginRow()
-            paidAny.text("entitlement", k.entitlement)
-            paidAny.integer("day_us", k.day)
-            paidAny.integer("starts", v.first)
-            paidAny.integer("ends", v.second)
-            paidAny.endRow()
+        func paidAnyRows(_ cells: [ReportRollup.DayKey: ReportRollup.Counts], table: String, period: StaticString) -> E {
+            var rows = make(table)
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.text("entitlement", k.entitlement)
+                rows.integer(period, k.day)
+                rows.integer("starts", v.first)
+                rows.integer("ends", v.second)
+                rows.endRow()
+            }
+            return rows
         }
-        var mrrDimensions = make("report_mrr_dimension_days")
-        for (k, v) in rollup.mrrDimensions {
-            mrrDimensions.beginRow()
-            mrrDimensions.text("entitlement", k.entitlement)
-            mrrDimensions.text("dimension", k.dimension.rawValue)
-            mrrDimensions.integer("day_us", k.day)
-            mrrDimensions.text("currency", k.currency)
-            mrrDimensions.text("value", k.value)
-            mrrDimensions.wide("denominator", k.denominator)
-            mrrDimensions.wide("started", v.started)
-            mrrDimensions.wide("ended", v.ended)
-            mrrDimensions.endRow()
+        func mrrDimensionRows(_ cells: [ReportRollup.MRRDimensionKey: ReportRollup.MRRCell], table: String, period: StaticString) -> E {
+            var rows = make(table)
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.text("entitlement", k.entitlement)
+                rows.text("dimension", k.dimension.rawValue)
+                rows.integer(period, k.day)
+                rows.text("currency", k.currency)
+                rows.text("value", k.value)
+                rows.wide("denominator", k.denominator)
+                rows.wide("started", v.started)
+                rows.wide("ended", v.ended)
+                rows.endRow()
+            }
+            return rows
         }
-        var paidDimensions = make("report_paid_dimension_days")
-        for (k, v) in rollup.paidDimensions {
-            paidDimensions.beginRow()
-            paidDimensions.text("entitlement", k.entitlement)
-            paidDimensions.text("dimension", k.dimension.rawValue)
-            paidDimensions.integer("day_us", k.day)
-            paidDimensions.text("currency", k.currency)
-            paidDimensions.text("value", k.value)
-            paidDimensions.integer("starts", v.first)
-            paidDimensions.integer("ends", v.second)
-            paidDimensions.endRow()
+        func paidDimensionRows(_ cells: [ReportRollup.PaidDimensionKey: ReportRollup.Counts], table: String, period: StaticString) -> E {
+            var rows = make(table)
+            for (k, v) in cells {
+                rows.beginRow()
+                rows.text("entitlement", k.entitlement)
+                rows.text("dimension", k.dimension.rawValue)
+                rows.integer(period, k.day)
+                rows.text("currency", k.currency)
+                rows.text("value", k.value)
+                rows.integer("starts", v.first)
+                rows.integer("ends", v.second)
+                rows.endRow()
+            }
+            return rows
         }
+        let mrrRates = mrrRateRows(rollup.mrrRates, table: "report_mrr_rate_days", period: "day_us")
+        let paidAny = paidAnyRows(rollup.paidAny, table: "report_paid_any_days", period: "day_us")
+        let mrrDimensions = mrrDimensionRows(rollup.mrrDimensions, table: "report_mrr_dimension_days", period: "day_us")
+        let paidDimensions = paidDimensionRows(rollup.paidDimensions, table: "report_paid_dimension_days", period: "day_us")
+        let mrrRateHours = mrrRateRows(rollup.mrrRateHours, table: "report_mrr_rate_hours", period: "hour_us")
+        let paidAnyHours = paidAnyRows(rollup.paidAnyHours, table: "report_paid_any_hours", period: "hour_us")
+        let mrrDimensionHours = mrrDimensionRows(rollup.mrrDimensionHours, table: "report_mrr_dimension_hours", period: "hour_us")
+        let paidDimensionHours = paidDimensionRows(rollup.paidDimensionHours, table: "report_paid_dimension_hours", period: "hour_us")
         func dimensions(_ rows: inout E, _ d: ReportRollup.CellDimensions) {
             rows.text("store", d.store)
             rows.text("country", d.country)
@@ -341,7 +362,7 @@ enum RollupRows {
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
             movement, revenueDimensions, trialDimensions, churnActive, churnMoves, mrrRates, paidAny,
-            mrrDimensions, paidDimensions, holders,
+            mrrDimensions, paidDimensions, holders, mrrRateHours, paidAnyHours, mrrDimensionHours, paidDimensionHours,
         ]
     }
 }

@@ -138,19 +138,24 @@ extension ReportStore {
         }
     }
 
-    /// Converted MRR from the cells (schema 0035): the rate-dated monthly amounts and the paying subscribers up
-    /// to the midnight nearest the instant, then the subscribers whose service starts or ends between the two,
-    /// read from the facts (at most twelve hours of them), as unconverted MRR reads the half hour to its boundary.
+    /// Converted MRR from the cells (schema 0035 and 0040): the rate-dated monthly amounts and the paying
+    /// subscribers per day up to the midnight before the hour boundary nearest the instant, then per hour up to that
+    /// boundary, then the subscribers whose service starts or ends between it and the instant, read from the facts
+    /// (at most half an hour of them), as unconverted MRR does.
     private func mrrFromCells(at: Timestamp, key: String, converting fx: FXUse, rates table: FXTable) async throws -> MRRLine {
         let logger = database.logger
-        let (boundary, lo, hi) = ReportRollup.nearestMidnight(at)
+        let (boundary, midnight, lo, hi) = ReportRollup.nearestHour(at)
         let (groups, activePaid) = try await reading { c in
             var cells: [(currency: String, day: FXDay, denominator: Int128, numerator: Int128)] = []
             let sums = try await c.query(
                 """
-                SELECT currency, occurred_day_us, denominator::text, (sum(started) - sum(ended))::text FROM report_mrr_rate_days
-                WHERE entitlement = \(key) AND day_us < \(boundary)
-                GROUP BY currency, occurred_day_us, denominator HAVING sum(started) <> sum(ended)
+                SELECT currency, occurred_day_us, denominator::text, (sum(started) - sum(ended))::text FROM (
+                    SELECT currency, occurred_day_us, denominator, started, ended FROM report_mrr_rate_days
+                    WHERE entitlement = \(key) AND day_us < \(midnight)
+                    UNION ALL
+                    SELECT currency, occurred_day_us, denominator, started, ended FROM report_mrr_rate_hours
+                    WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(boundary)
+                ) cells GROUP BY currency, occurred_day_us, denominator HAVING sum(started) <> sum(ended)
                 """, logger: logger)
             for try await (currency, occurred, den, num) in sums.decode((String, Int64, String, String).self) {
                 guard let n = Int128(num), let d = Int128(den), d > 0, let days = Int(exactly: occurred / 86_400_000_000) else {
@@ -161,8 +166,12 @@ extension ReportStore {
             let subscribers =
                 try await c.query(
                     """
-                    SELECT coalesce(sum(starts) - sum(ends), 0)::int8 FROM report_paid_any_days
-                    WHERE entitlement = \(key) AND day_us < \(boundary)
+                    SELECT coalesce(sum(starts) - sum(ends), 0)::int8 FROM (
+                        SELECT starts, ends FROM report_paid_any_days WHERE entitlement = \(key) AND day_us < \(midnight)
+                        UNION ALL
+                        SELECT starts, ends FROM report_paid_any_hours
+                        WHERE entitlement = \(key) AND hour_us >= \(midnight) AND hour_us < \(boundary)
+                    ) cells
                     """, logger: logger
                 ).collect().first?.decode(Int64.self) ?? 0
             let changed = try await Self.movedServices(c, key: key, between: lo, and: hi, logger: logger).map(\.service)

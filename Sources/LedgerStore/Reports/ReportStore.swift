@@ -333,13 +333,9 @@ public struct ReportStore: Sendable {
         let logger = database.logger
         if try await useRollups() {
             let key = entitlement ?? ""
-            let t = at.microseconds
             // The cells give the state just before an hour boundary: the nearer one, before or after the
             // instant, so that at most half an hour of transactions is read.
-            let hour = ReportRollup.hourStart(at)
-            let boundary = t &- hour <= hour &+ 3_600_000_000 &- t ? hour : hour &+ 3_600_000_000
-            let midnight = ReportInterval.day.periodStart(containing: Timestamp(microseconds: boundary)).microseconds
-            let (lo, hi) = (min(boundary, t), max(boundary, t))
+            let (boundary, midnight, lo, hi) = ReportRollup.nearestHour(at)
             return try await reading { c in
                 // The days before the boundary's midnight, then that day's hours before the boundary.
                 var amounts: [(currency: String, amount: MonthlyAmount)] = []
