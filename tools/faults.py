@@ -153,7 +153,7 @@ ROLLUP_TABLES = ["report_revenue_months", "report_trial_days", "report_run_days"
                  "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims",
                  "report_churn_active_days", "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days",
                  "report_mrr_dimension_days", "report_paid_dimension_days", "report_conversion_holders",
-                 "report_mrr_rate_hours", "report_paid_any_hours", "report_mrr_dimension_hours", "report_paid_dimension_hours"]
+                 "report_mrr_rate_hours", "report_paid_any_hours"]
 
 
 def rollup_cells():

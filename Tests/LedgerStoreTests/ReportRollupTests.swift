@@ -233,7 +233,6 @@ struct ReportRollupTests {
             ("report_mrr_rate_days", "started <> 0 OR ended <> 0"), ("report_paid_any_days", "starts <> 0 OR ends <> 0"),
             ("report_mrr_dimension_days", "started <> 0 OR ended <> 0"), ("report_paid_dimension_days", "starts <> 0 OR ends <> 0"),
             ("report_mrr_rate_hours", "started <> 0 OR ended <> 0"), ("report_paid_any_hours", "starts <> 0 OR ends <> 0"),
-            ("report_mrr_dimension_hours", "started <> 0 OR ended <> 0"), ("report_paid_dimension_hours", "starts <> 0 OR ends <> 0"),
             ("report_conversion_holders", "subscribers <> 0"),
             (
                 "report_revenue_days",

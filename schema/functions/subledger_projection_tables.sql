@@ -10,6 +10,5 @@ LANGUAGE sql IMMUTABLE AS $$
                  'report_revenue_month_dims', 'report_trial_day_dims',
                  'report_churn_active_days', 'report_churn_moves', 'report_mrr_rate_days', 'report_paid_any_days',
                  'report_mrr_dimension_days', 'report_paid_dimension_days', 'report_conversion_holders',
-                 'report_mrr_rate_hours', 'report_paid_any_hours', 'report_mrr_dimension_hours',
-                 'report_paid_dimension_hours']
+                 'report_mrr_rate_hours', 'report_paid_any_hours']
 $$;

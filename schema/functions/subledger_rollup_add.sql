@@ -188,18 +188,6 @@ BEGIN
             SELECT * FROM jsonb_populate_recordset(NULL::report_paid_any_hours, cells -> 'report_paid_any_hours')
             ON CONFLICT (entitlement, hour_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
     END IF;
-    IF jsonb_array_length(coalesce(cells -> 'report_mrr_dimension_hours', '[]')) > 0 THEN
-        INSERT INTO report_mrr_dimension_hours AS t
-            SELECT * FROM jsonb_populate_recordset(NULL::report_mrr_dimension_hours, cells -> 'report_mrr_dimension_hours')
-            ON CONFLICT (entitlement, dimension, hour_us, currency, value, denominator) DO UPDATE SET
-                started = t.started + excluded.started, ended = t.ended + excluded.ended;
-    END IF;
-    IF jsonb_array_length(coalesce(cells -> 'report_paid_dimension_hours', '[]')) > 0 THEN
-        INSERT INTO report_paid_dimension_hours AS t
-            SELECT * FROM jsonb_populate_recordset(NULL::report_paid_dimension_hours, cells -> 'report_paid_dimension_hours')
-            ON CONFLICT (entitlement, dimension, hour_us, currency, value) DO UPDATE SET
-                starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
-    END IF;
     IF jsonb_array_length(coalesce(cells -> 'report_conversion_holders', '[]')) > 0 THEN
         INSERT INTO report_conversion_holders AS t
             SELECT * FROM jsonb_populate_recordset(NULL::report_conversion_holders, cells -> 'report_conversion_holders')

@@ -146,21 +146,6 @@ BEGIN
             'report_paid_any_hours') r
         GROUP BY r.entitlement, r.hour_us
         ON CONFLICT (entitlement, hour_us) DO UPDATE SET starts = t.starts + excluded.starts, ends = t.ends + excluded.ends;
-    INSERT INTO report_mrr_dimension_hours AS t (entitlement, dimension, hour_us, currency, value, denominator, started, ended)
-        SELECT r.entitlement, r.dimension, r.hour_us, r.currency, r.value, r.denominator, sum(r.started)::numeric,
-            sum(r.ended)::numeric
-        FROM unnest(batch) WITH ORDINALITY AS q(cells, n), jsonb_populate_recordset(NULL::report_mrr_dimension_hours, q.cells ->
-            'report_mrr_dimension_hours') r
-        GROUP BY r.entitlement, r.dimension, r.hour_us, r.currency, r.value, r.denominator
-        ON CONFLICT (entitlement, dimension, hour_us, currency, value, denominator) DO UPDATE SET started = t.started +
-            excluded.started, ended = t.ended + excluded.ended;
-    INSERT INTO report_paid_dimension_hours AS t (entitlement, dimension, hour_us, currency, value, starts, ends)
-        SELECT r.entitlement, r.dimension, r.hour_us, r.currency, r.value, sum(r.starts)::bigint, sum(r.ends)::bigint
-        FROM unnest(batch) WITH ORDINALITY AS q(cells, n), jsonb_populate_recordset(NULL::report_paid_dimension_hours, q.cells ->
-            'report_paid_dimension_hours') r
-        GROUP BY r.entitlement, r.dimension, r.hour_us, r.currency, r.value
-        ON CONFLICT (entitlement, dimension, hour_us, currency, value) DO UPDATE SET starts = t.starts + excluded.starts,
-            ends = t.ends + excluded.ends;
     INSERT INTO report_refund_days AS t (entitlement, day_us, currency, store, country, product_id, refunds, amount,
         refunded_transactions, paid_transactions)
         SELECT r.entitlement, r.day_us, r.currency, r.store, r.country, r.product_id, sum(r.refunds)::bigint,

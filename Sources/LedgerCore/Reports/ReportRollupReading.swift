@@ -196,6 +196,16 @@ extension ReportRollup {
         return (boundary, midnight, min(boundary, t), max(boundary, t))
     }
 
+    /// The midnight nearest `at` (microseconds) where day cells without hours stop (as `nearestHour`'s, with
+    /// `midnight` the boundary itself), and the span between the two read from the facts: at most twelve hours.
+    public static func nearestMidnight(_ at: Timestamp) -> (boundary: Int64, midnight: Int64, lo: Int64, hi: Int64) {
+        let t = at.microseconds
+        let day: Int64 = 86_400_000_000
+        let midnight = ReportInterval.day.periodStart(containing: at).microseconds
+        let boundary = t &- midnight <= day / 2 ? midnight : midnight &+ day
+        return (boundary, boundary, min(boundary, t), max(boundary, t))
+    }
+
     /// What MRR in a reporting currency converts at `at`, from the cells (`report_mrr_rate_days` and
     /// `report_paid_any_days`, then their hours, summed up to the hour `boundary`: the state just before it) and `changed`, every
     /// monthly transaction of the subscribers whose service starts or ends between the boundary and `at` (each

@@ -13,7 +13,6 @@ enum RollupRows {
         "report_mrr_movement", "report_revenue_month_dims", "report_trial_day_dims", "report_churn_active_days",
         "report_churn_moves", "report_mrr_rate_days", "report_paid_any_days", "report_mrr_dimension_days",
         "report_paid_dimension_days", "report_conversion_holders", "report_mrr_rate_hours", "report_paid_any_hours",
-        "report_mrr_dimension_hours", "report_paid_dimension_hours",
     ]
 
     /// The cells as one JSON object of arrays named like the tables (`subledger_rollup_add`).
@@ -221,8 +220,6 @@ enum RollupRows {
         let paidDimensions = paidDimensionRows(rollup.paidDimensions, table: "report_paid_dimension_days", period: "day_us")
         let mrrRateHours = mrrRateRows(rollup.mrrRateHours, table: "report_mrr_rate_hours", period: "hour_us")
         let paidAnyHours = paidAnyRows(rollup.paidAnyHours, table: "report_paid_any_hours", period: "hour_us")
-        let mrrDimensionHours = mrrDimensionRows(rollup.mrrDimensionHours, table: "report_mrr_dimension_hours", period: "hour_us")
-        let paidDimensionHours = paidDimensionRows(rollup.paidDimensionHours, table: "report_paid_dimension_hours", period: "hour_us")
         func dimensions(_ rows: inout E, _ d: ReportRollup.CellDimensions) {
             rows.text("store", d.store)
             rows.text("country", d.country)
@@ -362,7 +359,7 @@ enum RollupRows {
         return [
             revenue, trials, runs, churn, retention, mrr, paid, revenueDays, pending, mrrHours, paidHours, refunds, repeats, conversion, ltv,
             movement, revenueDimensions, trialDimensions, churnActive, churnMoves, mrrRates, paidAny,
-            mrrDimensions, paidDimensions, holders, mrrRateHours, paidAnyHours, mrrDimensionHours, paidDimensionHours,
+            mrrDimensions, paidDimensions, holders, mrrRateHours, paidAnyHours,
         ]
     }
 }

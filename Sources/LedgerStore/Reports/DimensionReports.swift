@@ -158,14 +158,14 @@ extension ReportStore {
     }
 
     /// MRR grouped by entitlement, or grouped or filtered by one of store, country and product, from the cells
-    /// (`report_mrr_days` and `report_paid_days` and their hours per key; schema 0036's and 0040's per value of one
-    /// dimension); nil when they
+    /// (`report_mrr_days` and `report_paid_days` and their hours per key; schema 0036's per value of one dimension);
+    /// nil when they
     /// cannot answer, and the facts are read: two of those dimensions at once, several values of one without
     /// grouping by it, or several `entitlement=` values without grouping by entitlement (a subscriber is counted
     /// once over the values, which no sum of cells says). The cells give each group's state just before the
-    /// hour boundary nearest the instant (days before its midnight, then hours); the subscribers whose service
-    /// starts or ends between the two are read from the facts and their difference added, as for MRR without
-    /// dimensions.
+    /// hour boundary nearest the instant (by entitlement: days before its midnight, then hours) or the midnight
+    /// nearest it (by dimension: day cells only); the subscribers whose service starts or ends between the two are
+    /// read from the facts and their difference added, as for MRR without dimensions.
     func mrrFromCells(at: Timestamp, dimensions d: ReportDimensions) async throws -> [Grouped<MRRLine>]? {
         let used = ReportRollup.mrrCellDimensions.filter { !d.filter($0).isEmpty || d.groupBy == $0 }
         guard used.count <= 1 else { return nil }
@@ -175,7 +175,8 @@ extension ReportStore {
         let byEntitlement = d.groupBy == .entitlement
         guard byEntitlement || d.entitlements.count <= 1, dimension != nil || byEntitlement, try await useRollups() else { return nil }
         let logger = database.logger
-        let (boundary, midnight, lo, hi) = ReportRollup.nearestHour(at)
+        // Per key, hour cells too (report_mrr_hours); per dimension value, day cells only.
+        let (boundary, midnight, lo, hi) = dimension == nil ? ReportRollup.nearestHour(at) : ReportRollup.nearestMidnight(at)
         struct Group: Hashable {
             var key: String
             var value: String
@@ -193,15 +194,10 @@ extension ReportStore {
                 if let dimension {
                     try await c.query(
                         """
-                        SELECT entitlement, value, currency, denominator::text, (sum(started) - sum(ended))::text FROM (
-                            SELECT entitlement, value, currency, denominator, started, ended FROM report_mrr_dimension_days
-                            WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue) AND day_us < \(midnight)
-                            UNION ALL
-                            SELECT entitlement, value, currency, denominator, started, ended FROM report_mrr_dimension_hours
-                            WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue)
-                              AND hour_us >= \(midnight) AND hour_us < \(boundary)
-                        ) cells
-                        WHERE cardinality(\(TextArray(values))::text[]) = 0 OR value = ANY(\(TextArray(values))::text[])
+                        SELECT entitlement, value, currency, denominator::text, (sum(started) - sum(ended))::text
+                        FROM report_mrr_dimension_days
+                        WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue) AND day_us < \(boundary)
+                          AND (cardinality(\(TextArray(values))::text[]) = 0 OR value = ANY(\(TextArray(values))::text[]))
                         GROUP BY 1, 2, 3, 4 HAVING sum(started) <> sum(ended)
                         """, logger: logger)
                 } else {
@@ -225,15 +221,9 @@ extension ReportStore {
                 if let dimension {
                     try await c.query(
                         """
-                        SELECT entitlement, value, currency, (sum(starts) - sum(ends))::int8 FROM (
-                            SELECT entitlement, value, currency, starts, ends FROM report_paid_dimension_days
-                            WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue) AND day_us < \(midnight)
-                            UNION ALL
-                            SELECT entitlement, value, currency, starts, ends FROM report_paid_dimension_hours
-                            WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue)
-                              AND hour_us >= \(midnight) AND hour_us < \(boundary)
-                        ) cells
-                        WHERE cardinality(\(TextArray(values))::text[]) = 0 OR value = ANY(\(TextArray(values))::text[])
+                        SELECT entitlement, value, currency, (sum(starts) - sum(ends))::int8 FROM report_paid_dimension_days
+                        WHERE entitlement = ANY(\(TextArray(keys))::text[]) AND dimension = \(dimension.rawValue) AND day_us < \(boundary)
+                          AND (cardinality(\(TextArray(values))::text[]) = 0 OR value = ANY(\(TextArray(values))::text[]))
                         GROUP BY 1, 2, 3 HAVING sum(starts) <> sum(ends)
                         """, logger: logger)
                 } else {
