@@ -189,9 +189,6 @@ public struct WebhookDeliveryService: Service {
         logger[metadataKey: "webhooks.endpoint"] = "\(id.lowercasedString)"
         // The page being walked and its messages, kept across retries of held messages.
         var batch: Batch? = nil
-        /// The page after the one being delivered, read and built meanwhile (`readAhead`).
-        var ahead: ReadAhead? = nil
-        defer { ahead?.task.cancel() }
         var progress = EndpointProgress(maxWindow: configuration.endpointConcurrency)
         while !Task.isCancelled {
             guard state.leaseLeft(id) > configuration.responseTimeout + Self.leaseMargin else {
@@ -226,15 +223,8 @@ public struct WebhookDeliveryService: Service {
                     continue
                 }
                 let cursor = current.endpoint.deliveredThrough
-                if let next = ahead, next.generation != current.generation || next.after < cursor {
-                    next.task.cancel()
-                    ahead = nil
-                }
                 if let kept = batch, kept.generation == current.generation, let rest = kept.after(cursor) {
                     batch = rest
-                } else if let next = ahead, next.after == cursor, let read = try? await next.task.value {
-                    ahead = nil
-                    batch = read
                 } else {
                     let page = try await context.db { try await store.feed(after: cursor, limit: Self.pageSize) }
                     if page.isEmpty {
@@ -246,10 +236,6 @@ public struct WebhookDeliveryService: Service {
                     let messages = try await context.builder.messages(page: page, wanted: wanted)
                     batch = Batch(generation: current.generation, page: page, messages: messages)
                 }
-                if let last = batch?.page.last?.position, ahead?.after != last {
-                    ahead?.task.cancel()
-                    ahead = readAhead(after: last, current, context)
-                }
                 try await deliver(batch!, current, edits: edits, context, progress: &progress, logger: logger)
             } catch  where Task.isCancelled {
                 return
@@ -260,28 +246,6 @@ public struct WebhookDeliveryService: Service {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
-    }
-
-    /// A page of the feed read and built while the one before it is delivered: the walk does not stop at each
-    /// page's end for the feed's read and the messages' build (several round trips that, under appends, took
-    /// longer than the requests). Used when the cursor reaches `after` under the same generation; an empty page
-    /// (nil) is read again, and waited for, the usual way.
-    struct ReadAhead {
-        var generation: Int64
-        var after: Int64
-        var task: Task<Batch?, any Error>
-    }
-
-    private func readAhead(after position: Int64, _ current: WebhookDeliveryState, _ context: Context) -> ReadAhead {
-        let (store, filter, generation) = (self.store, current.endpoint.filter, current.generation)
-        let task = Task<Batch?, any Error> {
-            let page = try await context.db { try await store.feed(after: position, limit: Self.pageSize) }
-            guard !page.isEmpty else { return nil }
-            let wanted = Set(page.filter(filter.wantsType).map(\.position))
-            let messages = try await context.builder.messages(page: page, wanted: wanted)
-            return Batch(generation: generation, page: page, messages: messages)
-        }
-        return ReadAhead(generation: generation, after: position, task: task)
     }
 
     /// Sends one message once a request slot is free. The lease is checked right before sending, and the

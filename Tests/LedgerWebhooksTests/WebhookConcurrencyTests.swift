@@ -143,15 +143,15 @@ struct WebhookConcurrencyTests {
         }
     }
 
-    @Test("an endpoint edited while a page is delivered and the next one read ahead: what is not yet recorded goes by the new filter")
-    func readAheadUnderAnOldFilter() async throws {
+    @Test("an endpoint edited while a page is delivered: what is not yet recorded goes by the new filter")
+    func editedMidPage() async throws {
         var c = WebhookDeliveryTests.configuration
         c.concurrency = 16
         c.endpointConcurrency = 8
         try await WebhookDeliveryTests.running(c) { store, events, receiver, url in
             let e = try await WebhookDeliveryTests.create(store, url, receiver: receiver, types: ["purchase"])
             // Purchases, and every third event an auto-renew change, at positions 1...600; the first page is 1...200,
-            // and its last message stalls, so the edit lands while that page is walked and the next one is read ahead.
+            // and its last message stalls, so the edit lands while that page is walked.
             let batch = Self.events(600, subscribers: 150, prefix: "r")
             receiver.stall(200)
             let appended = try await events.append(batch).events
@@ -171,7 +171,7 @@ struct WebhookConcurrencyTests {
             }
             let got = Set(receiver.deliveries.map(\.position))
             let changes = appended.filter { $0.type == .autoRenewChanged }.map(\.position)
-            // Passed over under the old filter up to the recorded cursor; every later one arrives, the read-ahead
+            // Passed over under the old filter up to the recorded cursor; every later one arrives, the next
             // page's (201...400) included.
             let early = changes.filter { $0 <= cursor && got.contains($0) }
             #expect(early.isEmpty, "auto-renew changes passed over before the edit delivered: \(early.prefix(10))")
