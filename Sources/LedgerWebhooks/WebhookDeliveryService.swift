@@ -72,6 +72,7 @@ public struct WebhookDeliveryService: Service {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask { await pollHead(context) }
+                group.addTask { await state.releaseSlowRequests() }
                 group.addTask { await housekeeping(context) }
                 while !Task.isCancelled {
                     await renewLeases(context) { id in
@@ -603,6 +604,9 @@ final class SharedState: Sendable {
         var nextSleeper = 0
         /// Sleepers whose sleep ended before they registered.
         var abandoned: Set<Int> = []
+        /// Requests holding a slot, by token: when each started (`releaseSlowRequests`).
+        var watched: [Int: (since: ContinuousClock.Instant, slot: SlotRelease)] = [:]
+        var nextWatch = 0
     }
 
     private let state = Mutex(State())
@@ -697,35 +701,40 @@ final class SharedState: Sendable {
     /// `slowAfter` gives its slot back and runs on outside the limit: slow receivers cannot hold the slots
     /// that fast ones need. A free slot goes to the endpoint with the fewest requests running (the first come
     /// among equals), so a slow endpoint's several requests in flight never queue a fast endpoint's one.
-    func limited<T: Sendable>(endpoint: UUID, _ body: @escaping @Sendable () async -> T) async -> T {
+    func limited<T: Sendable>(endpoint: UUID, _ body: () async -> T) async -> T {
         await acquire(endpoint)
         let slot = SlotRelease(self)
+        let token = state.withLock { s -> Int in
+            s.nextWatch += 1
+            s.watched[s.nextWatch] = (ContinuousClock.now, slot)
+            return s.nextWatch
+        }
         defer {
+            _ = state.withLock { $0.watched.removeValue(forKey: token) }
             finished(request: endpoint)
             slot.release()
         }
-        return await withTaskGroup(of: Finished<T>.self) { group in
-            group.addTask { .value(await body()) }
-            group.addTask {
-                try? await Task.sleep(for: self.slowAfter)
-                return .slow
-            }
-            while let next = await group.next() {
-                switch next {
-                case .value(let v):
-                    group.cancelAll()
-                    return v
-                case .slow:
-                    slot.release()
-                }
-            }
-            fatalError("the request's task always finishes with a value")
-        }
+        return await body()
     }
 
-    private enum Finished<T: Sendable>: Sendable {
-        case value(T)
-        case slow
+    /// Gives back the slots of the requests running longer than `slowAfter` (they run on outside the limit).
+    /// One timer for every request: a timer armed and cancelled per request, in a task of its own, was about a
+    /// tenth of delivery's CPU (`perf`, BENCHMARKS.md).
+    func releaseSlowRequests() async {
+        let tick = min(slowAfter / 5, .milliseconds(100))
+        while !Task.isCancelled {
+            try? await Task.sleep(for: tick)
+            let now = ContinuousClock.now
+            let slow = state.withLock { s -> [SlotRelease] in
+                var out: [SlotRelease] = []
+                for (token, w) in s.watched where now - w.since >= slowAfter {
+                    out.append(w.slot)
+                    s.watched[token] = nil
+                }
+                return out
+            }
+            for slot in slow { slot.release() }
+        }
     }
 
     /// Releases a slot once, whichever of the slow timer and the end of the request comes first.
