@@ -207,9 +207,9 @@ extension ReportRollup {
     }
 
     /// What MRR in a reporting currency converts at `at`, from the cells (`report_mrr_rate_days` and
-    /// `report_paid_any_days`, then their hours, summed up to the hour `boundary`: the state just before it) and `changed`, every
-    /// monthly transaction of the subscribers whose service starts or ends between the boundary and `at` (each
-    /// with its `occurred` date). The exact monthly amounts per currency, rate date and denominator (none
+    /// `report_paid_any_days`, then their hours, summed up to the hour `boundary`: the state just before it) and
+    /// `changed`, every monthly transaction of the subscribers whose service starts or ends between the boundary
+    /// and `at` (each with its `occurred` date). The exact monthly amounts per currency, rate date and denominator (none
     /// zero), and the subscribers holding any of them: `ConvertedMRR.total` converts the groups as from the facts.
     /// `cells` keep the numerators per denominator as stored (each transaction's reduced one), unreduced.
     public static func convertedMRR(

@@ -159,10 +159,9 @@ extension ReportStore {
 
     /// MRR grouped by entitlement, or grouped or filtered by one of store, country and product, from the cells
     /// (`report_mrr_days` and `report_paid_days` and their hours per key; schema 0036's per value of one dimension);
-    /// nil when they
-    /// cannot answer, and the facts are read: two of those dimensions at once, several values of one without
-    /// grouping by it, or several `entitlement=` values without grouping by entitlement (a subscriber is counted
-    /// once over the values, which no sum of cells says). The cells give each group's state just before the
+    /// nil when they cannot answer, and the facts are read: two of those dimensions at once, several values of one
+    /// without grouping by it, or several `entitlement=` values without grouping by entitlement (a subscriber is
+    /// counted once over the values, which no sum of cells says). The cells give each group's state just before the
     /// hour boundary nearest the instant (by entitlement: days before its midnight, then hours) or the midnight
     /// nearest it (by dimension: day cells only); the subscribers whose service starts or ends between the two are
     /// read from the facts and their difference added, as for MRR without dimensions.
