@@ -183,43 +183,35 @@ enum RollupRows {
             }
             return rows
         }
-        func mrrDimensionRows(_ cells: [ReportRollup.MRRDimensionKey: ReportRollup.MRRCell], table: String, period: StaticString) -> E {
-            var rows = make(table)
-            for (k, v) in cells {
-                rows.beginRow()
-                rows.text("entitlement", k.entitlement)
-                rows.text("dimension", k.dimension.rawValue)
-                rows.integer(period, k.day)
-                rows.text("currency", k.currency)
-                rows.text("value", k.value)
-                rows.wide("denominator", k.denominator)
-                rows.wide("started", v.started)
-                rows.wide("ended", v.ended)
-                rows.endRow()
-            }
-            return rows
-        }
-        func paidDimensionRows(_ cells: [ReportRollup.PaidDimensionKey: ReportRollup.Counts], table: String, period: StaticString) -> E {
-            var rows = make(table)
-            for (k, v) in cells {
-                rows.beginRow()
-                rows.text("entitlement", k.entitlement)
-                rows.text("dimension", k.dimension.rawValue)
-                rows.integer(period, k.day)
-                rows.text("currency", k.currency)
-                rows.text("value", k.value)
-                rows.integer("starts", v.first)
-                rows.integer("ends", v.second)
-                rows.endRow()
-            }
-            return rows
-        }
         let mrrRates = mrrRateRows(rollup.mrrRates, table: "report_mrr_rate_days", period: "day_us")
         let paidAny = paidAnyRows(rollup.paidAny, table: "report_paid_any_days", period: "day_us")
-        let mrrDimensions = mrrDimensionRows(rollup.mrrDimensions, table: "report_mrr_dimension_days", period: "day_us")
-        let paidDimensions = paidDimensionRows(rollup.paidDimensions, table: "report_paid_dimension_days", period: "day_us")
         let mrrRateHours = mrrRateRows(rollup.mrrRateHours, table: "report_mrr_rate_hours", period: "hour_us")
         let paidAnyHours = paidAnyRows(rollup.paidAnyHours, table: "report_paid_any_hours", period: "hour_us")
+        var mrrDimensions = make("report_mrr_dimension_days")
+        for (k, v) in rollup.mrrDimensions {
+            mrrDimensions.beginRow()
+            mrrDimensions.text("entitlement", k.entitlement)
+            mrrDimensions.text("dimension", k.dimension.rawValue)
+            mrrDimensions.integer("day_us", k.day)
+            mrrDimensions.text("currency", k.currency)
+            mrrDimensions.text("value", k.value)
+            mrrDimensions.wide("denominator", k.denominator)
+            mrrDimensions.wide("started", v.started)
+            mrrDimensions.wide("ended", v.ended)
+            mrrDimensions.endRow()
+        }
+        var paidDimensions = make("report_paid_dimension_days")
+        for (k, v) in rollup.paidDimensions {
+            paidDimensions.beginRow()
+            paidDimensions.text("entitlement", k.entitlement)
+            paidDimensions.text("dimension", k.dimension.rawValue)
+            paidDimensions.integer("day_us", k.day)
+            paidDimensions.text("currency", k.currency)
+            paidDimensions.text("value", k.value)
+            paidDimensions.integer("starts", v.first)
+            paidDimensions.integer("ends", v.second)
+            paidDimensions.endRow()
+        }
         func dimensions(_ rows: inout E, _ d: ReportRollup.CellDimensions) {
             rows.text("store", d.store)
             rows.text("country", d.country)
