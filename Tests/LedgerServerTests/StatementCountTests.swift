@@ -61,11 +61,12 @@ enum StatementLog {
         return out
     }
 
-    /// The message's transaction: the statements of the backend that recorded it in the inbox, from its BEGIN
-    /// to its COMMIT. Background services (the report rollup worker, woken by the commit before) run on other
-    /// connections meanwhile and are not the message's.
+    /// The message's transaction: the statements of the backend that looked it up (`StoreTransaction.lookup`)
+    /// or recorded it in the inbox, from its BEGIN to its COMMIT. Background services (the report rollup
+    /// worker, woken by the commit before) run on other connections meanwhile and are not the message's.
     static func transaction(_ all: [(pid: String, text: String)]) -> [String] {
-        guard let record = all.firstIndex(where: { $0.text.hasPrefix("INSERT INTO store_inbox") }) else { return all.map(\.text) }
+        guard let record = all.firstIndex(where: { $0.text.hasPrefix("WITH link AS (") || $0.text.hasPrefix("INSERT INTO store_inbox") })
+        else { return all.map(\.text) }
         let pid = all[record].pid
         let mine = all.enumerated().filter { $0.element.pid == pid }
         let begin = mine.last { $0.offset < record && $0.element.text == "BEGIN" }?.offset ?? mine.first!.offset
@@ -136,10 +137,11 @@ struct StatementCountTests {
             #expect(status == "applied")
             print("statements per stripe invoice.paid: \(statements.count)\n  " + statements.joined(separator: "\n  "))
             #expect(statements.count > 0)
-            // Under the append lock: the lock with the tail, the append, the links its payment learns (its pending
-            // messages looked for before and after), COMMIT.
+            // Under the append lock: the lock with the tail, the append, the links its payment learns (their
+            // pending messages looked for once), COMMIT.
             let locked = StatementLog.underAppendLock(statements)
-            #expect(locked.first == "SELECT recorded_at" && locked.last == "COMMIT" && locked.count <= 6, "\(locked)")
+            #expect(locked.first == "SELECT recorded_at" && locked.last == "COMMIT" && locked.count <= 5, "\(locked)")
+            #expect(statements.count <= 12, "\(statements)")
         }
     }
 
@@ -157,7 +159,18 @@ struct StatementCountTests {
             let subscribed = signer.notificationBody(
                 type: "SUBSCRIBED", subtype: "INITIAL_BUY", signedDate: AppleStoreAPITests.t("2026-03-01T10:00:01Z"),
                 transaction: AppleStoreAPITests.txn("5000", from: "2026-03-01T10:00:00Z", to: "2026-04-01T10:00:00Z"))
-            #expect(try await post(subscribed).json.objectValue?["status"] == "applied")
+            var first: JSONValue?
+            let linking = try await StatementLog.measure(log, url: url) {
+                first = try await post(subscribed).json.objectValue?["status"]
+            }
+            #expect(first == "applied")
+            // A new subscriber named by appAccountToken: one look-up, then its inbox row and its account's link in
+            // one statement (docs/data-flow.md, "What a message reads and writes before its append").
+            #expect(
+                linking.map { String($0.prefix(14)) } == [
+                    "BEGIN", "WITH link AS (", "WITH taken AS ", "SELECT event_i", "SELECT recorde", "SELECT subledg", "COMMIT",
+                ], "\(linking)")
+            #expect(linking.count(where: { $0.hasPrefix("INSERT INTO store_inbox") }) == 0)
             let renew = signer.notificationBody(
                 type: "DID_RENEW", signedDate: AppleStoreAPITests.t("2026-04-01T10:00:01Z"),
                 transaction: AppleStoreAPITests.txn("5001", from: "2026-04-01T10:00:00Z", to: "2026-05-01T10:00:00Z"))
@@ -170,6 +183,11 @@ struct StatementCountTests {
             #expect(statements.count > 0)
             // Under the append lock: the lock with the tail, the append, COMMIT (the message recorded before).
             #expect(StatementLog.underAppendLock(statements) == ["SELECT recorded_at", "SELECT subledger_append", "COMMIT"])
+            // Its account is linked already: the look-up and the inbox row, then the append.
+            #expect(
+                statements.map { String($0.prefix(14)) } == [
+                    "BEGIN", "WITH link AS (", "INSERT INTO st", "SELECT event_i", "SELECT recorde", "SELECT subledg", "COMMIT",
+                ], "\(statements)")
         }
     }
 }

@@ -82,18 +82,23 @@ public struct CatalogStore: Sendable {
 
     private static func decode(_ rows: PostgresRowSequence) async throws -> [Product] {
         var out: [Product] = []
-        for try await (id, revision, entitlements, kind, period, duration, price, currency, rate, recorded) in rows.decode(
-            (String, Int, String, String, String?, String?, Int64, String, String, Timestamp).self)
-        {
-            out.append(
-                Product(
-                    productID: id, revision: revision,
-                    entitlements: try JSONParser.parse(entitlements).arrayValue?.compactMap(\.stringValue) ?? [],
-                    kind: EventDataValidator.Kind(rawValue: kind) ?? .autoRenewable, period: period.flatMap(ISODuration.init),
-                    duration: duration.flatMap(ISODuration.init), priceMinor: price, currency: currency,
-                    commissionRate: JSONNumber(jsonText: Substring(rate)) ?? JSONNumber(0),
-                    recordedAt: recorded))
+        for try await row in rows.decode((String, Int, String, String, String?, String?, Int64, String, String, Timestamp).self) {
+            out.append(try product(row))
         }
         return out
+    }
+
+    /// A product from the columns of `columns`, in their order.
+    static func product(
+        _ row: (String, Int, String, String, String?, String?, Int64, String, String, Timestamp)
+    ) throws -> Product {
+        let (id, revision, entitlements, kind, period, duration, price, currency, rate, recorded) = row
+        return Product(
+            productID: id, revision: revision,
+            entitlements: try JSONParser.parse(entitlements).arrayValue?.compactMap(\.stringValue) ?? [],
+            kind: EventDataValidator.Kind(rawValue: kind) ?? .autoRenewable, period: period.flatMap(ISODuration.init),
+            duration: duration.flatMap(ISODuration.init), priceMinor: price, currency: currency,
+            commissionRate: JSONNumber(jsonText: Substring(rate)) ?? JSONNumber(0),
+            recordedAt: recorded)
     }
 }

@@ -236,7 +236,11 @@ final class SharedTransactions: Sendable {
         }
     }
 
-    init(maxMembers: Int = 32) {
+    /// Six members at most: a shared transaction's statements go one after another through its one connection,
+    /// so a long one keeps messages waiting that a second transaction, on another connection, would have
+    /// served meanwhile (their appends still share lock turns). Measured against 2, 4, 5, 8 and 32 at 8 and 32
+    /// clients (docs/data-flow.md, "Store messages together").
+    init(maxMembers: Int = 6) {
         self.maxMembers = maxMembers
     }
 

@@ -20,9 +20,9 @@ public protocol StoreAdapter: Sendable {
     /// applied (after the ones before it). An `EventValidationError` leaves it pending, saying why; no drafts
     /// marks it applied with no events.
     func remap(_ stored: StoreInbox.Message, on tx: StoreTransaction) async throws -> [EventDraft]
-    /// The accounts to link with `accounts` when they are linked: ids their pending messages name (Stripe's
-    /// payment intents and invoices). By default, just `accounts`.
-    func expand(_ accounts: [String], on tx: StoreTransaction) async throws -> [String]
+    /// The accounts to link with `accounts` when they are linked: ids their pending messages (`pending`, read
+    /// once by the caller) name (Stripe's payment intents and invoices). By default, just `accounts`.
+    func expand(_ accounts: [String], pending: [StoreInbox.Message], on tx: StoreTransaction) async throws -> [String]
     /// The whole of a message's way in, on `session` (one transaction). By default `session.ingest` of its
     /// record and mapping; a store whose messages also teach links around their own (Stripe) says so here,
     /// with the same session calls.
@@ -30,7 +30,9 @@ public protocol StoreAdapter: Sendable {
 }
 
 extension StoreAdapter {
-    public func expand(_ accounts: [String], on tx: StoreTransaction) async throws -> [String] { accounts }
+    public func expand(_ accounts: [String], pending: [StoreInbox.Message], on tx: StoreTransaction) async throws -> [String] {
+        accounts
+    }
 
     public func prepare(replaying pending: [StoreInbox.Message], on tx: StoreTransaction) async throws {}
 

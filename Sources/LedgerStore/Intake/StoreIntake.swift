@@ -145,8 +145,9 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
     /// Subscribers a claim answered for another (the owner that keeps a purchase, where a merge went).
     let owners: [String: String]
     private let replays = Mutex(0)
-    /// Subscribers this transaction found not merged (asked once).
-    private let unmerged = Mutex<Set<String>>([])
+    /// What this transaction learned of subscribers (merged into whom, or not) and of the catalog (a product
+    /// absent from it: nil), asked once each.
+    private let known = Mutex<(merged: [String: String?], products: [String: Product?])>(([:], [:]))
 
     init(adapter: A, tx: StoreTransaction, logger: Logger, owners: [String: String] = [:]) {
         self.adapter = adapter
@@ -171,7 +172,13 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
             _ = try await tx.recordIfNew(r)
             return .ignored
         }
-        if let status = try await tx.status(store: store, messageID: r.messageID), status != .pending && status != .received {
+        let hint = mapping.subscriberHint.flatMap { Identifiers.isValidSubscriberID($0) ? $0 : nil }
+        let productIDs = DraftCompletion.productsNeeded(mapping.drafts)
+        let lookup = try await tx.lookup(
+            store: store, messageID: r.messageID, accountID: mapping.accountID, subscribers: [hint].compactMap { $0 },
+            products: productIDs)
+        learn(lookup, products: productIDs)
+        if let status = lookup.status, status != .pending && status != .received {
             return .duplicate
         }
         guard !mapping.drafts.isEmpty else {
@@ -179,7 +186,7 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
             try await tx.record(r)
             return .notice
         }
-        guard let subscriber = try await resolve(mapping) else {
+        guard let (subscriber, link) = try await resolve(mapping, linked: lookup.linked) else {
             r.status = .pending
             r.reason = StoreInbox.unlinkedReason(store: store, accountID: r.accountID)
             try await tx.record(r)
@@ -205,37 +212,84 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
             // Marked applied before the append: the append lock is held from the append to the commit, so
             // every statement moved before it is a round trip less that other messages wait for.
             r.status = .applied
-            try await tx.record(r)
+            try await writeInboxRow(r, linking: link)
             result = try await tx.append(events, replays: .keepStored)
         } catch let error as EventValidationError {
             // It stays `received` until the store's retry gets through (a product added to the catalog): say why.
             r.status = .received
             r.reason = error.description
-            try await tx.record(r)
+            try await writeInboxRow(r, linking: link)
             return .refused(error)
         }
         return .applied(subscriber: subscriber, events: result.events)
     }
 
-    /// The subscriber a message names (linking its account to it, under the transfer policy: the store's fact
-    /// is never refused, and goes to the owner that keeps the purchase), else the one its account is linked to.
-    func resolve(_ m: StoreMapping) async throws -> String? {
+    /// A link `ingest` writes with the message's inbox row (`writeInboxRow`); `claim`: what a conflict
+    /// needs, nil when the subscriber is already the owner a claim answered (a conflict is then an error).
+    struct Link {
+        var accounts: [String]
+        var subscriber: String
+        var origin: String
+        var claim: StoreIntake.ClaimNeeded?
+    }
+
+    /// The subscriber a message names (its account linked to it, under the transfer policy: the store's fact is
+    /// never refused, and goes to the owner that keeps the purchase), with the link still to write when the
+    /// account is not linked to it yet; else the one its account is linked to (`linked`, as `lookup` read it).
+    func resolve(_ m: StoreMapping, linked: String?) async throws -> (String, Link?)? {
         if let hint = m.subscriberHint, Identifiers.isValidSubscriberID(hint) {
-            guard let account = m.accountID else { return hint }
+            guard let account = m.accountID else { return (hint, nil) }
             let at = m.drafts.map(\.occurredAt).min() ?? EventIntake.now()
-            try await linkOrClaim([account], to: hint, by: "message", at: at)
-            return owners[hint] ?? hint
+            if let owner = owners[hint] {
+                return (owner, linked == owner ? nil : Link(accounts: [account], subscriber: owner, origin: "message", claim: nil))
+            }
+            let needed = StoreIntake.ClaimNeeded(accounts: [account], subscriber: hint, origin: "message", at: at)
+            if try await mergedInto(hint) != nil { throw needed }
+            return (hint, linked == hint ? nil : Link(accounts: [account], subscriber: hint, origin: "message", claim: needed))
         }
-        guard let account = m.accountID else { return nil }
-        return try await tx.subscriber(store: store, accountID: account)
+        return linked.map { ($0, nil) }
+    }
+
+    /// Records the message's inbox row, with the link `resolve` left to write in the same statement.
+    func writeInboxRow(_ r: StoreInbox.Message, linking link: Link?) async throws {
+        guard let link else { return try await tx.record(r) }
+        do {
+            try await tx.record(r, linking: link.accounts, to: link.subscriber, by: link.origin)
+        } catch is StoreLinks.Conflict where link.claim != nil {
+            throw link.claim!
+        }
+    }
+
+    /// Keeps what a `lookup` read, so that no later step of this transaction asks again.
+    func learn(_ lookup: StoreTransaction.Lookup, products asked: Set<String>) {
+        known.withLock { k in
+            k.merged.merge(lookup.merged) { _, new in new }
+            for id in asked { k.products[id] = .some(lookup.products[id]) }
+        }
     }
 
     /// Where `subscriber` was merged into, if it was (one look-up per subscriber and transaction).
     func mergedInto(_ subscriber: String) async throws -> String? {
-        if unmerged.withLock({ $0.contains(subscriber) }) { return nil }
+        if let into = known.withLock({ $0.merged[subscriber] }) { return into }
         let into = try await IdentityChecks.mergedInto([subscriber], on: tx.connection, logger: tx.logger)[subscriber]
-        if into == nil { unmerged.withLock { _ = $0.insert(subscriber) } }
+        known.withLock { $0.merged[subscriber] = .some(into) }
         return into
+    }
+
+    /// The catalog's latest revision of each product named (read once per transaction).
+    func products(_ ids: Set<String>) async throws -> [String: Product] {
+        let (have, missing) = known.withLock { k -> ([String: Product], Set<String>) in
+            var have: [String: Product] = [:]
+            var missing: Set<String> = []
+            for id in ids {
+                if let p = k.products[id] { p.map { have[id] = $0 } } else { missing.insert(id) }
+            }
+            return (have, missing)
+        }
+        guard !missing.isEmpty else { return have }
+        let read = try await tx.products(missing)
+        known.withLock { k in for id in missing { k.products[id] = .some(read[id]) } }
+        return have.merging(read) { a, _ in a }
     }
 
     /// Links accounts to `subscriber` (or the owner a claim answered for it); an account another subscriber
@@ -263,7 +317,7 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
     /// Drafts completed from the catalog for `subscriber`, who must not have been merged (docs/identity.md:
     /// 409 `subscriber_merged`).
     func completed(_ drafts: [EventDraft], subscriber: String) async throws -> [NewEvent] {
-        let products = try await tx.products(DraftCompletion.productsNeeded(drafts))
+        let products = try await products(DraftCompletion.productsNeeded(drafts))
         let events = try StoreIntake.complete(drafts, subscriber: subscriber, source: store, products: products)
         if let into = try await mergedInto(subscriber) {
             throw IdentityError.subscriberMerged(subscriber: subscriber, into: into)
@@ -277,18 +331,20 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
     public func link(_ accounts: [String], to subscriber: String, by origin: String, counted: Bool = true) async throws -> Int {
         var unique: [String] = []
         for a in accounts where !unique.contains(a) { unique.append(a) }
-        let all = try await adapter.expand(unique, on: tx)
+        // Their pending messages, read once: for the adapter's expansion, and replayed below unless it added accounts.
+        let pending = try await tx.pending(store: store, accountIDs: unique)
+        let all = try await adapter.expand(unique, pending: pending, on: tx)
         try await linkOrClaim(all, to: subscriber, by: origin, at: EventIntake.now())
         // A store's fact about a purchase its owner keeps: what waited applies to the owner.
-        let applied = try await replay(all, to: owners[subscriber] ?? subscriber)
+        let applied = try await replay(
+            all == unique ? pending : try await tx.pending(store: store, accountIDs: all), to: owners[subscriber] ?? subscriber)
         if counted { replays.withLock { $0 += applied } }
         return applied
     }
 
-    /// Applies the messages that waited for these (linked) accounts, oldest first, each re-read by `remap`. One
+    /// Applies the messages that waited for the accounts just linked (`pending`, oldest first), each re-read by `remap`. One
     /// that still cannot be applied stays pending, saying why (logged).
-    func replay(_ accounts: [String], to subscriber: String) async throws -> Int {
-        let pending = try await tx.pending(store: store, accountIDs: accounts)
+    func replay(_ pending: [StoreInbox.Message], to subscriber: String) async throws -> Int {
         guard !pending.isEmpty else { return 0 }
         try await adapter.prepare(replaying: pending, on: tx)
         var applied = 0

@@ -14,6 +14,66 @@ public struct StoreTransaction: Sendable {
     /// This message's place in a shared transaction (`SharedTransaction`), if it is one.
     var member: SharedTransaction.Member? = nil
 
+    // MARK: what a message reads first
+
+    /// What a message's transaction reads before it decides (`StoreSession.ingest`).
+    public struct Lookup: Sendable {
+        /// The message's inbox status, if it was recorded before.
+        public var status: StoreInbox.Status?
+        /// The subscriber the message's account is linked to, if any.
+        public var linked: String?
+        /// Of the subscribers asked and `linked`: where each was merged into, nil when it was not.
+        public var merged: [String: String?]
+        /// The catalog's latest revision of each product asked for that it has.
+        public var products: [String: Product]
+    }
+
+    /// The message's inbox status, its account's link, whether those subscribers were merged and the
+    /// catalog's products, in one statement: each is a round trip the shared transaction's connection
+    /// (`SharedTransaction`) would otherwise make per message, one after the other (docs/data-flow.md).
+    public func lookup(
+        store: String, messageID: String, accountID: String?, subscribers: [String], products ids: Set<String>
+    ) async throws -> Lookup {
+        var lookup = Lookup(status: nil, linked: nil, merged: [:], products: [:])
+        var pairs: [String] = []
+        for try await row in try await connection.query(
+            """
+            WITH link AS (
+                SELECT subscriber_id FROM store_links WHERE store = \(store) AND account_id = \(accountID)
+            ), merged AS (
+                SELECT subscriber_id || chr(10) || coalesce(data->>'into', '') AS pair FROM events
+                WHERE type = 'merged' AND subscriber_id = ANY(\(subscribers)::text[] || ARRAY(SELECT subscriber_id FROM link))
+            ), product AS (
+                SELECT DISTINCT ON (product_id) \(unescaped: CatalogStore.columns) FROM products
+                WHERE product_id = ANY(\(Array(ids))::text[]) ORDER BY product_id, revision DESC
+            )
+            SELECT (SELECT status FROM store_inbox WHERE store = \(store) AND message_id = \(messageID)),
+                   (SELECT subscriber_id FROM link), ARRAY(SELECT pair FROM merged), product.*
+            FROM (SELECT 1) AS one LEFT JOIN product ON true
+            """, logger: logger
+        ).decode(
+            (
+                String?, String?, [String], String?, Int?, String?, String?, String?, String?, Int64?, String?, String?,
+                Timestamp?
+            ).self)
+        {
+            let (status, linked, merged, id, revision, entitlements, kind, period, duration, price, currency, rate, recorded) = row
+            lookup.status = status.flatMap(StoreInbox.Status.init(rawValue:))
+            lookup.linked = linked
+            pairs = merged
+            if let id, let revision, let entitlements, let kind, let price, let currency, let rate, let recorded {
+                lookup.products[id] = try CatalogStore.product(
+                    (id, revision, entitlements, kind, period, duration, price, currency, rate, recorded))
+            }
+        }
+        for s in subscribers + [lookup.linked].compactMap({ $0 }) { lookup.merged[s] = .some(nil) }
+        for pair in pairs {
+            let parts = pair.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2 { lookup.merged[String(parts[0])] = .some(String(parts[1])) }
+        }
+        return lookup
+    }
+
     // MARK: inbox
 
     public func status(store: String, messageID: String) async throws -> StoreInbox.Status? {
@@ -28,21 +88,14 @@ public struct StoreTransaction: Sendable {
     /// Records a message, or moves a recorded one to a new status (and reason); the first delivery's payload is kept.
     /// `applied` also clears what a waiting message carried (its next attempt, last error and reason), as `mark` does.
     public func record(_ m: StoreInbox.Message) async throws {
-        let applied = m.status == .applied
-        try await connection.query(
-            """
-            INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
-                raw, payload, reason, updated_at)
-            VALUES (\(m.store), \(m.messageID), \(m.kind), \(m.subtype), \(m.environment.rawValue), \(m.accountID),
-                    \(m.subscriberID), \(m.status.rawValue), \(m.raw), \(JSONValue.object(m.payload).canonicalString())::jsonb,
-                    \(m.reason.map(StoreInbox.bounded)), CASE WHEN \(applied) THEN clock_timestamp() END)
-            ON CONFLICT (store, message_id) DO UPDATE SET status = excluded.status,
-                account_id = coalesce(excluded.account_id, store_inbox.account_id),
-                subscriber_id = coalesce(excluded.subscriber_id, store_inbox.subscriber_id),
-                reason = excluded.reason, updated_at = clock_timestamp(),
-                next_attempt_at = CASE WHEN \(applied) THEN NULL ELSE store_inbox.next_attempt_at END,
-                last_error = CASE WHEN \(applied) THEN NULL ELSE store_inbox.last_error END
-            """, logger: logger)
+        try await connection.query("\(inboxRow: m)", logger: logger)
+    }
+
+    /// `record`, and `link` of `accounts` in the same statement: a round trip less for a message that names its
+    /// subscriber (`StoreSession.ingest`). A conflict throws `StoreLinks.Conflict` with the row written: the
+    /// caller's transaction is then rolled back, as every conflict there is (a claim, then a run again).
+    public func record(_ m: StoreInbox.Message, linking accounts: [String], to subscriberID: String, by origin: String) async throws {
+        try await link(store: m.store, accounts, to: subscriberID, by: origin, recording: m)
     }
 
     /// Records a message only if it is new; true when it was. A background resolver takes it up after `resolveAfter`.
@@ -114,7 +167,17 @@ public struct StoreTransaction: Sendable {
     /// first, the insert only runs without any; an account linked meanwhile by another transaction is looked
     /// for again after the insert).
     public func link(store: String, _ accountIDs: [String], to subscriberID: String, by origin: String) async throws {
-        guard !accountIDs.isEmpty else { return }
+        try await link(store: store, accountIDs, to: subscriberID, by: origin, recording: nil)
+    }
+
+    /// `link`, with a message's inbox row written by the same statement when `recording` says one.
+    private func link(
+        store: String, _ accountIDs: [String], to subscriberID: String, by origin: String, recording: StoreInbox.Message?
+    ) async throws {
+        guard !accountIDs.isEmpty else {
+            if let recording { try await record(recording) }
+            return
+        }
         let ids = Array(Set(accountIDs))
         var conflict: StoreLinks.Conflict?
         var inserted = 0
@@ -129,7 +192,7 @@ public struct StoreTransaction: Sendable {
                 WHERE NOT EXISTS (SELECT 1 FROM taken WHERE subscriber_id <> \(subscriberID))
                 ON CONFLICT (store, account_id) DO NOTHING
                 RETURNING account_id
-            )
+            \(inboxRowExpression: recording))
             SELECT 'taken', account_id, subscriber_id FROM taken
             UNION ALL SELECT 'added', account_id, '' FROM added
             """, logger: logger
@@ -199,5 +262,61 @@ public struct StoreTransaction: Sendable {
     public func append(_ events: [NewEvent], replays: EventStore.ReplayPolicy) async throws -> AppendResult {
         guard let appends else { preconditionFailure("StoreTransaction.append outside EventStore.transaction") }
         return try await appends.append(AppendJob(events: events, replays: replays), of: member, on: connection, logger: logger)
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The statement that records a message in the inbox, or moves a recorded one to a new status (and reason);
+    /// the first delivery's payload is kept. `applied` also clears what a waiting message carried (its next
+    /// attempt, last error and reason), as `mark` does.
+    mutating func appendInterpolation(inboxRow m: StoreInbox.Message) {
+        let applied = m.status == .applied
+        appendLiteral(
+            """
+            INSERT INTO store_inbox (store, message_id, kind, subtype, environment, account_id, subscriber_id, status,
+                raw, payload, reason, updated_at)
+            VALUES (
+            """)
+        appendInterpolation(m.store)
+        appendLiteral(", ")
+        appendInterpolation(m.messageID)
+        appendLiteral(", ")
+        appendInterpolation(m.kind)
+        appendLiteral(", ")
+        appendInterpolation(m.subtype)
+        appendLiteral(", ")
+        appendInterpolation(m.environment.rawValue)
+        appendLiteral(", ")
+        appendInterpolation(m.accountID)
+        appendLiteral(", ")
+        appendInterpolation(m.subscriberID)
+        appendLiteral(", ")
+        appendInterpolation(m.status.rawValue)
+        appendLiteral(", ")
+        appendInterpolation(m.raw)
+        appendLiteral(", ")
+        appendInterpolation(JSONValue.object(m.payload).canonicalString())
+        appendLiteral("::jsonb, ")
+        appendInterpolation(m.reason.map(StoreInbox.bounded))
+        appendLiteral(", CASE WHEN ")
+        appendInterpolation(applied)
+        appendLiteral(
+            """
+             THEN clock_timestamp() END)
+            ON CONFLICT (store, message_id) DO UPDATE SET status = excluded.status,
+                account_id = coalesce(excluded.account_id, store_inbox.account_id),
+                subscriber_id = coalesce(excluded.subscriber_id, store_inbox.subscriber_id),
+                reason = excluded.reason, updated_at = clock_timestamp(),
+                next_attempt_at = CASE WHEN excluded.status = 'applied' THEN NULL ELSE store_inbox.next_attempt_at END,
+                last_error = CASE WHEN excluded.status = 'applied' THEN NULL ELSE store_inbox.last_error END
+            """)
+    }
+
+    /// `inboxRow` as a further common table expression of a statement (`recorded`), or nothing.
+    mutating func appendInterpolation(inboxRowExpression m: StoreInbox.Message?) {
+        guard let m else { return }
+        appendLiteral("), recorded AS (")
+        appendInterpolation(inboxRow: m)
+        appendLiteral(" RETURNING 1")
     }
 }

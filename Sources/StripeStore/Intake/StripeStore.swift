@@ -110,12 +110,12 @@ public struct StripeStore: StoreAdapter {
 
     /// The ids named by the events pending on `accounts`, transitively (a payment applied from the inbox is
     /// found by its later refunds and disputes as if it had been applied at once).
-    public func expand(_ accounts: [String], on tx: StoreTransaction) async throws -> [String] {
+    public func expand(_ accounts: [String], pending first: [StoreInbox.Message], on tx: StoreTransaction) async throws -> [String] {
         var all = accounts
         var frontier = all
         var seen: Set<String> = []
-        for _ in 0..<4 where !frontier.isEmpty {
-            let pending = try await tx.pending(store: store, accountIDs: frontier)
+        for round in 0..<4 where !frontier.isEmpty {
+            let pending = round == 0 ? first : try await tx.pending(store: store, accountIDs: frontier)
             frontier = []
             for p in pending where seen.insert(p.messageID).inserted {
                 guard let m = try? StripeEventMapper.interpret(try StripeEvent(payload: p.payload), options: options) else { continue }
