@@ -65,7 +65,7 @@ enum StatementLog {
     /// or recorded it in the inbox, from its BEGIN to its COMMIT. Background services (the report rollup
     /// worker, woken by the commit before) run on other connections meanwhile and are not the message's.
     static func transaction(_ all: [(pid: String, text: String)]) -> [String] {
-        guard let record = all.firstIndex(where: { $0.text.hasPrefix("WITH link AS (") || $0.text.hasPrefix("INSERT INTO store_inbox") })
+        guard let record = all.firstIndex(where: { $0.text.hasPrefix("WITH req AS (") || $0.text.hasPrefix("INSERT INTO store_inbox") })
         else { return all.map(\.text) }
         let pid = all[record].pid
         let mine = all.enumerated().filter { $0.element.pid == pid }
@@ -168,7 +168,7 @@ struct StatementCountTests {
             // one statement (docs/data-flow.md, "What a message reads and writes before its append").
             #expect(
                 linking.map { String($0.prefix(14)) } == [
-                    "BEGIN", "WITH link AS (", "WITH taken AS ", "SELECT event_i", "SELECT recorde", "SELECT subledg", "COMMIT",
+                    "BEGIN", "WITH req AS (", "WITH taken AS ", "SELECT event_i", "SELECT recorde", "SELECT subledg", "COMMIT",
                 ], "\(linking)")
             #expect(linking.count(where: { $0.hasPrefix("INSERT INTO store_inbox") }) == 0)
             let renew = signer.notificationBody(
@@ -186,7 +186,7 @@ struct StatementCountTests {
             // Its account is linked already: the look-up and the inbox row, then the append.
             #expect(
                 statements.map { String($0.prefix(14)) } == [
-                    "BEGIN", "WITH link AS (", "INSERT INTO st", "SELECT event_i", "SELECT recorde", "SELECT subledg", "COMMIT",
+                    "BEGIN", "WITH req AS (", "INSERT INTO st", "SELECT event_i", "SELECT recorde", "SELECT subledg", "COMMIT",
                 ], "\(statements)")
         }
     }

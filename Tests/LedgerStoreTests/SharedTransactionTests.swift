@@ -95,6 +95,8 @@ struct SharedTransactionTests {
             let tally = store.sharing.tally
             #expect(tally.messages == 40 && tally.rolledBack == 0)
             #expect(tally.transactions < 40, "some messages shared a transaction (\(tally))")
+            // Members that asked while another's look-up ran were answered together (`SharedTransaction.lookup`).
+            #expect(tally.lookups == 40 && tally.lookupStatements < 40, "\(tally)")
             let stored = try await Self.counts(client)
             #expect(stored.events == 40 && stored.applied == 40)
             #expect(try await ChainVerifier(client: client, logger: TestDatabase.logger).verify().ok)

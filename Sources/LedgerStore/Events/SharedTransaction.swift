@@ -69,6 +69,11 @@ final class SharedTransaction: Sendable {
 
     let maxMembers: Int
     private let state = Mutex(State())
+    /// Look-ups waiting while another runs on the connection (`lookup`): they go together in the next statement.
+    private let lookups = Mutex<(running: Bool, queue: [LookupWaiter], asked: Int, statements: Int)>((false, [], 0, 0))
+
+    /// Look-ups asked by its members, and the statements that answered them.
+    var lookupCounts: (asked: Int, statements: Int) { lookups.withLock { ($0.asked, $0.statements) } }
     private let opened = Slot<StoreTransaction>()
     private let outcome = Slot<Void>()
 
@@ -122,6 +127,61 @@ final class SharedTransaction: Sendable {
         if case .direct = decision { return nil }
         await perform(decision, appends: appends, on: connection, logger: logger)
         return try await slot.value()
+    }
+
+    /// A member's look-up (`StoreTransaction.lookup`). The connection runs one statement at a time: a look-up
+    /// asked while another runs waits, and every look-up waiting then goes in the next statement together
+    /// (natural batching, as group commit does: none waits when the connection is free).
+    func lookup(_ request: StoreTransaction.LookupRequest, on tx: StoreTransaction) async throws -> StoreTransaction.Lookup {
+        let role: LookupRole = try await withCheckedThrowingContinuation { c in
+            let leads = lookups.withLock { l -> Bool in
+                l.asked += 1
+                if l.running {
+                    l.queue.append(LookupWaiter(request: request, continuation: c))
+                    return false
+                }
+                l.running = true
+                return true
+            }
+            if leads { c.resume(returning: .run([])) }
+        }
+        guard case .run(let others) = role else {
+            if case .done(let lookup) = role { return lookup }
+            preconditionFailure("unreachable")
+        }
+        lookups.withLock { $0.statements += 1 }
+        let result: Result<[StoreTransaction.Lookup], any Error>
+        do {
+            result = .success(try await StoreTransaction.lookups([request] + others.map(\.request), on: tx.connection, logger: tx.logger))
+        } catch {
+            result = .failure(error)
+        }
+        // Whoever waited meanwhile runs next, with the others that waited.
+        let next = lookups.withLock { l -> [LookupWaiter] in
+            defer { l.queue = [] }
+            if l.queue.isEmpty { l.running = false }
+            return l.queue
+        }
+        if let first = next.first { first.continuation.resume(returning: .run(Array(next.dropFirst()))) }
+        switch result {
+        case .success(let all):
+            for (w, lookup) in zip(others, all.dropFirst()) { w.continuation.resume(returning: .done(lookup)) }
+            return all[0]
+        case .failure(let error):
+            for w in others { w.continuation.resume(throwing: error) }
+            throw error
+        }
+    }
+
+    fileprivate struct LookupWaiter: Sendable {
+        var request: StoreTransaction.LookupRequest
+        var continuation: CheckedContinuation<LookupRole, any Error>
+    }
+
+    /// What a waiting look-up is told: its answer, or to run the next statement (for itself and these).
+    fileprivate enum LookupRole: Sendable {
+        case done(StoreTransaction.Lookup)
+        case run([LookupWaiter])
     }
 
     /// A member's work ended (`failure`: how, when it threw); the waiting appends may now be written.
@@ -221,17 +281,21 @@ final class SharedTransaction: Sendable {
 final class SharedTransactions: Sendable {
     let maxMembers: Int
     private let forming = Mutex<SharedTransaction?>(nil)
-    private let counts = Mutex((transactions: 0, messages: 0, rolledBack: 0))
+    private let counts = Mutex((transactions: 0, messages: 0, rolledBack: 0, lookups: 0, lookupStatements: 0))
 
-    /// Shared transactions ended, the messages they held, and how many were rolled back (tests, metrics).
-    var tally: (transactions: Int, messages: Int, rolledBack: Int) { counts.withLock { $0 } }
+    /// Shared transactions ended, the messages they held, how many were rolled back, and their members'
+    /// look-ups with the statements that answered them (tests, metrics).
+    var tally: (transactions: Int, messages: Int, rolledBack: Int, lookups: Int, lookupStatements: Int) { counts.withLock { $0 } }
 
     /// A shared transaction ended (its leader committed it or rolled it back).
     func ended(_ shared: SharedTransaction, committed: Bool) {
         let members = shared.members
+        let lookups = shared.lookupCounts
         counts.withLock { c in
             c.transactions += 1
             c.messages += members
+            c.lookups += lookups.asked
+            c.lookupStatements += lookups.statements
             if !committed { c.rolledBack += 1 }
         }
     }

@@ -28,50 +28,82 @@ public struct StoreTransaction: Sendable {
         public var products: [String: Product]
     }
 
+    /// What one message asks `lookup`.
+    struct LookupRequest: Sendable {
+        var store: String
+        var messageID: String
+        var accountID: String?
+        var subscribers: [String]
+        var products: Set<String>
+    }
+
     /// The message's inbox status, its account's link, whether those subscribers were merged and the
     /// catalog's products, in one statement: each is a round trip the shared transaction's connection
-    /// (`SharedTransaction`) would otherwise make per message, one after the other (docs/data-flow.md).
+    /// (`SharedTransaction`) would otherwise make per message, one after the other (docs/data-flow.md). In a
+    /// shared transaction, the look-ups of members that ask while another's is running go together in the next
+    /// statement (`SharedTransaction.lookup`).
     public func lookup(
         store: String, messageID: String, accountID: String?, subscribers: [String], products ids: Set<String>
     ) async throws -> Lookup {
-        var lookup = Lookup(status: nil, linked: nil, merged: [:], products: [:])
-        var pairs: [String] = []
+        let request = LookupRequest(store: store, messageID: messageID, accountID: accountID, subscribers: subscribers, products: ids)
+        if let shared = appends?.shared { return try await shared.lookup(request, on: self) }
+        return try await Self.lookups([request], on: connection, logger: logger)[0]
+    }
+
+    /// The look-ups of several messages in one statement, in their order.
+    static func lookups(_ requests: [LookupRequest], on connection: PostgresConnection, logger: Logger) async throws -> [Lookup] {
+        var out = [Lookup](repeating: Lookup(status: nil, linked: nil, merged: [:], products: [:]), count: requests.count)
+        var products: [String: Product] = [:]
+        var merged: [String: String] = [:]
         for try await row in try await connection.query(
             """
-            WITH link AS (
-                SELECT subscriber_id FROM store_links WHERE store = \(store) AND account_id = \(accountID)
+            WITH req AS (
+                SELECT * FROM unnest(\(requests.map(\.store))::text[], \(requests.map(\.messageID))::text[],
+                    \(requests.map { $0.accountID ?? "" })::text[]) WITH ORDINALITY AS r(store, message_id, account_id, i)
+            ), link AS (
+                SELECT req.i, l.subscriber_id FROM req JOIN store_links l ON l.store = req.store AND l.account_id = req.account_id
+                WHERE req.account_id <> ''
             ), merged AS (
                 SELECT subscriber_id || chr(10) || coalesce(data->>'into', '') AS pair FROM events
-                WHERE type = 'merged' AND subscriber_id = ANY(\(subscribers)::text[] || ARRAY(SELECT subscriber_id FROM link))
+                WHERE type = 'merged'
+                  AND subscriber_id = ANY(\(Array(Set(requests.flatMap(\.subscribers))))::text[] || ARRAY(SELECT subscriber_id FROM link))
             ), product AS (
                 SELECT DISTINCT ON (product_id) \(unescaped: CatalogStore.columns) FROM products
-                WHERE product_id = ANY(\(Array(ids))::text[]) ORDER BY product_id, revision DESC
+                WHERE product_id = ANY(\(Array(requests.reduce(into: Set<String>()) { $0.formUnion($1.products) }))::text[])
+                ORDER BY product_id, revision DESC
             )
-            SELECT (SELECT status FROM store_inbox WHERE store = \(store) AND message_id = \(messageID)),
-                   (SELECT subscriber_id FROM link), ARRAY(SELECT pair FROM merged), product.*
-            FROM (SELECT 1) AS one LEFT JOIN product ON true
+            SELECT 'p', 0::int8, NULL::text, product.* FROM product
+            UNION ALL SELECT 's', req.i, ib.status, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+                FROM req JOIN store_inbox ib ON ib.store = req.store AND ib.message_id = req.message_id
+            UNION ALL SELECT 'l', i, subscriber_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM link
+            UNION ALL SELECT 'm', 0, pair, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM merged
             """, logger: logger
         ).decode(
             (
-                String?, String?, [String], String?, Int?, String?, String?, String?, String?, Int64?, String?, String?,
-                Timestamp?
+                String, Int64, String?, String?, Int?, String?, String?, String?, String?, Int64?, String?, String?, Timestamp?
             ).self)
         {
-            let (status, linked, merged, id, revision, entitlements, kind, period, duration, price, currency, rate, recorded) = row
-            lookup.status = status.flatMap(StoreInbox.Status.init(rawValue:))
-            lookup.linked = linked
-            pairs = merged
-            if let id, let revision, let entitlements, let kind, let price, let currency, let rate, let recorded {
-                lookup.products[id] = try CatalogStore.product(
-                    (id, revision, entitlements, kind, period, duration, price, currency, rate, recorded))
+            let (kind, i, value, id, revision, entitlements, productKind, period, duration, price, currency, rate, recorded) = row
+            let index = Int(i) - 1
+            switch kind {
+            case "s" where out.indices.contains(index): out[index].status = value.flatMap(StoreInbox.Status.init(rawValue:))
+            case "l" where out.indices.contains(index): out[index].linked = value
+            case "m":
+                let parts = (value ?? "").split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+                if parts.count == 2 { merged[String(parts[0])] = String(parts[1]) }
+            case "p":
+                if let id, let revision, let entitlements, let productKind, let price, let currency, let rate, let recorded {
+                    products[id] = try CatalogStore.product(
+                        (id, revision, entitlements, productKind, period, duration, price, currency, rate, recorded))
+                }
+            default: break
             }
         }
-        for s in subscribers + [lookup.linked].compactMap({ $0 }) { lookup.merged[s] = .some(nil) }
-        for pair in pairs {
-            let parts = pair.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-            if parts.count == 2 { lookup.merged[String(parts[0])] = .some(String(parts[1])) }
+        for (i, request) in requests.enumerated() {
+            for s in request.subscribers + [out[i].linked].compactMap({ $0 }) { out[i].merged[s] = .some(merged[s]) }
+            for id in request.products { if let p = products[id] { out[i].products[id] = p } }
         }
-        return lookup
+        return out
     }
 
     // MARK: inbox
