@@ -141,7 +141,7 @@ struct StatementCountTests {
             // pending messages looked for once), COMMIT.
             let locked = StatementLog.underAppendLock(statements)
             #expect(locked.first == "SELECT recorded_at" && locked.last == "COMMIT" && locked.count <= 5, "\(locked)")
-            #expect(statements.count <= 12, "\(statements)")
+            #expect(statements.count <= 11, "\(statements)")
         }
     }
 

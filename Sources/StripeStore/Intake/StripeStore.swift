@@ -170,10 +170,10 @@ public struct StripeStore: StoreAdapter {
                 // First learned stands (Stripe never pairs one payment with two invoices).
             }
         }
-        for (price, product) in m.prices { try await link(priceStore, [price], to: product, by: "price") }
-        if let (invoice, transaction) = m.invoiceTransaction {
-            try await StripeInvoices.record(invoice: invoice, transaction: transaction, by: "invoice", on: tx)
-            if !m.lineTransactions.isEmpty { try await link(lineStore, m.lineTransactions, to: transaction, by: "invoice") }
+        // Prices and the invoice's transaction in one statement (first learned stands for each).
+        try await StripeInvoices.record(prices: m.prices, store: priceStore, invoice: m.invoiceTransaction, on: tx)
+        if let (_, transaction) = m.invoiceTransaction, !m.lineTransactions.isEmpty {
+            try await link(lineStore, m.lineTransactions, to: transaction, by: "invoice")
         }
         if let (invoice, payments) = m.invoicePayment { try await link(paymentStore, payments, to: invoice, by: "invoice_payment") }
     }
