@@ -145,9 +145,10 @@ final class SharedTransaction: Sendable {
             }
             if leads { c.resume(returning: .run([])) }
         }
-        guard case .run(let others) = role else {
-            if case .done(let lookup) = role { return lookup }
-            preconditionFailure("unreachable")
+        let others: [LookupWaiter]
+        switch role {
+        case .done(let lookup): return lookup
+        case .run(let waiting): others = waiting
         }
         lookups.withLock { $0.statements += 1 }
         let result: Result<[StoreTransaction.Lookup], any Error>

@@ -255,8 +255,8 @@ public final class StoreSession<A: StoreAdapter>: Sendable {
         guard let link else { return try await tx.record(r) }
         do {
             try await tx.record(r, linking: link.accounts, to: link.subscriber, by: link.origin)
-        } catch is StoreLinks.Conflict where link.claim != nil {
-            throw link.claim!
+        } catch let conflict as StoreLinks.Conflict {
+            throw link.claim ?? conflict
         }
     }
 
